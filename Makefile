@@ -1,0 +1,94 @@
+# cpht — compact GPU hash sets of bigint keys for PostgreSQL (PGXS build)
+#
+#   make               build (with CUDA kernels when nvcc is found)
+#   make install       install into the PostgreSQL found by pg_config
+#   make test          install missing Debian packages, build, install, and run
+#                      every test against a throwaway server (no GPU needed)
+#   make demo          build, install and run the deduplication demo
+#   make unit          C unit tests of kernels/ (no PostgreSQL needed)
+#   make CPHT_GPU=0    build without CUDA even where nvcc exists
+
+EXTENSION = cpht
+MODULE_big = cpht
+DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+PGFILEDESC = "cpht - compact GPU hash sets of bigint keys"
+
+# pg_regress tests: sql/<name>.sql next to the extension scripts, expected/<name>.out
+REGRESS = $(patsubst sql/%.sql,%,$(sort $(filter-out sql/$(EXTENSION)--%,$(wildcard sql/*.sql))))
+REGRESS_OPTS = --load-extension=$(EXTENSION)
+
+KERNEL_C = kernels/table.c kernels/cpu_backend.c kernels/cpu_iceberg.c kernels/cpu_cuckoo.c kernels/cpu_threads.c kernels/radix_sort.c
+SRC_C = $(sort $(wildcard src/*.c))
+OBJS = $(SRC_C:.c=.o) $(KERNEL_C:.c=.o)
+
+PG_CONFIG ?= pg_config
+
+# ---- CUDA ------------------------------------------------------------------
+CPHT_GPU ?= 1
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ( [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc ))
+ifeq ($(CPHT_GPU),1)
+ifneq ($(NVCC),)
+CUDA_SRC = $(sort $(wildcard kernels/*.cu))
+ifneq ($(CUDA_SRC),)
+WITH_GPU = 1
+endif
+endif
+endif
+
+ifdef WITH_GPU
+OBJS += $(CUDA_SRC:.cu=.o)
+# sm_90 machine code for the H100/H200 plus compute_90 PTX so newer GPUs JIT it.
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS = -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DCPHT_WITH_GPU -Ikernels
+PG_CPPFLAGS += -DCPHT_WITH_GPU
+# The CUDA runtime is linked statically and the driver is loaded at run time,
+# so the library loads where no driver exists (never link -lcuda).
+SHLIB_LINK += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+kernels/%.o: kernels/%.cu kernels/*.h
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+endif
+
+PG_CPPFLAGS += -Ikernels -std=gnu11
+SHLIB_LINK += -lpthread
+
+EXTRA_CLEAN = results regression.diffs regression.out test/unit/*.bin test/bench/*.bin kernels/*.unit.o
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+# Debian's PGXS emits LLVM bitcode for JIT; with CUDA objects (and no clang
+# on GPU machines) that step is skipped.
+override with_llvm = no
+include $(PGXS)
+
+$(OBJS): kernels/cpht_table.h kernels/layout.h kernels/table_internal.h
+
+# ---- tests and demo --------------------------------------------------------
+.PHONY: test demo unit bench-cpu deps
+
+deps:
+	test/install-deps.sh
+
+# C unit tests of kernels/ (no PostgreSQL).  Exit status 77 means skipped
+# (the GPU tests where no GPU is usable), reported as such, never as passed.
+UNIT_TESTS = $(patsubst %.c,%.bin,$(sort $(wildcard test/unit/test_*.c)))
+UNIT_OBJS = $(KERNEL_C:.c=.unit.o) $(if $(WITH_GPU),$(CUDA_SRC:.cu=.o))
+UNIT_LIBS = -lpthread -lm $(if $(WITH_GPU),-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++)
+kernels/%.unit.o: kernels/%.c kernels/*.h
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra $(if $(WITH_GPU),-DCPHT_WITH_GPU) -Ikernels -c $< -o $@
+test/unit/%.bin: test/unit/%.c $(UNIT_OBJS) kernels/*.h test/unit/*.h
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra $(if $(WITH_GPU),-DCPHT_WITH_GPU) -Ikernels -o $@ $< $(UNIT_OBJS) $(UNIT_LIBS)
+
+unit: $(UNIT_TESTS)
+	@set -e; for t in $(UNIT_TESTS); do \
+		echo "== $$t"; rc=0; ./$$t || rc=$$?; \
+		if [ $$rc -eq 77 ]; then echo "SKIPPED: $$t"; elif [ $$rc -ne 0 ]; then exit $$rc; fi; \
+	done
+
+test:
+	test/run-tests.sh
+
+demo:
+	test/run-demo.sh
+
+bench-cpu:
+	test/bench/run-cpu-bench.sh

@@ -1,0 +1,162 @@
+/*
+ * cpht_table.h — the one interface between the PostgreSQL side (src/) and the
+ * table algorithms (kernels/).
+ *
+ * Plain C: no PostgreSQL types, no CUDA types.  Every operation is batch
+ * oriented and works on host arrays of 64-bit key patterns.  Two
+ * implementations sit behind it — the CPU one (kernels/cpu_*.c) and the GPU
+ * one (kernels/gpu_*.cu) — and both use the layout arithmetic of layout.h, so
+ * a table built on either answers identically.
+ */
+#ifndef CPHT_TABLE_H
+#define CPHT_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cpht_kind
+{
+	CPHT_ICEBERG = 0,			/* two-level compact iceberg, lockless find-or-put */
+	CPHT_CUCKOO = 1				/* compact bucketed cuckoo, bulk put + sort-based fop */
+} cpht_kind;
+
+typedef enum cpht_device
+{
+	CPHT_DEVICE_CPU = 0,
+	CPHT_DEVICE_GPU = 1
+} cpht_device;
+
+/* What a call returns.  Anything but CPHT_OK leaves a message in the table
+ * (cpht_table_error) or in the caller's buffer (cpht_table_create). */
+typedef enum cpht_status
+{
+	CPHT_OK = 0,
+	CPHT_ERR_FULL,				/* a key found no slot; the call was undone */
+	CPHT_ERR_NOMEM,				/* host or device memory exhausted */
+	CPHT_ERR_INVALID,			/* bad parameters */
+	CPHT_ERR_NODEVICE,			/* GPU requested but none usable */
+	CPHT_ERR_DEVICE				/* a device call failed (message has details) */
+} cpht_status;
+
+/* Per-key outcome of find_or_put (one byte per key). */
+enum
+{
+	CPHT_FOUND = 0,				/* key was already present */
+	CPHT_PUT = 1,				/* key was inserted by this call */
+	CPHT_FULL = 2				/* no slot for the key (only inside a failing call) */
+};
+
+#define CPHT_MAX_LEVELS 2
+#define CPHT_CUCKOO_CHOICES 3	/* hash choices of the cuckoo table */
+#define CPHT_ICEBERG_CHOICES 2	/* secondary-bucket choices of the iceberg table */
+
+/*
+ * Creation parameters.  cpht_params_for_capacity() fills them from a
+ * capacity; benchmarks set them by hand.
+ *
+ * slots[l] is the number of slots of level l; it must be bucket_slots[l]
+ * times a power of two (at least 8 buckets).  The cuckoo table has one
+ * level.  slot_bits[l] is 16, 32 or 64, or 0 for the smallest that holds the
+ * remainder plus its state bits.
+ */
+typedef struct cpht_params
+{
+	cpht_kind	kind;
+	cpht_device device;
+	int			key_bits;		/* 8..64: keys satisfy 0 <= k < 2^key_bits */
+	uint64_t	seed;			/* selects the permutations */
+	uint64_t	slots[CPHT_MAX_LEVELS];
+	int			bucket_slots[CPHT_MAX_LEVELS];	/* 8, 16 or 32 */
+	int			slot_bits[CPHT_MAX_LEVELS];
+	int			cpu_threads;	/* CPU implementation: 0 = one per core */
+	int			max_evictions;	/* cuckoo: bound on an eviction chain, 0 = default */
+} cpht_params;
+
+/* What cpht_info reports. */
+typedef struct cpht_stats
+{
+	cpht_kind	kind;
+	cpht_device device;
+	int			key_bits;
+	int			levels;
+	uint64_t	slots[CPHT_MAX_LEVELS];
+	int			bucket_slots[CPHT_MAX_LEVELS];
+	int			slot_bits[CPHT_MAX_LEVELS];
+	uint64_t	live[CPHT_MAX_LEVELS];		/* occupied slots per level */
+	uint64_t	tombstones[CPHT_MAX_LEVELS];	/* deleted slots per level */
+	uint64_t	stashed;		/* cuckoo keys kept outside the buckets */
+	uint64_t	count;			/* distinct keys stored */
+	uint64_t	table_bytes;	/* bytes of slot memory (host or device) */
+	uint64_t	staging_bytes;	/* transfer buffers held for the table */
+	char		device_name[128];
+} cpht_stats;
+
+typedef struct cpht_table cpht_table;
+
+/*
+ * Lifecycle.  create validates the parameters, allocates zeroed slot memory
+ * and returns CPHT_OK with *out set, or an error with a message in errbuf.
+ */
+cpht_status cpht_table_create(const cpht_params *params, cpht_table **out,
+							  char *errbuf, size_t errlen);
+void		cpht_table_destroy(cpht_table *table);
+
+/*
+ * Batch operations.  keys[0..n) are 64-bit patterns already checked against
+ * key_bits by the caller.  A failing find_or_put or put leaves the table as
+ * it was before the call (CPHT_ERR_FULL: no key of the call stays).
+ *
+ * find_or_put: status[i] = CPHT_FOUND or CPHT_PUT; a key repeated inside the
+ *   batch is CPHT_PUT exactly once (at one of its occurrences, not always
+ *   the first) when it was absent.
+ * find:        found[i] = 1 if present, else 0.
+ * put:         inserts the absent keys, *inserted = how many.
+ * erase:       present[i] = 1 if the key was present and is now deleted
+ *   (a tombstone takes its slot).
+ */
+cpht_status cpht_table_find_or_put(cpht_table *table, const uint64_t *keys,
+								   size_t n, uint8_t *status);
+cpht_status cpht_table_find(cpht_table *table, const uint64_t *keys,
+							size_t n, uint8_t *found);
+cpht_status cpht_table_put(cpht_table *table, const uint64_t *keys,
+						   size_t n, uint64_t *inserted);
+cpht_status cpht_table_erase(cpht_table *table, const uint64_t *keys,
+							 size_t n, uint8_t *present);
+
+uint64_t	cpht_table_count(const cpht_table *table);
+cpht_status cpht_table_stats(cpht_table *table, cpht_stats *out);
+
+/* Message of the last failed call on this table. */
+const char *cpht_table_error(const cpht_table *table);
+
+/*
+ * Sizing policy: parameters for a table that holds `capacity` distinct keys
+ * at a fill the kind reaches with margin.  Returns CPHT_ERR_INVALID with a
+ * message when capacity or key_bits is out of range.
+ */
+cpht_status cpht_params_for_capacity(cpht_kind kind, uint64_t capacity,
+									 int key_bits, cpht_params *out,
+									 char *errbuf, size_t errlen);
+
+/* Bytes of slot memory a table with these parameters needs (after
+ * resolving slot_bits 0), or 0 when the parameters are invalid. */
+uint64_t	cpht_params_table_bytes(const cpht_params *params);
+
+/*
+ * GPU availability.  cpht_gpu_usable() initialises CUDA on first call (so
+ * call it only when a GPU table is really wanted) and caches the answer; it
+ * returns 0 when the build has no GPU support or no device/driver exists,
+ * with the reason in errbuf.
+ */
+int			cpht_gpu_built(void);
+int			cpht_gpu_usable(char *errbuf, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif							/* CPHT_TABLE_H */

@@ -1,0 +1,293 @@
+/*
+ * cpu_backend.c — the CPU implementation of the table interface: slot
+ * memory from calloc, batches split over threads, per-key algorithms from
+ * cpu_iceberg.c and cpu_cuckoo.c.
+ *
+ * Each thread walks its share of the batch with a short prefetch window:
+ * buckets are spread at random over a table much larger than the caches,
+ * so overlapping the misses of a few keys is what sets the speed.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+
+#define PREFETCH_AHEAD 12
+
+typedef struct batch_job
+{
+	const cpht_table *t;
+	const uint64_t *keys;
+	uint8_t    *out;
+	uint64_t   *homeless;
+	_Atomic size_t nhomeless;
+	uint64_t	replacement;	/* erase: tombstone or EMPTY */
+} batch_job;
+
+static cpht_status
+cpu_create(cpht_table *t)
+{
+	for (int l = 0; l < t->levels; l++)
+	{
+		layout_level *lv = &t->level[l];
+		uint64_t	bytes = lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8);
+
+		lv->slots = bytes == (size_t) bytes ? calloc(1, (size_t) bytes) : NULL;
+		if (lv->slots == NULL)
+		{
+			for (int k = 0; k < l; k++)
+			{
+				free(t->level[k].slots);
+				t->level[k].slots = NULL;
+			}
+			return table_fail(t, CPHT_ERR_NOMEM,
+							  "could not allocate %llu bytes of host memory for level %d",
+							  (unsigned long long) bytes, l + 1);
+		}
+	}
+	return CPHT_OK;
+}
+
+static void
+cpu_destroy(cpht_table *t)
+{
+	for (int l = 0; l < t->levels; l++)
+	{
+		free(t->level[l].slots);
+		t->level[l].slots = NULL;
+	}
+}
+
+/* ---- iceberg ------------------------------------------------------------ */
+
+static void
+iceberg_fop_range(void *arg, size_t begin, size_t end)
+{
+	batch_job  *job = arg;
+
+	for (size_t i = begin; i < end; i++)
+	{
+		if (i + PREFETCH_AHEAD < end)
+			iceberg_prefetch(job->t, job->keys[i + PREFETCH_AHEAD]);
+		job->out[i] = iceberg_fop(job->t, job->keys[i]);
+	}
+}
+
+static void
+iceberg_find_range(void *arg, size_t begin, size_t end)
+{
+	batch_job  *job = arg;
+
+	for (size_t i = begin; i < end; i++)
+	{
+		if (i + PREFETCH_AHEAD < end)
+			iceberg_prefetch(job->t, job->keys[i + PREFETCH_AHEAD]);
+		job->out[i] = (uint8_t) iceberg_find(job->t, job->keys[i]);
+	}
+}
+
+static void
+iceberg_erase_range(void *arg, size_t begin, size_t end)
+{
+	batch_job  *job = arg;
+
+	for (size_t i = begin; i < end; i++)
+		job->out[i] = (uint8_t) iceberg_erase(job->t, job->keys[i], job->replacement);
+}
+
+/* ---- cuckoo ------------------------------------------------------------- */
+
+static void
+cuckoo_find_range(void *arg, size_t begin, size_t end)
+{
+	batch_job  *job = arg;
+
+	for (size_t i = begin; i < end; i++)
+	{
+		if (i + PREFETCH_AHEAD < end)
+			cuckoo_prefetch(job->t, job->keys[i + PREFETCH_AHEAD]);
+		job->out[i] = (uint8_t) cuckoo_find(job->t, job->keys[i]);
+	}
+}
+
+static void
+cuckoo_put_range(void *arg, size_t begin, size_t end)
+{
+	batch_job  *job = arg;
+
+	for (size_t i = begin; i < end; i++)
+	{
+		uint64_t	homeless;
+
+		if (i + PREFETCH_AHEAD < end)
+			cuckoo_prefetch(job->t, job->keys[i + PREFETCH_AHEAD]);
+		if (!cuckoo_put(job->t, job->keys[i], &homeless))
+			job->homeless[atomic_fetch_add(&job->nhomeless, 1)] = homeless;
+	}
+}
+
+static void
+cuckoo_erase_range(void *arg, size_t begin, size_t end)
+{
+	batch_job  *job = arg;
+
+	for (size_t i = begin; i < end; i++)
+		job->out[i] = (uint8_t) cuckoo_erase(job->t, job->keys[i]);
+}
+
+/*
+ * Sort-based find-or-put of the paper's baseline: group duplicates by
+ * sorting, look each distinct key up once, put the absent ones.  Not safe
+ * for concurrent batches on one table (a find may miss a key that a
+ * concurrent put is moving); the table layer runs one batch at a time.
+ */
+static cpht_status
+cuckoo_fop_batch(cpht_table *t, const uint64_t *keys, size_t n,
+				 uint8_t *status, uint64_t *homeless, size_t *nhomeless)
+{
+	key_index  *items = malloc((n ? n : 1) * sizeof(key_index));
+	uint64_t   *distinct = malloc((n ? n : 1) * sizeof(uint64_t));
+	uint64_t   *first = malloc((n ? n : 1) * sizeof(uint64_t));
+	uint8_t    *found = malloc(n ? n : 1);
+	batch_job	job = {.t = t};
+	size_t		nd = 0,
+				absent = 0;
+
+	if (!items || !distinct || !first || !found)
+		goto nomem;
+	for (size_t i = 0; i < n; i++)
+	{
+		items[i].key = keys[i];
+		items[i].index = i;
+	}
+	if (radix_sort_key_index(items, n) != 0)
+		goto nomem;
+
+	/* One representative per distinct key: its first occurrence. */
+	memset(status, CPHT_FOUND, n);
+	for (size_t i = 0; i < n; i++)
+		if (i == 0 || items[i].key != items[i - 1].key)
+		{
+			distinct[nd] = items[i].key;
+			first[nd++] = items[i].index;
+		}
+	free(items);
+	items = NULL;
+
+	job.keys = distinct;
+	job.out = found;
+	cpu_parallel_for(t->params.cpu_threads, nd, cuckoo_find_range, &job);
+
+	/* Compact the absent keys to the front; their first occurrence is PUT. */
+	for (size_t d = 0; d < nd; d++)
+		if (!found[d])
+		{
+			status[first[d]] = CPHT_PUT;
+			distinct[absent++] = distinct[d];
+		}
+
+	job.keys = distinct;
+	job.homeless = homeless;
+	atomic_init(&job.nhomeless, 0);
+	cpu_parallel_for(t->params.cpu_threads, absent, cuckoo_put_range, &job);
+	*nhomeless = atomic_load(&job.nhomeless);
+
+	free(distinct);
+	free(first);
+	free(found);
+	return CPHT_OK;
+
+nomem:
+	free(items);
+	free(distinct);
+	free(first);
+	free(found);
+	return table_fail(t, CPHT_ERR_NOMEM, "could not allocate host memory for a batch of %zu keys", n);
+}
+
+/* ---- the backend -------------------------------------------------------- */
+
+static cpht_status
+cpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
+				uint8_t *status, uint64_t *homeless, size_t *nhomeless)
+{
+	batch_job	job = {.t = t, .keys = keys, .out = status};
+
+	*nhomeless = 0;
+	if (t->params.kind == CPHT_CUCKOO)
+		return cuckoo_fop_batch(t, keys, n, status, homeless, nhomeless);
+	cpu_parallel_for(t->params.cpu_threads, n, iceberg_fop_range, &job);
+	return CPHT_OK;
+}
+
+static cpht_status
+cpu_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
+{
+	batch_job	job = {.t = t, .keys = keys, .out = found};
+
+	cpu_parallel_for(t->params.cpu_threads, n,
+					 t->params.kind == CPHT_CUCKOO ? cuckoo_find_range : iceberg_find_range,
+					 &job);
+	return CPHT_OK;
+}
+
+static cpht_status
+cpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int to_empty)
+{
+	batch_job	job = {.t = t, .keys = keys, .out = present};
+
+	job.replacement = to_empty ? CPHT_SLOT_EMPTY : CPHT_SLOT_TOMBSTONE;
+	cpu_parallel_for(t->params.cpu_threads, n,
+					 t->params.kind == CPHT_CUCKOO ? cuckoo_erase_range : iceberg_erase_range,
+					 &job);
+	return CPHT_OK;
+}
+
+static cpht_status
+cpu_scan(cpht_table *t, uint64_t *live, uint64_t *tombstones)
+{
+	for (int l = 0; l < t->levels; l++)
+	{
+		const layout_level *lv = &t->level[l];
+		uint64_t	nslots = lv->buckets * (uint64_t) lv->bucket_slots;
+
+		live[l] = tombstones[l] = 0;
+		for (uint64_t i = 0; i < nslots; i++)
+		{
+			uint64_t	s = lv->slot_bits == 16 ? ((uint16_t *) lv->slots)[i]
+				: lv->slot_bits == 32 ? ((uint32_t *) lv->slots)[i]
+				: ((uint64_t *) lv->slots)[i];
+
+			live[l] += slot_is_live(s);
+			tombstones[l] += s == CPHT_SLOT_TOMBSTONE;
+		}
+	}
+	return CPHT_OK;
+}
+
+static void
+cpu_device_name(cpht_table *t, char *buf, size_t len)
+{
+	snprintf(buf, len, "CPU (%d threads)", t->params.cpu_threads);
+}
+
+static uint64_t
+cpu_staging_bytes(cpht_table *t)
+{
+	(void) t;
+	return 0;
+}
+
+const cpht_backend cpht_cpu_backend = {
+	.name = "cpu",
+	.create = cpu_create,
+	.destroy = cpu_destroy,
+	.find_or_put = cpu_find_or_put,
+	.find = cpu_find,
+	.erase = cpu_erase,
+	.scan = cpu_scan,
+	.device_name = cpu_device_name,
+	.staging_bytes = cpu_staging_bytes,
+};

@@ -1,0 +1,38 @@
+/*
+ * cpu_ops.h — the CPU algorithms, one key at a time.  cpu_backend.c runs
+ * them over batches on several threads; the unit tests call them directly.
+ */
+#ifndef CPHT_CPU_OPS_H
+#define CPHT_CPU_OPS_H
+
+#include "table_internal.h"
+
+/* Iceberg (Alg. 1 of the paper, with tombstones that count as occupied). */
+uint8_t		iceberg_fop(const cpht_table *t, uint64_t key);
+int			iceberg_find(const cpht_table *t, uint64_t key);
+int			iceberg_erase(const cpht_table *t, uint64_t key, uint64_t replacement);
+void		iceberg_prefetch(const cpht_table *t, uint64_t key);
+
+/* Cuckoo (Alg. 4).  cuckoo_put returns 1 when the key (or the key its
+ * eviction chain ended with) found a slot; otherwise 0 and *homeless is the
+ * key left without one. */
+int			cuckoo_find(const cpht_table *t, uint64_t key);
+int			cuckoo_put(const cpht_table *t, uint64_t key, uint64_t *homeless);
+int			cuckoo_erase(const cpht_table *t, uint64_t key);
+void		cuckoo_prefetch(const cpht_table *t, uint64_t key);
+
+/* Run fn(ctx, begin, end) over [0, n) in contiguous chunks on up to
+ * `threads` threads (the caller's thread included).  Worker threads block
+ * all signals: the host process (a PostgreSQL backend) handles them. */
+typedef void (*cpu_range_fn) (void *ctx, size_t begin, size_t end);
+void		cpu_parallel_for(int threads, size_t n, cpu_range_fn fn, void *ctx);
+
+/* Sort keys ascending, carrying its index with each (LSD radix). */
+typedef struct key_index
+{
+	uint64_t	key;
+	uint64_t	index;
+} key_index;
+int			radix_sort_key_index(key_index *items, size_t n);
+
+#endif							/* CPHT_CPU_OPS_H */

@@ -1,0 +1,205 @@
+/*
+ * layout.h — the layout arithmetic shared by the CPU and GPU implementations:
+ * the key permutations, the split of a permuted key into bucket address and
+ * remainder, and the slot encoding.  Written once; compiled as plain C for
+ * the CPU code and as __host__ __device__ code by nvcc.
+ *
+ * Permutation ("address-split Feistel").  A level with 2^N buckets splits a
+ * w-bit key k into high = k >> N and low = k mod 2^N and maps it to
+ *
+ *     address   = low XOR (mix(high, seed_j) mod 2^N)
+ *     remainder = high
+ *
+ * This is a one-round Feistel network whose split sits exactly at the
+ * address width, so it is a bijection on [0, 2^w) with the obvious inverse
+ * low = address XOR mix(remainder), and each hash choice j gets its own
+ * seed, hence its own permutation.  Two properties follow:
+ *
+ *  - robust spread: every key bit moves the address — bits below N
+ *    directly, bits above N through a strong 64-bit mixer — so keys that are
+ *    constant in some bits (strides, timestamps in the high bits, a fixed
+ *    worker id in the middle) still reach every bucket.  (The paper's
+ *    Feistel splits at w/2 and leaves address bits above w/2 raw.)
+ *  - locality: keys that differ only below N keep their relative order
+ *    inside an aligned block (XOR with a constant), so a run of sequential
+ *    ids fills consecutive buckets evenly — the coherent access pattern that
+ *    makes sequential ingests faster and lets them fill the table higher.
+ *
+ * Slot encoding.  0 is EMPTY.  A live slot is odd:
+ *     slot = (remainder << (1 + choice_bits)) | (choice << 1) | 1
+ * TOMBSTONE is 2: non-empty (so find-or-put never reuses it and the
+ * "non-empty slots form a prefix" invariant of the paper survives deletes)
+ * and even, so it equals no live slot.
+ */
+#ifndef CPHT_LAYOUT_H
+#define CPHT_LAYOUT_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define CPHT_HD __host__ __device__ __forceinline__
+#else
+#define CPHT_HD static inline
+#endif
+
+#define CPHT_SLOT_EMPTY		((uint64_t) 0)
+#define CPHT_SLOT_TOMBSTONE ((uint64_t) 2)
+
+/* Shifts that are defined for a count of 64 (C leaves x >> 64 undefined). */
+CPHT_HD uint64_t
+layout_shr(uint64_t x, int s)
+{
+	return s >= 64 ? 0 : x >> s;
+}
+
+CPHT_HD uint64_t
+layout_shl(uint64_t x, int s)
+{
+	return s >= 64 ? 0 : x << s;
+}
+
+CPHT_HD uint64_t
+layout_mask(int bits)
+{
+	return bits >= 64 ? ~(uint64_t) 0 : (((uint64_t) 1 << bits) - 1);
+}
+
+/* The finaliser of MurmurHash3: every input bit flips each output bit with
+ * probability close to 1/2. */
+CPHT_HD uint64_t
+layout_mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/*
+ * One permutation: a level of 2^addr_bits buckets, keys of key_bits bits,
+ * and the seed of one hash choice.  Everything an operation needs to place
+ * a key is derived from these three numbers.
+ */
+typedef struct layout_perm
+{
+	uint64_t	seed;
+	int			key_bits;
+	int			addr_bits;
+} layout_perm;
+
+/* Seed of hash choice `choice` of level `level` for a table seed. */
+CPHT_HD uint64_t
+layout_choice_seed(uint64_t table_seed, int level, int choice)
+{
+	return layout_mix64(table_seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t) (1 + level * 8 + choice)));
+}
+
+CPHT_HD uint64_t
+layout_address(layout_perm p, uint64_t key)
+{
+	uint64_t	high = layout_shr(key, p.addr_bits);
+
+	return (key ^ layout_mix64(high ^ p.seed)) & layout_mask(p.addr_bits);
+}
+
+CPHT_HD uint64_t
+layout_remainder(layout_perm p, uint64_t key)
+{
+	return layout_shr(key, p.addr_bits);
+}
+
+/* The inverse permutation: the key stored as `remainder` in bucket `address`. */
+CPHT_HD uint64_t
+layout_key(layout_perm p, uint64_t address, uint64_t remainder)
+{
+	uint64_t	low = (address ^ layout_mix64(remainder ^ p.seed)) & layout_mask(p.addr_bits);
+
+	return layout_shl(remainder, p.addr_bits) | low;
+}
+
+/* Slot encoding (see the header comment). */
+CPHT_HD uint64_t
+slot_encode(uint64_t remainder, int choice, int choice_bits)
+{
+	return (remainder << (1 + choice_bits)) | ((uint64_t) choice << 1) | 1;
+}
+
+CPHT_HD int
+slot_is_live(uint64_t slot)
+{
+	return (int) (slot & 1);
+}
+
+CPHT_HD uint64_t
+slot_remainder(uint64_t slot, int choice_bits)
+{
+	return slot >> (1 + choice_bits);
+}
+
+CPHT_HD int
+slot_choice(uint64_t slot, int choice_bits)
+{
+	return (int) ((slot >> 1) & layout_mask(choice_bits));
+}
+
+/* Bits a slot needs: remainder, choice and the live bit. */
+CPHT_HD int
+slot_bits_needed(int key_bits, int addr_bits, int choice_bits)
+{
+	int			rem = key_bits > addr_bits ? key_bits - addr_bits : 0;
+
+	return rem + choice_bits + 1;
+}
+
+/* Smallest of 16/32/64 that holds `needed` bits; 0 if none does. */
+CPHT_HD int
+slot_width_for(int needed)
+{
+	return needed <= 16 ? 16 : needed <= 32 ? 32 : needed <= 64 ? 64 : 0;
+}
+
+/*
+ * Geometry of one level as the operations see it: where its slots are, how
+ * wide they are, and its permutations.  Filled by the table layer and
+ * copied by value into kernels.
+ */
+typedef struct layout_level
+{
+	void	   *slots;			/* host or device memory, slot_bits wide */
+	uint64_t	buckets;		/* 2^addr_bits */
+	int			addr_bits;
+	int			bucket_slots;
+	int			slot_bits;		/* 16, 32 or 64 */
+	int			choice_bits;	/* bits of the hash-choice index in a slot */
+	int			choices;		/* hash choices into this level */
+	uint64_t	seeds[4];		/* one per choice */
+} layout_level;
+
+CPHT_HD layout_perm
+layout_level_perm(const layout_level *lv, int key_bits, int choice)
+{
+	layout_perm p;
+
+	p.seed = lv->seeds[choice];
+	p.key_bits = key_bits;
+	p.addr_bits = lv->addr_bits;
+	return p;
+}
+
+/* Index of the first slot of a bucket. */
+CPHT_HD uint64_t
+layout_bucket_start(const layout_level *lv, uint64_t address)
+{
+	return address * (uint64_t) lv->bucket_slots;
+}
+
+/* Which of the cuckoo's choices follows `choice` after an eviction. */
+CPHT_HD int
+layout_next_choice(int choice, int choices)
+{
+	return choice + 1 == choices ? 0 : choice + 1;
+}
+
+#endif							/* CPHT_LAYOUT_H */

@@ -1,0 +1,529 @@
+/*
+ * table.c — the table layer behind cpht_table.h: parameter checks and
+ * sizing, the choice of implementation, the key count, undoing a call that
+ * ran out of room, and the cuckoo stash.  Everything here is the same for
+ * the CPU and the GPU; the algorithms live in the backends.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "table_internal.h"
+
+/* Fill each kind reaches with margin on random keys (the sizing target). */
+#define ICEBERG_TARGET_FILL 0.80
+#define CUCKOO_TARGET_FILL 0.90
+#define MIN_ADDR_BITS 3			/* at least 8 buckets per level */
+#define MAX_ADDR_BITS 48
+#define MAX_STASH_RETRIES 4
+
+cpht_status
+table_fail(cpht_table *t, cpht_status code, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(t->errmsg, sizeof(t->errmsg), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+static cpht_status
+param_fail(char *errbuf, size_t errlen, cpht_status code, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (errbuf && errlen)
+	{
+		va_start(ap, fmt);
+		vsnprintf(errbuf, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+static int
+log2_exact(uint64_t x)
+{
+	int			b = 0;
+
+	if (x == 0 || (x & (x - 1)) != 0)
+		return -1;
+	while ((x >> b) != 1)
+		b++;
+	return b;
+}
+
+/* ---- sizing and validation ---------------------------------------------- */
+
+cpht_status
+cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
+						 cpht_params *out, char *errbuf, size_t errlen)
+{
+	int			n;
+
+	memset(out, 0, sizeof(*out));
+	if (kind != CPHT_ICEBERG && kind != CPHT_CUCKOO)
+		return param_fail(errbuf, errlen, CPHT_ERR_INVALID, "unknown table kind %d", (int) kind);
+	if (key_bits < 8 || key_bits > 64)
+		return param_fail(errbuf, errlen, CPHT_ERR_INVALID, "key_bits must be between 8 and 64, not %d", key_bits);
+	if (capacity == 0)
+		return param_fail(errbuf, errlen, CPHT_ERR_INVALID, "capacity must be positive");
+	/* No table needs room for more keys than the key domain has. */
+	if (key_bits < 64 && capacity > ((uint64_t) 1 << key_bits))
+		capacity = (uint64_t) 1 << key_bits;
+
+	out->kind = kind;
+	out->key_bits = key_bits;
+	if (kind == CPHT_ICEBERG)
+	{
+		/*
+		 * 16-slot primary buckets and 8-slot secondary buckets, the
+		 * secondary level an eighth of the primary in slots: total slots
+		 * = 18 * 2^n for 2^n primary buckets.
+		 */
+		for (n = MIN_ADDR_BITS + 2; n <= MAX_ADDR_BITS; n++)
+			if (18.0 * (double) ((uint64_t) 1 << n) * ICEBERG_TARGET_FILL >= (double) capacity)
+				break;
+		out->bucket_slots[0] = 16;
+		out->bucket_slots[1] = 8;
+		out->slots[0] = (uint64_t) 16 << n;
+		out->slots[1] = (uint64_t) 8 << (n - 2);
+	}
+	else
+	{
+		for (n = MIN_ADDR_BITS; n <= MAX_ADDR_BITS; n++)
+			if (16.0 * (double) ((uint64_t) 1 << n) * CUCKOO_TARGET_FILL >= (double) capacity)
+				break;
+		out->bucket_slots[0] = 16;
+		out->slots[0] = (uint64_t) 16 << n;
+	}
+	if (n > MAX_ADDR_BITS)
+		return param_fail(errbuf, errlen, CPHT_ERR_NOMEM,
+						  "capacity %llu is larger than any table cpht can allocate",
+						  (unsigned long long) capacity);
+	return CPHT_OK;
+}
+
+/* Fill in the level geometry of t from t->params, resolving slot widths. */
+static cpht_status
+resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
+{
+	cpht_params *p = &t->params;
+
+	if (p->kind != CPHT_ICEBERG && p->kind != CPHT_CUCKOO)
+		return param_fail(errbuf, errlen, CPHT_ERR_INVALID, "unknown table kind %d", (int) p->kind);
+	if (p->key_bits < 8 || p->key_bits > 64)
+		return param_fail(errbuf, errlen, CPHT_ERR_INVALID, "key_bits must be between 8 and 64, not %d", p->key_bits);
+
+	t->levels = p->kind == CPHT_ICEBERG ? 2 : 1;
+	for (int l = 0; l < t->levels; l++)
+	{
+		layout_level *lv = &t->level[l];
+		int			b = p->bucket_slots[l];
+		int			needed;
+
+		if (b != 4 && b != 8 && b != 16 && b != 32)
+			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
+							  "bucket size of level %d must be 4, 8, 16 or 32 slots, not %d", l + 1, b);
+		if (p->slots[l] % (uint64_t) b != 0)
+			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
+							  "slots of level %d must be a multiple of the bucket size", l + 1);
+		lv->bucket_slots = b;
+		lv->buckets = p->slots[l] / (uint64_t) b;
+		lv->addr_bits = log2_exact(lv->buckets);
+		if (lv->addr_bits < MIN_ADDR_BITS || lv->addr_bits > MAX_ADDR_BITS)
+			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
+							  "level %d must have a power of two of buckets between 2^%d and 2^%d",
+							  l + 1, MIN_ADDR_BITS, MAX_ADDR_BITS);
+		if (lv->addr_bits > p->key_bits)
+			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
+							  "level %d has more buckets than there are %d-bit keys", l + 1, p->key_bits);
+
+		lv->choices = p->kind == CPHT_CUCKOO ? CPHT_CUCKOO_CHOICES : l == 0 ? 1 : CPHT_ICEBERG_CHOICES;
+		lv->choice_bits = lv->choices == 1 ? 0 : lv->choices == 2 ? 1 : 2;
+		needed = slot_bits_needed(p->key_bits, lv->addr_bits, lv->choice_bits);
+		if (p->slot_bits[l] == 0)
+			p->slot_bits[l] = slot_width_for(needed);
+		if (p->slot_bits[l] != 16 && p->slot_bits[l] != 32 && p->slot_bits[l] != 64)
+			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
+							  "slot width of level %d must be 16, 32 or 64 bits, not %d", l + 1, p->slot_bits[l]);
+		if (needed > p->slot_bits[l])
+			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
+							  "slots of level %d need %d bits for %d-bit keys, more than %d",
+							  l + 1, needed, p->key_bits, p->slot_bits[l]);
+		lv->slot_bits = p->slot_bits[l];
+		for (int c = 0; c < 4; c++)
+			lv->seeds[c] = layout_choice_seed(p->seed, l, c);
+	}
+	if (p->max_evictions <= 0)
+		p->max_evictions = CPHT_DEFAULT_MAX_EVICTIONS;
+	if (p->cpu_threads <= 0)
+	{
+		long		cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+		p->cpu_threads = cores < 1 ? 1 : cores > 16 ? 16 : (int) cores;
+	}
+	return CPHT_OK;
+}
+
+uint64_t
+cpht_params_table_bytes(const cpht_params *params)
+{
+	cpht_table	t;
+	uint64_t	bytes = 0;
+
+	memset(&t, 0, sizeof(t));
+	t.params = *params;
+	if (resolve_layout(&t, NULL, 0) != CPHT_OK)
+		return 0;
+	for (int l = 0; l < t.levels; l++)
+		bytes += t.params.slots[l] * (uint64_t) (t.level[l].slot_bits / 8);
+	return bytes;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+#ifndef CPHT_WITH_GPU
+int
+cpht_gpu_built(void)
+{
+	return 0;
+}
+
+int
+cpht_gpu_usable(char *errbuf, size_t errlen)
+{
+	param_fail(errbuf, errlen, CPHT_ERR_NODEVICE, "cpht was built without CUDA support");
+	return 0;
+}
+#endif
+
+cpht_status
+cpht_table_create(const cpht_params *params, cpht_table **out,
+				  char *errbuf, size_t errlen)
+{
+	cpht_table *t = calloc(1, sizeof(cpht_table));
+	cpht_status rc;
+
+	*out = NULL;
+	if (t == NULL)
+		return param_fail(errbuf, errlen, CPHT_ERR_NOMEM, "out of host memory");
+	t->params = *params;
+	rc = resolve_layout(t, errbuf, errlen);
+	if (rc != CPHT_OK)
+	{
+		free(t);
+		return rc;
+	}
+
+	if (params->device == CPHT_DEVICE_GPU)
+	{
+#ifdef CPHT_WITH_GPU
+		if (!cpht_gpu_usable(errbuf, errlen))
+		{
+			free(t);
+			return CPHT_ERR_NODEVICE;
+		}
+		t->backend = &cpht_gpu_backend;
+#else
+		free(t);
+		return param_fail(errbuf, errlen, CPHT_ERR_NODEVICE, "cpht was built without CUDA support");
+#endif
+	}
+	else
+		t->backend = &cpht_cpu_backend;
+
+	rc = t->backend->create(t);
+	if (rc != CPHT_OK)
+	{
+		param_fail(errbuf, errlen, rc, "%s", t->errmsg);
+		free(t);
+		return rc;
+	}
+	*out = t;
+	return CPHT_OK;
+}
+
+void
+cpht_table_destroy(cpht_table *t)
+{
+	if (t == NULL)
+		return;
+	t->backend->destroy(t);
+	free(t->stash);
+	free(t);
+}
+
+const char *
+cpht_table_error(const cpht_table *t)
+{
+	return t->errmsg;
+}
+
+uint64_t
+cpht_table_count(const cpht_table *t)
+{
+	return t->count;
+}
+
+/* ---- the cuckoo stash --------------------------------------------------- */
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t	x = *(const uint64_t *) a;
+	uint64_t	y = *(const uint64_t *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int
+in_sorted(const uint64_t *v, size_t n, uint64_t key)
+{
+	return n > 0 && bsearch(&key, v, n, sizeof(uint64_t), cmp_u64) != NULL;
+}
+
+/* Add keys (distinct, none already stashed) to the sorted stash. */
+static cpht_status
+stash_add(cpht_table *t, const uint64_t *keys, size_t n)
+{
+	uint64_t   *grown = realloc(t->stash, (t->nstash + n) * sizeof(uint64_t));
+
+	if (grown == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the cuckoo stash");
+	memcpy(grown + t->nstash, keys, n * sizeof(uint64_t));
+	t->stash = grown;
+	t->nstash += n;
+	qsort(t->stash, t->nstash, sizeof(uint64_t), cmp_u64);
+	return CPHT_OK;
+}
+
+static int
+stash_remove(cpht_table *t, uint64_t key)
+{
+	uint64_t   *hit = t->nstash ? bsearch(&key, t->stash, t->nstash, sizeof(uint64_t), cmp_u64) : NULL;
+
+	if (hit == NULL)
+		return 0;
+	memmove(hit, hit + 1, (size_t) (t->stash + t->nstash - hit - 1) * sizeof(uint64_t));
+	t->nstash--;
+	return 1;
+}
+
+/* ---- undoing a call that ran out of room -------------------------------- */
+
+/*
+ * The call put the keys marked CPHT_PUT and then some key found no slot.
+ * Take the call's keys out again so the table holds exactly what it held
+ * before.  Iceberg: the call's keys took slots that were empty and nothing
+ * came after them, so emptying those slots restores the table bit for bit.
+ * Cuckoo: evictions moved older keys, so the call's keys become tombstones
+ * and any older key that an eviction chain left homeless is put back (or,
+ * if no chain finds it a slot, kept in the stash, never dropped).
+ */
+static cpht_status
+undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *status,
+		  uint64_t *homeless, size_t nhomeless)
+{
+	uint64_t   *added = malloc((n ? n : 1) * sizeof(uint64_t));
+	uint8_t    *flags = malloc(n ? n : 1);
+	size_t		nadded = 0,
+				nold = 0;
+	cpht_status rc;
+
+	if (added == NULL || flags == NULL)
+	{
+		free(added);
+		free(flags);
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory while undoing a failed call");
+	}
+	for (size_t i = 0; i < n; i++)
+		if (status[i] == CPHT_PUT)
+			added[nadded++] = keys[i];
+
+	rc = t->backend->erase(t, added, nadded, flags, t->params.kind == CPHT_ICEBERG);
+	if (rc != CPHT_OK || t->params.kind == CPHT_ICEBERG)
+		goto done;
+
+	qsort(added, nadded, sizeof(uint64_t), cmp_u64);
+	for (size_t h = 0; h < nhomeless; h++)
+		if (!in_sorted(added, nadded, homeless[h]))
+			homeless[nold++] = homeless[h];
+
+	for (int attempt = 0; attempt < MAX_STASH_RETRIES && nold > 0 && rc == CPHT_OK; attempt++)
+	{
+		size_t		still = 0;
+
+		/* These keys are absent, so the backend inserts every one of them. */
+		rc = t->backend->find_or_put(t, homeless, nold, flags, added, &still);
+		memcpy(homeless, added, still * sizeof(uint64_t));
+		nold = still;
+	}
+	if (rc == CPHT_OK && nold > 0)
+		rc = stash_add(t, homeless, nold);
+
+done:
+	free(added);
+	free(flags);
+	return rc;
+}
+
+/* ---- operations --------------------------------------------------------- */
+
+static cpht_status
+find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	uint64_t   *homeless = NULL;
+	size_t		nhomeless = 0;
+	uint64_t	puts = 0;
+	int			full = 0;
+	cpht_status rc;
+
+	if (t->params.kind == CPHT_CUCKOO)
+	{
+		homeless = malloc(n * sizeof(uint64_t));
+		if (homeless == NULL)
+			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+	}
+	rc = t->backend->find_or_put(t, keys, n, status, homeless, &nhomeless);
+	if (rc == CPHT_OK)
+	{
+		for (size_t i = 0; i < n; i++)
+		{
+			puts += status[i] == CPHT_PUT;
+			full |= status[i] == CPHT_FULL;
+		}
+		if (full || nhomeless > 0)
+		{
+			rc = undo_call(t, keys, n, status, homeless, nhomeless);
+			if (rc == CPHT_OK)
+				rc = table_fail(t, CPHT_ERR_FULL,
+								"the table is full: a key found no free slot after %llu keys",
+								(unsigned long long) t->count);
+		}
+		else
+			t->count += puts;
+	}
+	free(homeless);
+	return rc;
+}
+
+cpht_status
+cpht_table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	uint64_t   *rest;
+	size_t	   *where;
+	uint8_t    *sub;
+	size_t		nrest = 0;
+	cpht_status rc;
+
+	if (n == 0)
+		return CPHT_OK;
+	if (t->nstash == 0)
+		return find_or_put_in_buckets(t, keys, n, status);
+
+	/* Stashed keys are present; the buckets see only the others. */
+	rest = malloc(n * sizeof(uint64_t));
+	where = malloc(n * sizeof(size_t));
+	sub = malloc(n);
+	if (!rest || !where || !sub)
+		rc = table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+	else
+	{
+		for (size_t i = 0; i < n; i++)
+		{
+			status[i] = CPHT_FOUND;
+			if (!in_sorted(t->stash, t->nstash, keys[i]))
+			{
+				rest[nrest] = keys[i];
+				where[nrest++] = i;
+			}
+		}
+		rc = nrest ? find_or_put_in_buckets(t, rest, nrest, sub) : CPHT_OK;
+		for (size_t j = 0; rc == CPHT_OK && j < nrest; j++)
+			status[where[j]] = sub[j];
+	}
+	free(rest);
+	free(where);
+	free(sub);
+	return rc;
+}
+
+cpht_status
+cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
+{
+	cpht_status rc;
+
+	if (n == 0)
+		return CPHT_OK;
+	rc = t->backend->find(t, keys, n, found);
+	for (size_t i = 0; rc == CPHT_OK && t->nstash > 0 && i < n; i++)
+		if (!found[i])
+			found[i] = (uint8_t) in_sorted(t->stash, t->nstash, keys[i]);
+	return rc;
+}
+
+cpht_status
+cpht_table_put(cpht_table *t, const uint64_t *keys, size_t n, uint64_t *inserted)
+{
+	uint8_t    *status;
+	uint64_t	before = t->count;
+	cpht_status rc;
+
+	*inserted = 0;
+	if (n == 0)
+		return CPHT_OK;
+	status = malloc(n);
+	if (status == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+	rc = cpht_table_find_or_put(t, keys, n, status);
+	free(status);
+	if (rc == CPHT_OK)
+		*inserted = t->count - before;
+	return rc;
+}
+
+cpht_status
+cpht_table_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
+{
+	cpht_status rc;
+
+	if (n == 0)
+		return CPHT_OK;
+	rc = t->backend->erase(t, keys, n, present, 0);
+	for (size_t i = 0; rc == CPHT_OK && i < n; i++)
+	{
+		if (!present[i] && t->nstash > 0)
+			present[i] = (uint8_t) stash_remove(t, keys[i]);
+		t->count -= present[i];
+	}
+	return rc;
+}
+
+cpht_status
+cpht_table_stats(cpht_table *t, cpht_stats *out)
+{
+	cpht_status rc;
+
+	memset(out, 0, sizeof(*out));
+	out->kind = t->params.kind;
+	out->device = t->params.device;
+	out->key_bits = t->params.key_bits;
+	out->levels = t->levels;
+	for (int l = 0; l < t->levels; l++)
+	{
+		out->slots[l] = t->params.slots[l];
+		out->bucket_slots[l] = t->level[l].bucket_slots;
+		out->slot_bits[l] = t->level[l].slot_bits;
+		out->table_bytes += t->params.slots[l] * (uint64_t) (t->level[l].slot_bits / 8);
+	}
+	out->stashed = t->nstash;
+	out->count = t->count;
+	out->staging_bytes = t->backend->staging_bytes(t);
+	t->backend->device_name(t, out->device_name, sizeof(out->device_name));
+	rc = t->backend->scan(t, out->live, out->tombstones);
+	return rc;
+}

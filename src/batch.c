@@ -1,0 +1,175 @@
+/*
+ * batch.c — the batch operations: cpht_fop(), cpht_fop_new(), cpht_find(),
+ * cpht_put(), cpht_delete(), cpht_count().
+ *
+ * Keys go to the kernels straight out of the argument array and statuses
+ * come back straight into the result array (see keys.c), so a batch costs
+ * one pass of checks plus the kernel call.  A kernel call cannot be
+ * interrupted; the interrupt check before it keeps a cancel from waiting
+ * for the next one.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+
+#include "cpht_table.h"
+#include "errors.h"
+#include "handles.h"
+#include "keys.h"
+
+/* A find_or_put status array is a boolean array as it stands. */
+StaticAssertDecl(CPHT_FOUND == 0 && CPHT_PUT == 1,
+				 "find_or_put statuses must be the bytes of false and true");
+StaticAssertDecl(sizeof(bool) == 1, "bool must be one byte");
+
+PG_FUNCTION_INFO_V1(cpht_fop);
+PG_FUNCTION_INFO_V1(cpht_fop_new);
+PG_FUNCTION_INFO_V1(cpht_find);
+PG_FUNCTION_INFO_V1(cpht_put);
+PG_FUNCTION_INFO_V1(cpht_delete);
+PG_FUNCTION_INFO_V1(cpht_count);
+
+static void
+check_table(cpht_status status, CphtHandle *entry)
+{
+	if (status != CPHT_OK)
+		cpht_check_status(status, entry->handle,
+						  cpht_table_error(entry->table));
+}
+
+Datum
+cpht_fop(PG_FUNCTION_ARGS)
+{
+	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
+	const uint64 *keys;
+	ArrayType  *result;
+	int			n;
+
+	keys = cpht_keys_read(array, entry->key_bits, &n);
+	if (n == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
+
+	result = cpht_bool_array(n);
+	CHECK_FOR_INTERRUPTS();
+	check_table(cpht_table_find_or_put(entry->table, keys, n,
+									   (uint8 *) ARR_DATA_PTR(result)),
+				entry);
+	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+Datum
+cpht_fop_new(PG_FUNCTION_ARGS)
+{
+	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
+	const uint64 *keys;
+	uint8	   *status;
+	ArrayType  *result;
+	int64	   *out;
+	int64	   *end;
+	int			n;
+	int			nnew = 0;
+	int			i;
+
+	keys = cpht_keys_read(array, entry->key_bits, &n);
+	if (n == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
+
+	status = palloc(n);
+	CHECK_FOR_INTERRUPTS();
+	check_table(cpht_table_find_or_put(entry->table, keys, n, status), entry);
+
+	for (i = 0; i < n; i++)
+		nnew += status[i];
+
+	if (nnew == 0)
+	{
+		pfree(status);
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
+	}
+
+	result = cpht_int8_array(nnew);
+	out = (int64 *) ARR_DATA_PTR(result);
+	end = out + nnew;
+	for (i = 0; out < end; i++)
+	{
+		/* Write every key, advance only past new ones: no branch on the
+		 * status, whose outcome is as good as random. */
+		*out = (int64) keys[i];
+		out += status[i];
+	}
+	pfree(status);
+	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+Datum
+cpht_find(PG_FUNCTION_ARGS)
+{
+	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
+	const uint64 *keys;
+	ArrayType  *result;
+	int			n;
+
+	keys = cpht_keys_read(array, entry->key_bits, &n);
+	if (n == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
+
+	result = cpht_bool_array(n);
+	CHECK_FOR_INTERRUPTS();
+	check_table(cpht_table_find(entry->table, keys, n,
+								(uint8 *) ARR_DATA_PTR(result)),
+				entry);
+	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+Datum
+cpht_put(PG_FUNCTION_ARGS)
+{
+	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
+	const uint64 *keys;
+	uint64		inserted = 0;
+	int			n;
+
+	keys = cpht_keys_read(array, entry->key_bits, &n);
+	if (n == 0)
+		PG_RETURN_INT64(0);
+
+	CHECK_FOR_INTERRUPTS();
+	check_table(cpht_table_put(entry->table, keys, n, &inserted), entry);
+	PG_RETURN_INT64((int64) inserted);
+}
+
+Datum
+cpht_delete(PG_FUNCTION_ARGS)
+{
+	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
+	const uint64 *keys;
+	ArrayType  *result;
+	int			n;
+
+	keys = cpht_keys_read(array, entry->key_bits, &n);
+	if (n == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
+
+	result = cpht_bool_array(n);
+	CHECK_FOR_INTERRUPTS();
+	check_table(cpht_table_erase(entry->table, keys, n,
+								 (uint8 *) ARR_DATA_PTR(result)),
+				entry);
+	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+Datum
+cpht_count(PG_FUNCTION_ARGS)
+{
+	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+
+	PG_RETURN_INT64((int64) cpht_table_count(entry->table));
+}

@@ -1,0 +1,53 @@
+/*
+ * cpht.c — module entry point and settings.
+ *
+ * Loading the library only defines settings: CUDA is never initialised here,
+ * because _PG_init may run in the postmaster (shared_preload_libraries) and a
+ * CUDA context does not survive fork().  The GPU is first touched by
+ * cpht_create() in a backend that asks for it.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/guc.h"
+
+#include "cpht.h"
+
+PG_MODULE_MAGIC;
+
+int			cpht_device_setting = CPHT_SETTING_AUTO;
+int			cpht_cpu_threads = 0;
+
+static const struct config_enum_entry device_options[] = {
+	{"auto", CPHT_SETTING_AUTO, false},
+	{"gpu", CPHT_SETTING_GPU, false},
+	{"cpu", CPHT_SETTING_CPU, false},
+	{NULL, 0, false}
+};
+
+void
+_PG_init(void)
+{
+	DefineCustomEnumVariable("cpht.device",
+							 "Where cpht_create() places new tables.",
+							 "auto uses the GPU when one is usable and the CPU otherwise, "
+							 "gpu fails where no GPU is usable, cpu never touches the GPU. "
+							 "A table stays on the device it was created on.",
+							 &cpht_device_setting,
+							 CPHT_SETTING_AUTO,
+							 device_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("cpht.cpu_threads",
+							"Threads a CPU table created by cpht_create() uses per call.",
+							"0 uses one thread per core.",
+							&cpht_cpu_threads,
+							0, 0, 1024,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("cpht");
+}

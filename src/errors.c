@@ -1,0 +1,89 @@
+/*
+ * errors.c — turning a cpht_status from the kernels into an ereport.
+ *
+ * Every status gets its own SQLSTATE so that clients can tell "make the
+ * table bigger" from "there is no GPU here" from "the GPU failed" without
+ * parsing messages; README.md lists them.
+ */
+#include "postgres.h"
+
+#include <ctype.h>
+
+#include "errors.h"
+
+char *
+cpht_sentence(const char *message)
+{
+	char	   *s;
+	size_t		len;
+
+	if (message == NULL || message[0] == '\0')
+		return pstrdup("No further information was given.");
+
+	s = pstrdup(message);
+	len = strlen(s);
+	while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == ' '))
+		s[--len] = '\0';
+	s[0] = pg_toupper((unsigned char) s[0]);
+	if (len > 0 && s[len - 1] != '.')
+		s = psprintf("%s.", s);
+	return s;
+}
+
+void
+cpht_check_status(cpht_status status, int32 handle, const char *message)
+{
+	switch (status)
+	{
+		case CPHT_OK:
+			return;
+
+		case CPHT_ERR_FULL:
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+					 errmsg("cpht table %d is full", handle),
+					 errdetail("%s No key of this call was stored.",
+							   cpht_sentence(message)),
+					 errhint("Create a larger table with cpht_create() and insert the keys there.")));
+			break;
+
+		case CPHT_ERR_NOMEM:
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 handle > 0 ?
+					 errmsg("out of memory in cpht table %d", handle) :
+					 errmsg("out of memory for a new cpht table"),
+					 errdetail("%s", cpht_sentence(message))));
+			break;
+
+		case CPHT_ERR_INVALID:
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("cpht table parameters are out of range"),
+					 errdetail("%s", cpht_sentence(message))));
+			break;
+
+		case CPHT_ERR_NODEVICE:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("no usable GPU for cpht"),
+					 errdetail("%s", cpht_sentence(message)),
+					 errhint("Set cpht.device to auto or cpu to create the table on the CPU.")));
+			break;
+
+		case CPHT_ERR_DEVICE:
+			ereport(ERROR,
+					(errcode(ERRCODE_SYSTEM_ERROR),
+					 handle > 0 ?
+					 errmsg("GPU operation on cpht table %d failed", handle) :
+					 errmsg("GPU operation failed while creating a cpht table"),
+					 errdetail("%s", cpht_sentence(message))));
+			break;
+	}
+
+	/* A status this file does not know means the two sides disagree. */
+	ereport(ERROR,
+			(errcode(ERRCODE_SYSTEM_ERROR),
+			 errmsg("unexpected cpht status %d", (int) status),
+			 errdetail("%s", cpht_sentence(message))));
+}

@@ -1,0 +1,138 @@
+/*
+ * handles.c — the session's registry of tables.
+ *
+ * Tables live in memory the kernels allocate (malloc, or GPU memory), which
+ * no memory context owns, so the registry itself sits in TopMemoryContext
+ * and an exit callback destroys whatever the session left behind.  Without
+ * it a backend that exits would leave GPU memory to the driver's cleanup.
+ */
+#include "postgres.h"
+
+#include "storage/ipc.h"
+#include "utils/memutils.h"
+
+#include "handles.h"
+
+/* entries[h - 1] is handle h; entries are never removed, only emptied. */
+static CphtHandle *entries = NULL;
+static int32 nentries = 0;
+static int32 maxentries = 0;
+static bool exit_callback_registered = false;
+
+static void
+cpht_handles_at_exit(int code, Datum arg)
+{
+	(void) code;
+	(void) arg;
+	cpht_handles_drop_all();
+}
+
+void
+cpht_handles_reserve(void)
+{
+	if (!exit_callback_registered)
+	{
+		on_proc_exit(cpht_handles_at_exit, (Datum) 0);
+		exit_callback_registered = true;
+	}
+
+	if (nentries == PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many cpht tables created in this session"),
+				 errhint("Start a new session.")));
+
+	if (nentries < maxentries)
+		return;
+
+	if (entries == NULL)
+	{
+		maxentries = 16;
+		entries = MemoryContextAllocZero(TopMemoryContext,
+										 sizeof(CphtHandle) * maxentries);
+	}
+	else
+	{
+		int32		newmax = maxentries > PG_INT32_MAX / 2 ? PG_INT32_MAX : maxentries * 2;
+
+		entries = repalloc_huge(entries, sizeof(CphtHandle) * (Size) newmax);
+		memset(entries + maxentries, 0,
+			   sizeof(CphtHandle) * (Size) (newmax - maxentries));
+		maxentries = newmax;
+	}
+}
+
+int32
+cpht_handles_add(const CphtHandle *entry)
+{
+	CphtHandle *slot;
+
+	Assert(nentries < maxentries);
+	slot = &entries[nentries++];
+	*slot = *entry;
+	slot->handle = nentries;
+	return slot->handle;
+}
+
+CphtHandle *
+cpht_handles_get(int32 handle)
+{
+	if (handle < 1 || handle > nentries)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errhint("Handles come from cpht_create() and belong to the session that created them.")));
+
+	if (entries[handle - 1].table == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("It was dropped.")));
+
+	return &entries[handle - 1];
+}
+
+CphtHandle *
+cpht_handles_next(int32 after)
+{
+	int32		h;
+
+	for (h = after < 0 ? 0 : after; h < nentries; h++)
+	{
+		if (entries[h].table != NULL)
+			return &entries[h];
+	}
+	return NULL;
+}
+
+void
+cpht_handles_drop(int32 handle)
+{
+	CphtHandle *entry = cpht_handles_get(handle);
+	cpht_table *table = entry->table;
+
+	/* Forget the table first: should destroy ever fail to return, the
+	 * handle must not point at freed memory. */
+	entry->table = NULL;
+	cpht_table_destroy(table);
+}
+
+int
+cpht_handles_drop_all(void)
+{
+	int			dropped = 0;
+	int32		h;
+
+	for (h = 0; h < nentries; h++)
+	{
+		cpht_table *table = entries[h].table;
+
+		if (table != NULL)
+		{
+			entries[h].table = NULL;
+			cpht_table_destroy(table);
+			dropped++;
+		}
+	}
+	return dropped;
+}

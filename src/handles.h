@@ -1,0 +1,43 @@
+/*
+ * handles.h — the session's registry of tables.
+ *
+ * A handle is a small integer naming one table of this backend.  Handles
+ * start at 1 and are never reused within a session, so a stale handle held
+ * by a client fails loudly instead of reaching another table.
+ */
+#ifndef CPHT_HANDLES_H
+#define CPHT_HANDLES_H
+
+#include "cpht_table.h"
+
+typedef struct CphtHandle
+{
+	cpht_table *table;			/* NULL once dropped */
+	int32		handle;
+	cpht_kind	kind;
+	cpht_device device;
+	int			key_bits;
+	int64		capacity;		/* as asked for in cpht_create() */
+	uint64		bytes;			/* slot memory of the table */
+} CphtHandle;
+
+/* Makes room for one more table; call before creating it, so that
+ * registering the created table cannot fail and leak it. */
+extern void cpht_handles_reserve(void);
+
+/* Registers a created table (after cpht_handles_reserve) and returns its
+ * handle. */
+extern int32 cpht_handles_add(const CphtHandle *entry);
+
+/* The live table of a handle; ERROR if unknown or dropped.  The pointer is
+ * valid until the next cpht_handles_reserve(). */
+extern CphtHandle *cpht_handles_get(int32 handle);
+
+/* Live tables in handle order: pass 0 first, then the previous handle;
+ * returns NULL after the last. */
+extern CphtHandle *cpht_handles_next(int32 after);
+
+extern void cpht_handles_drop(int32 handle);
+extern int	cpht_handles_drop_all(void);
+
+#endif							/* CPHT_HANDLES_H */

@@ -1,0 +1,148 @@
+/*
+ * lifecycle.c — cpht_create(), cpht_drop(), cpht_drop_all().
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "cpht.h"
+#include "cpht_table.h"
+#include "errors.h"
+#include "handles.h"
+
+PG_FUNCTION_INFO_V1(cpht_create);
+PG_FUNCTION_INFO_V1(cpht_drop);
+PG_FUNCTION_INFO_V1(cpht_drop_all);
+
+static cpht_kind
+parse_kind(const char *kind)
+{
+	if (pg_strcasecmp(kind, "iceberg") == 0)
+		return CPHT_ICEBERG;
+	if (pg_strcasecmp(kind, "cuckoo") == 0)
+		return CPHT_CUCKOO;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown cpht table kind \"%s\"", kind),
+			 errhint("Use \"iceberg\" or \"cuckoo\".")));
+	pg_unreachable();
+}
+
+/*
+ * The device a new table goes to, by cpht.device.  The GPU is probed only
+ * when the setting allows it: cpht_gpu_usable() initialises CUDA, which
+ * costs time and GPU memory in every backend that does it.
+ */
+static cpht_device
+choose_device(void)
+{
+	char		reason[256];
+
+	if (cpht_device_setting == CPHT_SETTING_CPU)
+		return CPHT_DEVICE_CPU;
+
+	reason[0] = '\0';
+	if (cpht_gpu_built() && cpht_gpu_usable(reason, sizeof(reason)))
+		return CPHT_DEVICE_GPU;
+
+	if (cpht_device_setting == CPHT_SETTING_AUTO)
+		return CPHT_DEVICE_CPU;
+
+	cpht_check_status(CPHT_ERR_NODEVICE, 0,
+					  cpht_gpu_built() ? reason :
+					  "this build of cpht has no GPU support");
+	pg_unreachable();
+}
+
+/*
+ * A fresh seed per table, so that no fixed key set can be crafted against
+ * every table.  Results never depend on it.
+ */
+static uint64
+new_seed(void)
+{
+	static uint64 counter = 0;
+	uint64		seed;
+
+	if (pg_strong_random(&seed, sizeof(seed)))
+		return seed;
+
+	/* No entropy source: still differ between tables and backends. */
+	counter++;
+	return ((uint64) MyProcPid << 32) ^ (uint64) GetCurrentTimestamp() ^
+		(counter * UINT64CONST(0x9e3779b97f4a7c15));
+}
+
+Datum
+cpht_create(PG_FUNCTION_ARGS)
+{
+	int64		capacity = PG_GETARG_INT64(0);
+	char	   *kind_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	int32		key_bits = PG_GETARG_INT32(2);
+	cpht_kind	kind;
+	cpht_params params;
+	cpht_status status;
+	cpht_table *table = NULL;
+	CphtHandle	entry;
+	char		errbuf[512];
+
+	if (capacity <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("capacity must be positive"),
+				 errdetail("The capacity is the number of distinct keys the table must hold.")));
+
+	kind = parse_kind(kind_name);
+
+	if (key_bits < 8 || key_bits > 64)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("key_bits must be between 8 and 64"),
+				 errdetail("key_bits %d was given.", key_bits)));
+
+	errbuf[0] = '\0';
+	status = cpht_params_for_capacity(kind, (uint64) capacity, key_bits,
+									  &params, errbuf, sizeof(errbuf));
+	cpht_check_status(status, 0, errbuf);
+
+	params.device = choose_device();
+	params.seed = new_seed();
+	params.cpu_threads = cpht_cpu_threads;
+
+	/* Room in the registry first: once the table exists nothing may fail. */
+	cpht_handles_reserve();
+
+	CHECK_FOR_INTERRUPTS();
+	errbuf[0] = '\0';
+	status = cpht_table_create(&params, &table, errbuf, sizeof(errbuf));
+	cpht_check_status(status, 0, errbuf);
+
+	memset(&entry, 0, sizeof(entry));
+	entry.table = table;
+	entry.kind = kind;
+	entry.device = params.device;
+	entry.key_bits = key_bits;
+	entry.capacity = capacity;
+	entry.bytes = cpht_params_table_bytes(&params);
+
+	PG_RETURN_INT32(cpht_handles_add(&entry));
+}
+
+Datum
+cpht_drop(PG_FUNCTION_ARGS)
+{
+	cpht_handles_drop(PG_GETARG_INT32(0));
+	PG_RETURN_VOID();
+}
+
+Datum
+cpht_drop_all(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(cpht_handles_drop_all());
+}

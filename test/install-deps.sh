@@ -1,0 +1,46 @@
+#!/bin/bash
+# Installs the Debian packages the build and the tests need, only those that
+# are missing: the PostgreSQL 15 server and headers, pgTAP and pg_prove.
+# Where everything is already present (say, a prepared machine without
+# network access) it does nothing.
+set -euo pipefail
+
+PGVER=15
+missing=()
+
+have_pkg() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+# Each need is met either by the package or by what it provides, so that a
+# machine that got PostgreSQL some other way is left alone.
+[ -x /usr/lib/postgresql/$PGVER/bin/postgres ] || have_pkg postgresql-$PGVER ||
+	missing+=(postgresql-$PGVER)
+{ command -v pg_config >/dev/null &&
+	[ -f "$(pg_config --includedir-server 2>/dev/null)/postgres.h" ] &&
+	[ -f "$(pg_config --pgxs 2>/dev/null)" ]; } || have_pkg postgresql-server-dev-$PGVER ||
+	missing+=(postgresql-server-dev-$PGVER)
+[ -f "$(pg_config --sharedir 2>/dev/null)/extension/pgtap.control" ] ||
+	have_pkg postgresql-$PGVER-pgtap || missing+=(postgresql-$PGVER-pgtap)
+{ command -v pg_prove >/dev/null && perl -MTAP::Parser::SourceHandler::pgTAP -e 1 2>/dev/null; } ||
+	have_pkg libtap-parser-sourcehandler-pgtap-perl ||
+	missing+=(libtap-parser-sourcehandler-pgtap-perl)
+# The throwaway test server is started with pg_virtualenv.
+command -v pg_virtualenv >/dev/null || have_pkg postgresql-common || missing+=(postgresql-common)
+command -v make >/dev/null || missing+=(make)
+command -v gcc >/dev/null || missing+=(gcc)
+
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: all dependencies present"
+	exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" != 0 ]; then
+	SUDO=sudo
+else
+	SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

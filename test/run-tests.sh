@@ -1,0 +1,90 @@
+#!/bin/bash
+# Builds, installs and tests cpht: C unit tests of the kernels, pg_regress
+# tests (sql/, expected/) and pgTAP tests (test/pgtap/) against PostgreSQL 15.
+#
+#   test/run-tests.sh                      throwaway server (pg_virtualenv)
+#   CPHT_TEST_SERVER=running test/run-tests.sh
+#                                          a server already running, reached
+#                                          through PGHOST/PGPORT/PGUSER
+#   CPHT_TEST_DEVICE=cpu|gpu|auto test/run-tests.sh
+#                                          every test session runs with
+#                                          cpht.device set to this
+#
+# Exits non-zero when anything fails.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+: "${CPHT_TEST_SERVER:=throwaway}"
+: "${CPHT_TEST_DEVICE:=}"
+TAP_DB=cpht_tap
+
+case "$CPHT_TEST_SERVER" in
+	throwaway | running) ;;
+	*) echo "CPHT_TEST_SERVER must be throwaway or running, not '$CPHT_TEST_SERVER'" >&2; exit 2 ;;
+esac
+case "$CPHT_TEST_DEVICE" in
+	'' | cpu | gpu | auto) ;;
+	*) echo "CPHT_TEST_DEVICE must be cpu, gpu or auto, not '$CPHT_TEST_DEVICE'" >&2; exit 2 ;;
+esac
+
+# The part that needs a server; run inside pg_virtualenv or against the
+# running one.
+run_suite() {
+	local failed=0
+
+	if [ -n "$CPHT_TEST_DEVICE" ]; then
+		# pg_regress keeps what PGOPTIONS holds and adds its own settings.
+		export PGOPTIONS="${PGOPTIONS:-} -c cpht.device=$CPHT_TEST_DEVICE"
+		echo "== every test session runs with cpht.device=$CPHT_TEST_DEVICE"
+	fi
+
+	echo "== pg_regress"
+	rm -f regression.diffs regression.out
+	if ! make installcheck; then
+		failed=1
+		if [ -f regression.diffs ]; then
+			echo "== regression.diffs"
+			cat regression.diffs
+		fi
+	fi
+
+	echo "== pgTAP"
+	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $TAP_DB" -c "CREATE DATABASE $TAP_DB"
+	psql -X -q -v ON_ERROR_STOP=1 -d $TAP_DB -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION cpht"
+	if ! pg_prove -d $TAP_DB --failures test/pgtap/*.sql; then
+		failed=1
+	fi
+	psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $TAP_DB" || true
+
+	if [ $failed -ne 0 ]; then
+		echo "== FAILED"
+		return 1
+	fi
+	echo "== all tests passed"
+}
+
+if [ "${1:-}" = --suite ]; then
+	run_suite
+	exit
+fi
+
+echo "== dependencies"
+test/install-deps.sh
+
+echo "== build"
+make -j"$(nproc)"
+echo "== install"
+make install
+echo "== unit tests"
+make unit
+
+if [ "$CPHT_TEST_SERVER" = running ]; then
+	run_suite
+else
+	# A temporary cluster owned by the postgres user (the server refuses to
+	# run as root), removed again when the suite ends.
+	echo "== starting a throwaway PostgreSQL 15 server"
+	pg_virtualenv -t -v 15 "$ROOT/test/run-tests.sh" --suite
+fi

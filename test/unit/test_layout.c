@@ -1,0 +1,133 @@
+/*
+ * test_layout.c — the permutations are bijections with exact inverses for
+ * every key width, differ per hash choice, and the slot encoding round-trips.
+ */
+#include <string.h>
+
+#include "layout.h"
+#include "unit.h"
+
+static void
+check_exhaustive(int key_bits, int addr_bits, uint64_t seed)
+{
+	uint64_t	n = (uint64_t) 1 << key_bits;
+	uint8_t    *seen = calloc(n, 1);
+	layout_perm p = {seed, key_bits, addr_bits};
+	int			ok_inverse = 1,
+				ok_range = 1,
+				ok_bijective = 1;
+
+	for (uint64_t k = 0; k < n; k++)
+	{
+		uint64_t	a = layout_address(p, k);
+		uint64_t	r = layout_remainder(p, k);
+		uint64_t	image = (r << addr_bits) | a;
+
+		ok_range &= a < ((uint64_t) 1 << addr_bits) && r < ((uint64_t) 1 << (key_bits - addr_bits));
+		ok_inverse &= layout_key(p, a, r) == k;
+		if (image < n)
+		{
+			ok_bijective &= !seen[image];
+			seen[image] = 1;
+		}
+		else
+			ok_bijective = 0;
+	}
+	CHECK(ok_range, "w=%d N=%d: address/remainder out of range", key_bits, addr_bits);
+	CHECK(ok_inverse, "w=%d N=%d: inverse not exact", key_bits, addr_bits);
+	CHECK(ok_bijective, "w=%d N=%d: not a bijection", key_bits, addr_bits);
+	free(seen);
+}
+
+int
+main(void)
+{
+	uint64_t	rng = 42;
+
+	/* Exhaustive for small widths, every address width. */
+	for (int w = 8; w <= 20; w++)
+		for (int nbits = 3; nbits <= w; nbits += (w > 12 ? 4 : 1))
+			check_exhaustive(w, nbits, unit_rand(&rng));
+
+	/* Random keys for every width up to 64. */
+	for (int w = 8; w <= 64; w++)
+	{
+		int			ok = 1;
+
+		for (int nbits = 3; nbits <= (w < 48 ? w : 48); nbits += 5)
+		{
+			layout_perm p = {unit_rand(&rng), w, nbits};
+
+			for (int i = 0; i < 20000; i++)
+			{
+				uint64_t	k = unit_rand(&rng) & layout_mask(w);
+
+				ok &= layout_key(p, layout_address(p, k), layout_remainder(p, k)) == k;
+			}
+		}
+		CHECK(ok, "w=%d: inverse not exact on random keys", w);
+	}
+
+	/* Different seeds (hash choices) give different permutations. */
+	{
+		layout_perm p0 = {layout_choice_seed(7, 1, 0), 64, 20};
+		layout_perm p1 = {layout_choice_seed(7, 1, 1), 64, 20};
+		int			same = 0;
+
+		for (uint64_t k = 0; k < 100000; k++)
+		{
+			uint64_t	key = k * 0x10001ULL + (k << 33);
+
+			same += layout_address(p0, key) == layout_address(p1, key);
+		}
+		/* Independent choices agree on about 1 in 2^20 keys. */
+		CHECK(same < 10, "choices agree on %d of 100000 keys", same);
+	}
+
+	/* Every key bit moves the address: flip each bit of random keys. */
+	{
+		layout_perm p = {12345, 64, 22};
+
+		for (int bit = 0; bit < 64; bit++)
+		{
+			int			moved = 0;
+
+			for (int i = 0; i < 1000; i++)
+			{
+				uint64_t	k = unit_rand(&rng);
+
+				moved += layout_address(p, k) != layout_address(p, k ^ ((uint64_t) 1 << bit));
+			}
+			CHECK(moved == 1000, "bit %d moved the address of only %d of 1000 keys", bit, moved);
+		}
+	}
+
+	/* Locality: an aligned run of 2^j keys below the address width maps onto
+	 * an aligned run of 2^j buckets. */
+	{
+		layout_perm p = {999, 64, 20};
+		uint64_t	base = 0x123456789ULL << 20;
+		int			ok = 1;
+
+		for (uint64_t k = 0; k < 4096; k++)
+			ok &= (layout_address(p, base + k) >> 12) == (layout_address(p, base) >> 12);
+		CHECK(ok, "4096 sequential keys left their 4096-bucket block");
+	}
+
+	/* Slot encoding round-trips, live slots are odd, EMPTY and TOMBSTONE are not live. */
+	for (int cb = 0; cb <= 2; cb++)
+		for (int i = 0; i < 1000; i++)
+		{
+			uint64_t	r = unit_rand(&rng) >> (3 + cb);
+			int			c = (int) (unit_rand(&rng) % (uint64_t) (1 << cb));
+			uint64_t	s = slot_encode(r, c, cb);
+
+			CHECK(slot_is_live(s) && slot_remainder(s, cb) == r && slot_choice(s, cb) == c &&
+				  s != CPHT_SLOT_TOMBSTONE && s != CPHT_SLOT_EMPTY, "slot round trip");
+		}
+	CHECK(!slot_is_live(CPHT_SLOT_EMPTY) && !slot_is_live(CPHT_SLOT_TOMBSTONE), "state values");
+	CHECK(slot_width_for(slot_bits_needed(37, 24, 0)) == 16, "37-bit keys, 2^24 buckets: 16-bit slots");
+	CHECK(slot_width_for(slot_bits_needed(37, 22, 1)) == 32, "37-bit keys, 2^22 buckets, 2 choices: 32-bit");
+	CHECK(slot_width_for(slot_bits_needed(64, 20, 0)) == 64, "64-bit keys: 64-bit slots");
+	UNIT_DONE();
+}
