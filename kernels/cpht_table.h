@@ -89,6 +89,8 @@ typedef struct cpht_stats
 	uint64_t	live[CPHT_MAX_LEVELS];		/* occupied slots per level */
 	uint64_t	tombstones[CPHT_MAX_LEVELS];	/* deleted slots per level */
 	uint64_t	stashed;		/* cuckoo keys kept outside the buckets */
+	uint64_t	log_entries;	/* undo log length */
+	uint64_t	log_bytes;		/* host memory held by the undo log */
 	uint64_t	count;			/* distinct keys stored */
 	uint64_t	table_bytes;	/* bytes of slot memory (host or device) */
 	uint64_t	staging_bytes;	/* transfer buffers held for the table */
@@ -126,6 +128,21 @@ cpht_status cpht_table_put(cpht_table *table, const uint64_t *keys,
 						   size_t n, uint64_t *inserted);
 cpht_status cpht_table_erase(cpht_table *table, const uint64_t *keys,
 							 size_t n, uint8_t *present);
+
+/*
+ * Undo log, for transactional tables.  While logging is on, every key a
+ * call inserts or deletes is recorded in order; a position in the log marks
+ * a savepoint.  rollback_to undoes everything recorded after the position
+ * (newest first: inserted keys are deleted, deleted keys inserted again)
+ * and forgets it; truncate forgets entries after the position without
+ * undoing them (a commit).  When everything undone was an insert, an
+ * iceberg table gets its slots back as EMPTY, bit for bit as it was;
+ * otherwise undone inserts leave tombstones.
+ */
+void		cpht_table_set_logging(cpht_table *table, int on);
+uint64_t	cpht_table_log_position(const cpht_table *table);
+cpht_status cpht_table_rollback_to(cpht_table *table, uint64_t position);
+void		cpht_table_truncate_log(cpht_table *table, uint64_t position);
 
 uint64_t	cpht_table_count(const cpht_table *table);
 cpht_status cpht_table_stats(cpht_table *table, cpht_stats *out);

@@ -14,7 +14,7 @@
 
 #include "cpu_ops.h"
 
-#define PREFETCH_AHEAD 12
+#define PREFETCH_AHEAD 16
 
 typedef struct batch_job
 {

@@ -254,6 +254,8 @@ cpht_table_destroy(cpht_table *t)
 		return;
 	t->backend->destroy(t);
 	free(t->stash);
+	free(t->log_keys);
+	free(t->log_deleted);
 	free(t);
 }
 
@@ -371,6 +373,139 @@ done:
 	return rc;
 }
 
+/* ---- the undo log ------------------------------------------------------- */
+
+/* Make room for `extra` more entries before a call changes the table, so
+ * that a call never changes the table without being able to log it. */
+static cpht_status
+log_reserve(cpht_table *t, size_t extra)
+{
+	uint64_t	want = t->log_len + extra;
+	uint64_t	cap = t->log_cap ? t->log_cap : 1024;
+	uint64_t   *keys;
+	uint8_t    *deleted;
+
+	if (!t->logging || want <= t->log_cap)
+		return CPHT_OK;
+	while (cap < want)
+		cap *= 2;
+	keys = realloc(t->log_keys, cap * sizeof(uint64_t));
+	if (keys == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the undo log (%llu entries)",
+						  (unsigned long long) want);
+	t->log_keys = keys;
+	deleted = realloc(t->log_deleted, cap);
+	if (deleted == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the undo log (%llu entries)",
+						  (unsigned long long) want);
+	t->log_deleted = deleted;
+	t->log_cap = cap;
+	return CPHT_OK;
+}
+
+/* Log keys[i] where flags[i] == which (room was reserved). */
+static void
+log_append(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *flags,
+		   uint8_t which, int deleted)
+{
+	if (!t->logging)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (flags[i] == which)
+		{
+			t->log_keys[t->log_len] = keys[i];
+			t->log_deleted[t->log_len++] = (uint8_t) deleted;
+			t->log_deletes += (uint64_t) deleted;
+		}
+}
+
+void
+cpht_table_set_logging(cpht_table *t, int on)
+{
+	t->logging = on;
+	if (!on)
+		cpht_table_truncate_log(t, 0);
+}
+
+uint64_t
+cpht_table_log_position(const cpht_table *t)
+{
+	return t->log_len;
+}
+
+void
+cpht_table_truncate_log(cpht_table *t, uint64_t position)
+{
+	for (uint64_t i = position; i < t->log_len; i++)
+		t->log_deletes -= t->log_deleted[i];
+	if (position < t->log_len)
+		t->log_len = position;
+	/* A finished transaction gives back a large log's memory. */
+	if (t->log_len == 0 && t->log_cap > ((uint64_t) 1 << 20))
+	{
+		free(t->log_keys);
+		free(t->log_deleted);
+		t->log_keys = NULL;
+		t->log_deleted = NULL;
+		t->log_cap = 0;
+	}
+}
+
+static cpht_status find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status);
+static cpht_status erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present);
+
+cpht_status
+cpht_table_rollback_to(cpht_table *t, uint64_t position)
+{
+	uint64_t	end = t->log_len;
+	int			logging = t->logging;
+	uint64_t	deletes = 0;
+	uint8_t    *flags;
+	cpht_status rc = CPHT_OK;
+
+	if (position >= end)
+		return CPHT_OK;
+	for (uint64_t i = position; i < end; i++)
+		deletes += t->log_deleted[i];
+	flags = malloc((size_t) (end - position));
+	if (flags == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory while rolling back");
+	t->logging = 0;
+
+	if (deletes == 0 && t->params.kind == CPHT_ICEBERG)
+	{
+		/* Only inserts since the savepoint: they took slots that were empty
+		 * then, so emptying them restores the table bit for bit. */
+		rc = t->backend->erase(t, t->log_keys + position, end - position, flags, 1);
+		if (rc == CPHT_OK)
+			t->count -= end - position;
+	}
+	else
+	{
+		/* Newest first, one run of inserts or deletes at a time. */
+		uint64_t	hi = end;
+
+		while (rc == CPHT_OK && hi > position)
+		{
+			uint64_t	lo = hi - 1;
+			uint8_t		deleted = t->log_deleted[lo];
+
+			while (lo > position && t->log_deleted[lo - 1] == deleted)
+				lo--;
+			if (deleted)
+				rc = find_or_put_in_buckets(t, t->log_keys + lo, hi - lo, flags);
+			else
+				rc = erase_keys(t, t->log_keys + lo, hi - lo, flags);
+			hi = lo;
+		}
+	}
+	free(flags);
+	t->logging = logging;
+	if (rc == CPHT_OK)
+		cpht_table_truncate_log(t, position);
+	return rc;
+}
+
 /* ---- operations --------------------------------------------------------- */
 
 static cpht_status
@@ -382,6 +517,9 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 	int			full = 0;
 	cpht_status rc;
 
+	rc = log_reserve(t, n);
+	if (rc != CPHT_OK)
+		return rc;
 	if (t->params.kind == CPHT_CUCKOO)
 	{
 		homeless = malloc(n * sizeof(uint64_t));
@@ -405,7 +543,10 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 								(unsigned long long) t->count);
 		}
 		else
+		{
 			t->count += puts;
+			log_append(t, keys, n, status, CPHT_PUT, 0);
+		}
 	}
 	free(homeless);
 	return rc;
@@ -486,13 +627,13 @@ cpht_table_put(cpht_table *t, const uint64_t *keys, size_t n, uint64_t *inserted
 	return rc;
 }
 
-cpht_status
-cpht_table_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
+static cpht_status
+erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 {
-	cpht_status rc;
+	cpht_status rc = log_reserve(t, n);
 
-	if (n == 0)
-		return CPHT_OK;
+	if (rc != CPHT_OK)
+		return rc;
 	rc = t->backend->erase(t, keys, n, present, 0);
 	for (size_t i = 0; rc == CPHT_OK && i < n; i++)
 	{
@@ -500,7 +641,17 @@ cpht_table_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 			present[i] = (uint8_t) stash_remove(t, keys[i]);
 		t->count -= present[i];
 	}
+	if (rc == CPHT_OK)
+		log_append(t, keys, n, present, 1, 1);
 	return rc;
+}
+
+cpht_status
+cpht_table_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
+{
+	if (n == 0)
+		return CPHT_OK;
+	return erase_keys(t, keys, n, present);
 }
 
 cpht_status
@@ -521,6 +672,8 @@ cpht_table_stats(cpht_table *t, cpht_stats *out)
 		out->table_bytes += t->params.slots[l] * (uint64_t) (t->level[l].slot_bits / 8);
 	}
 	out->stashed = t->nstash;
+	out->log_entries = t->log_len;
+	out->log_bytes = t->log_cap * (sizeof(uint64_t) + 1);
 	out->count = t->count;
 	out->staging_bytes = t->backend->staging_bytes(t);
 	t->backend->device_name(t, out->device_name, sizeof(out->device_name));

@@ -26,6 +26,13 @@ struct cpht_table
 	uint64_t	count;			/* distinct keys stored, stash included */
 	uint64_t   *stash;			/* cuckoo keys no bucket could take, sorted */
 	size_t		nstash;
+	/* undo log: keys in call order, and whether each was put or deleted */
+	int			logging;
+	uint64_t   *log_keys;
+	uint8_t    *log_deleted;
+	uint64_t	log_len;
+	uint64_t	log_cap;
+	uint64_t	log_deletes;	/* deletes among the entries */
 	const cpht_backend *backend;
 	void	   *backend_state;	/* the GPU's stream, buffers, device index */
 	char		errmsg[512];

@@ -1,0 +1,222 @@
+/*
+ * gpu_bucket.h — how a tile of lanes sees one bucket: the tile itself
+ * (ballot / any / shuffle over W lanes), the split of a bucket into 16-byte
+ * lane parts, the per-lane slot masks, and the slot atomics.
+ *
+ * Width of a tile.  The paper gives every slot its own lane (a tile of B
+ * lanes for B-slot buckets), so a tile has one bucket read in flight and a
+ * warp at most 32/B.  Here each lane reads 16 bytes (one vector load) and
+ * the tile is as wide as the bucket needs: an 8-slot bucket of 32-bit
+ * slots is two lanes, of 16-bit slots one.  The bucket still arrives in one
+ * coalesced access, and a warp keeps 4-16 times more reads in flight —
+ * what random reads need to approach the memory's sector rate.
+ */
+#ifndef CPHT_GPU_BUCKET_H
+#define CPHT_GPU_BUCKET_H
+
+#include <stdint.h>
+
+#include "layout.h"
+
+/* ---- a tile of W consecutive lanes of a warp ---------------------------- */
+
+template <int W>
+struct gpu_tile
+{
+	unsigned	mask;			/* the tile's lanes within the warp */
+	int			base;			/* warp lane of the tile's rank 0 */
+	int			rank;			/* my rank in the tile */
+
+	__device__ __forceinline__ gpu_tile()
+	{
+		int			lane = (int) (threadIdx.x & 31);
+
+		base = lane & ~(W - 1);
+		rank = lane & (W - 1);
+		mask = W == 32 ? 0xffffffffu : ((1u << W) - 1) << base;
+	}
+
+	/* Bit r set when the predicate holds at tile rank r. */
+	__device__ __forceinline__ unsigned ballot(bool p) const
+	{
+		if (W == 1)
+			return p ? 1u : 0u;
+		return (__ballot_sync(mask, p) >> base) & (W == 32 ? 0xffffffffu : (1u << W) - 1);
+	}
+
+	__device__ __forceinline__ bool any(bool p) const
+	{
+		return ballot(p) != 0;
+	}
+
+	template <class T>
+	__device__ __forceinline__ T shfl(T v, int src) const
+	{
+		if (W == 1)
+			return v;
+		return __shfl_sync(mask, v, src, W);
+	}
+};
+
+/* ---- bucket geometry ---------------------------------------------------- */
+
+template <int SW> struct gpu_slot_type;
+template <> struct gpu_slot_type<16> { typedef unsigned short type; };
+template <> struct gpu_slot_type<32> { typedef unsigned int type; };
+template <> struct gpu_slot_type<64> { typedef unsigned long long type; };
+
+template <int BYTES> struct gpu_chunk_type;
+template <> struct gpu_chunk_type<8> { typedef uint2 type; };
+template <> struct gpu_chunk_type<16> { typedef uint4 type; };
+
+/* A bucket of B slots of SW bits, read by W lanes of S slots each. */
+template <int SW, int B>
+struct gpu_geom
+{
+	typedef typename gpu_slot_type<SW>::type slot_t;
+	static constexpr int BYTES = B * SW / 8;
+	static constexpr int CB = BYTES < 16 ? BYTES : 16;	/* bytes per lane */
+	static constexpr int W = BYTES / CB;	/* lanes per bucket */
+	static constexpr int S = CB * 8 / SW;	/* slots per lane */
+	typedef typename gpu_chunk_type<CB>::type chunk_t;
+	static_assert(W >= 1 && W <= 32 && S >= 2, "unsupported bucket geometry");
+};
+
+/* One lane's part of a bucket snapshot. */
+template <int SW, int B>
+union gpu_lane
+{
+	typename gpu_geom<SW, B>::chunk_t c;
+	typename gpu_geom<SW, B>::slot_t s[gpu_geom<SW, B>::S];
+};
+
+/*
+ * Read my part of a bucket.  ld.global.cg goes to L2, the point of
+ * coherence, so a re-read after a lost compare-and-swap sees the winner's
+ * slot instead of a stale L1 line.
+ */
+template <int SW, int B>
+__device__ __forceinline__ void
+gpu_lane_load(gpu_lane<SW, B> &v, const void *slots, uint64_t address, int rank)
+{
+	typedef gpu_geom<SW, B> G;
+	const typename G::chunk_t *p = (const typename G::chunk_t *) slots + address * G::W + rank;
+
+	v.c = __ldcg(p);
+}
+
+/* Bit t set where my slot t equals x. */
+template <int SW, int B>
+__device__ __forceinline__ unsigned
+gpu_lane_eq(const gpu_lane<SW, B> &v, uint64_t x)
+{
+	unsigned	m = 0;
+
+#pragma unroll
+	for (int t = 0; t < gpu_geom<SW, B>::S; t++)
+		m |= (unsigned) (v.s[t] == (typename gpu_geom<SW, B>::slot_t) x) << t;
+	return m;
+}
+
+/* Bit t set where my slot t is free for a cuckoo put (EMPTY or TOMBSTONE). */
+template <int SW, int B>
+__device__ __forceinline__ unsigned
+gpu_lane_free(const gpu_lane<SW, B> &v)
+{
+	unsigned	m = 0;
+
+#pragma unroll
+	for (int t = 0; t < gpu_geom<SW, B>::S; t++)
+		m |= (unsigned) ((v.s[t] & 1) == 0) << t;
+	return m;
+}
+
+/*
+ * Index of the first slot of the bucket whose lane mask bit is set (masks
+ * from gpu_lane_eq and friends), or B when no lane has one.  With the
+ * prefix invariant this is the bucket's fill when the mask is "EMPTY".
+ */
+template <int SW, int B, int W>
+__device__ __forceinline__ int
+gpu_first_slot(const gpu_tile<W> &g, unsigned lane_mask)
+{
+	unsigned	lanes = g.ballot(lane_mask != 0);
+	int			fl;
+
+	if (lanes == 0)
+		return B;
+	fl = __ffs(lanes) - 1;
+	return fl * gpu_geom<SW, B>::S + __ffs(g.shfl(lane_mask, fl)) - 1;
+}
+
+/* ---- slot atomics ------------------------------------------------------- */
+
+/*
+ * Compare-and-swap slot t of my lane part (bucket slot `index`, address
+ * `p` of it) from `expect` to `want`.  Returns 1 on success; *seen is the
+ * slot's value the atomic found.
+ *
+ * 16-bit slots use a 32-bit CAS on the aligned pair, taking the neighbour's
+ * expected value from the snapshot: no 16-bit atomic, and a neighbour
+ * changed since the snapshot only makes the CAS fail like a lost race
+ * (the caller re-reads; every failure means some slot of the bucket filled,
+ * so retries are bounded).
+ */
+template <int SW, int B>
+__device__ __forceinline__ int
+gpu_slot_cas(void *slots, uint64_t index, const gpu_lane<SW, B> &v, int t,
+			 uint64_t expect, uint64_t want, uint64_t *seen)
+{
+	typedef typename gpu_geom<SW, B>::slot_t slot_t;
+
+	if (SW == 16)
+	{
+		unsigned   *word = (unsigned *) slots + (index >> 1);
+		int			hi = (int) (index & 1);
+		unsigned	lo_v = hi ? (unsigned) v.s[t & ~1] : (unsigned) (uint16_t) expect;
+		unsigned	hi_v = hi ? (unsigned) (uint16_t) expect : (unsigned) v.s[t | 1];
+		unsigned	e32 = lo_v | (hi_v << 16);
+		unsigned	w32 = hi ? (lo_v | ((unsigned) (uint16_t) want << 16))
+			: ((unsigned) (uint16_t) want | (hi_v << 16));
+		unsigned	old = atomicCAS(word, e32, w32);
+
+		*seen = hi ? (old >> 16) : (old & 0xffff);
+		return old == e32;
+	}
+	else
+	{
+		slot_t		old = atomicCAS((slot_t *) slots + index, (slot_t) expect, (slot_t) want);
+
+		*seen = old;
+		return old == (slot_t) expect;
+	}
+}
+
+/* Atomically replace a slot, returning its old value (cuckoo eviction). */
+template <int SW>
+__device__ __forceinline__ uint64_t
+gpu_slot_swap(void *slots, uint64_t index, uint64_t want)
+{
+	if (SW == 16)
+	{
+		unsigned   *word = (unsigned *) slots + (index >> 1);
+		int			shift = (int) (index & 1) * 16;
+		unsigned	old = __ldcg(word);
+
+		for (;;)
+		{
+			unsigned	repl = (old & ~(0xffffu << shift)) | ((unsigned) (uint16_t) want << shift);
+			unsigned	got = atomicCAS(word, old, repl);
+
+			if (got == old)
+				return (old >> shift) & 0xffff;
+			old = got;
+		}
+	}
+	else if (SW == 32)
+		return atomicExch((unsigned *) slots + index, (unsigned) want);
+	else
+		return atomicExch((unsigned long long *) slots + index, (unsigned long long) want);
+}
+
+#endif							/* CPHT_GPU_BUCKET_H */

@@ -1,0 +1,94 @@
+/*
+ * gpu_ops.h — the GPU operations on device arrays, one call per batch that
+ * already sits in device memory.  gpu_backend.cu feeds them chunks of the
+ * caller's host arrays; the benchmark (test/bench/gpu_bench.cu) calls them
+ * directly to time the kernels alone.  All run on the table's compute
+ * stream (gpu_state.comp) and return without waiting, except where noted.
+ * n is at most 2^32 - 1 per call.
+ */
+#ifndef CPHT_GPU_OPS_H
+#define CPHT_GPU_OPS_H
+
+#include "gpu_common.h"
+
+/* ---- iceberg (gpu_iceberg.cu) ------------------------------------------- */
+
+/* status[i] = CPHT_FOUND, CPHT_PUT or CPHT_FULL. */
+cpht_status gpu_iceberg_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatus);
+
+/* found[i] = 1 if present. */
+cpht_status gpu_iceberg_find(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dfound);
+
+/* present[i] = 1 where this call removed the key (tombstone, or EMPTY when
+ * undoing the latest call). */
+cpht_status gpu_iceberg_erase(cpht_table *t, const uint64_t *dkeys, uint32_t n,
+							  uint8_t *dpresent, int to_empty);
+
+/* ---- cuckoo (gpu_cuckoo.cu) --------------------------------------------- */
+
+/*
+ * Sort-based find-or-put: find every key; sort the absent ones, keeping
+ * their positions; the first occurrence of each absent key is PUT, the
+ * rest FOUND; put the distinct absent keys.  Keys that end an eviction
+ * chain without a slot are copied to homeless[*nhomeless...] on the host
+ * (*nhomeless is advanced).  Waits for the device (the sort needs the
+ * number of absent keys).
+ */
+cpht_status gpu_cuckoo_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatus,
+						   uint64_t *homeless, size_t *nhomeless);
+
+cpht_status gpu_cuckoo_find(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dfound);
+cpht_status gpu_cuckoo_erase(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dpresent);
+
+/*
+ * Put keys known to be distinct and absent (Alg. 4).  The keys left
+ * homeless go to dhomeless, counted in *dhomeless_count (device memory,
+ * not reset here).  dkeys holds n keys, or *n_dev when n_dev is not NULL.
+ */
+cpht_status gpu_cuckoo_put(cpht_table *t, const uint64_t *dkeys, uint32_t n, const uint32_t *n_dev,
+						   uint64_t *dhomeless, uint32_t *dhomeless_count);
+
+/* ---- grouping a batch by bucket (gpu_group.cu) -------------------------- */
+
+/*
+ * A batch much larger than the table's share of L2 touches every bucket
+ * several times; grouped by primary bucket, consecutive keys touch one
+ * L2-sized slice at a time and each bucket comes from memory once.
+ */
+typedef struct gpu_group
+{
+	int			bits;			/* 2^bits groups; 0: the batch is not grouped */
+	uint32_t	nblocks;		/* blocks of the histogram and scatter kernels */
+	uint64_t   *keys;			/* the batch, grouped */
+	uint32_t   *pos;			/* pos[i]: where key i went */
+	uint8_t    *res;			/* results in grouped order */
+	uint32_t   *counts;			/* [group][block] histogram, then offsets */
+	uint32_t   *offsets;
+	void	   *tmp;			/* scan temporaries */
+	size_t		tmp_bytes;
+} gpu_group;
+
+/* How many bits of grouping a batch of n keys wants on this table (0: none). */
+int			gpu_group_bits(const cpht_table *t, size_t n);
+
+/* Lay out the grouping temporaries for n keys (g->bits set). */
+void		gpu_group_carve(gpu_carve *c, gpu_group *g, uint32_t n);
+
+/* Group dkeys into g->keys, recording g->pos. */
+cpht_status gpu_group_keys(cpht_table *t, const gpu_group *g, const uint64_t *dkeys, uint32_t n);
+
+/* dout[i] = g->res[g->pos[i]]: results back in input order. */
+cpht_status gpu_group_results(cpht_table *t, const gpu_group *g, uint32_t n, uint8_t *dout);
+
+/* ---- scan (gpu_scan.cu) -------------------------------------------------- */
+
+/* Live and tombstone slots per level.  Waits for the device. */
+cpht_status gpu_scan_levels(cpht_table *t, uint64_t *live, uint64_t *tombstones);
+
+/* ---- backend (gpu_backend.cu) -------------------------------------------- */
+
+/* Force grouping on or off for this table (benchmarks); GPU_GROUP_AUTO
+ * restores the size rule. */
+void		gpu_set_grouping(cpht_table *t, int mode);
+
+#endif							/* CPHT_GPU_OPS_H */

@@ -1,0 +1,142 @@
+/*
+ * test_undo.c — the undo log behind transactional tables: savepoints are
+ * log positions; rolling back to one restores exactly the keys present
+ * then (inserted keys gone, deleted keys back), for both kinds; rolling
+ * back only inserts on an iceberg table restores its slots bit for bit.
+ */
+#include <string.h>
+
+#include "cpht_table.h"
+#include "table_internal.h"
+#include "reference_set.h"
+#include "unit.h"
+
+#define POOL 30000
+
+/* Does the table hold exactly the keys of the reference (over the pool)? */
+static int
+same_keys(cpht_table *t, const ref_set *ref, const uint64_t *pool)
+{
+	uint8_t    *found = malloc(POOL);
+	int			wrong = 0;
+
+	cpht_table_find(t, pool, POOL, found);
+	for (size_t i = 0; i < POOL; i++)
+		wrong += found[i] != ref_has(ref, pool[i]);
+	free(found);
+	return wrong == 0 && cpht_table_count(t) == ref->count;
+}
+
+static void
+copy_ref(ref_set *dst, const ref_set *src)
+{
+	size_t		size = src->mask + 1;
+
+	dst->keys = malloc(size * sizeof(uint64_t));
+	dst->used = malloc(size);
+	memcpy(dst->keys, src->keys, size * sizeof(uint64_t));
+	memcpy(dst->used, src->used, size);
+	dst->mask = src->mask;
+	dst->count = src->count;
+}
+
+static void
+check_kind(cpht_kind kind)
+{
+	cpht_params p;
+	cpht_table *t;
+	char		err[256];
+	uint64_t	pool[POOL];
+	uint64_t	batch[5000];
+	uint8_t		out[5000];
+	uint64_t	rng = 17;
+	ref_set		ref,
+				saved[3];
+	uint64_t	mark[3];
+	void	   *slots0;
+	size_t		bytes0;
+
+	cpht_params_for_capacity(kind, POOL, 64, &p, err, sizeof(err));
+	p.seed = 11;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create %s", err);
+	cpht_table_set_logging(t, 1);
+	ref_init(&ref, POOL);
+	for (size_t i = 0; i < POOL; i++)
+		pool[i] = unit_rand(&rng);
+
+	for (int level = 0; level < 3; level++)
+	{
+		/* Savepoint, then inserts and (from the second level on) deletes. */
+		mark[level] = cpht_table_log_position(t);
+		copy_ref(&saved[level], &ref);
+		if (level == 0)
+		{
+			bytes0 = t->params.slots[0] * (size_t) (t->level[0].slot_bits / 8);
+			slots0 = malloc(bytes0);
+			memcpy(slots0, t->level[0].slots, bytes0);
+		}
+		for (int round = 0; round < 3; round++)
+		{
+			for (int i = 0; i < 5000; i++)
+				batch[i] = pool[unit_rand(&rng) % POOL];
+			CHECK(cpht_table_find_or_put(t, batch, 5000, out) == CPHT_OK, "fop");
+			for (int i = 0; i < 5000; i++)
+				ref_add(&ref, batch[i]);
+			if (level > 0)
+			{
+				for (int i = 0; i < 1000; i++)
+					batch[i] = pool[unit_rand(&rng) % POOL];
+				CHECK(cpht_table_erase(t, batch, 1000, out) == CPHT_OK, "erase");
+				for (int i = 0; i < 1000; i++)
+					ref_del(&ref, batch[i]);
+			}
+		}
+		CHECK(same_keys(t, &ref, pool), "level %d: table matches reference", level);
+	}
+
+	/* Roll back the innermost savepoint, commit the middle one's work into
+	 * the outer transaction, then roll back everything. */
+	CHECK(cpht_table_rollback_to(t, mark[2]) == CPHT_OK, "rollback to 2");
+	CHECK(same_keys(t, &saved[2], pool), "after rollback to savepoint 2");
+	CHECK(cpht_table_rollback_to(t, mark[1]) == CPHT_OK, "rollback to 1");
+	CHECK(same_keys(t, &saved[1], pool), "after rollback to savepoint 1");
+	CHECK(cpht_table_log_position(t) == mark[1], "log truncated at the savepoint");
+	CHECK(cpht_table_rollback_to(t, mark[0]) == CPHT_OK, "rollback to 0");
+	CHECK(same_keys(t, &saved[0], pool), "after rollback to the start");
+
+	/* A savepoint followed by inserts only (the aborted ingest): an iceberg
+	 * table gets its slots back bit for bit, no tombstones. */
+	if (kind == CPHT_ICEBERG)
+	{
+		uint64_t	m = cpht_table_log_position(t);
+
+		memcpy(slots0, t->level[0].slots, bytes0);
+		for (int i = 0; i < 5000; i++)
+			batch[i] = pool[unit_rand(&rng) % POOL];
+		CHECK(cpht_table_find_or_put(t, batch, 5000, out) == CPHT_OK, "fop");
+		CHECK(cpht_table_rollback_to(t, m) == CPHT_OK, "rollback inserts");
+		CHECK(memcmp(slots0, t->level[0].slots, bytes0) == 0, "inserts-only rollback restores the slots bit for bit");
+		CHECK(same_keys(t, &saved[0], pool), "after rolling back inserts only");
+	}
+
+	/* Commit: what is forgotten cannot be rolled back. */
+	for (int i = 0; i < 5000; i++)
+		batch[i] = pool[i];
+	CHECK(cpht_table_find_or_put(t, batch, 5000, out) == CPHT_OK, "fop after rollback");
+	cpht_table_truncate_log(t, 0);
+	CHECK(cpht_table_rollback_to(t, 0) == CPHT_OK && cpht_table_count(t) == 5000, "committed keys stay");
+
+	for (int level = 0; level < 3; level++)
+		ref_free(&saved[level]);
+	ref_free(&ref);
+	free(slots0);
+	cpht_table_destroy(t);
+}
+
+int
+main(void)
+{
+	check_kind(CPHT_ICEBERG);
+	check_kind(CPHT_CUCKOO);
+	UNIT_DONE();
+}
