@@ -130,6 +130,18 @@ cpht_status cpht_table_erase(cpht_table *table, const uint64_t *keys,
 							 size_t n, uint8_t *present);
 
 /*
+ * Overlapped find-or-put, for streaming: fop_start copies the keys and runs
+ * the call on a helper thread while the caller collects the next batch;
+ * fop_finish waits for it and hands out its per-key status (valid until the
+ * next call on the table) and how many keys it inserted.  Any other call on
+ * the table first waits for a running one.  fop_finish with nothing started
+ * returns CPHT_OK and *n = 0.
+ */
+cpht_status cpht_table_fop_start(cpht_table *table, const uint64_t *keys, size_t n);
+cpht_status cpht_table_fop_finish(cpht_table *table, const uint8_t **status,
+								  size_t *n, uint64_t *inserted);
+
+/*
  * Undo log, for transactional tables.  While logging is on, every key a
  * call inserts or deletes is recorded in order; a position in the log marks
  * a savepoint.  rollback_to undoes everything recorded after the position
@@ -140,11 +152,11 @@ cpht_status cpht_table_erase(cpht_table *table, const uint64_t *keys,
  * otherwise undone inserts leave tombstones.
  */
 void		cpht_table_set_logging(cpht_table *table, int on);
-uint64_t	cpht_table_log_position(const cpht_table *table);
+uint64_t	cpht_table_log_position(cpht_table *table);
 cpht_status cpht_table_rollback_to(cpht_table *table, uint64_t position);
 void		cpht_table_truncate_log(cpht_table *table, uint64_t position);
 
-uint64_t	cpht_table_count(const cpht_table *table);
+uint64_t	cpht_table_count(cpht_table *table);
 cpht_status cpht_table_stats(cpht_table *table, cpht_stats *out);
 
 /* Message of the last failed call on this table. */

@@ -4,6 +4,8 @@
  * ran out of room, and the cuckoo stash.  Everything here is the same for
  * the CPU and the GPU; the algorithms live in the backends.
  */
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,8 @@
 #define MIN_ADDR_BITS 3			/* at least 8 buckets per level */
 #define MAX_ADDR_BITS 48
 #define MAX_STASH_RETRIES 4
+
+static void async_free(cpht_table *t);
 
 cpht_status
 table_fail(cpht_table *t, cpht_status code, const char *fmt,...)
@@ -252,6 +256,7 @@ cpht_table_destroy(cpht_table *t)
 {
 	if (t == NULL)
 		return;
+	async_free(t);
 	t->backend->destroy(t);
 	free(t->stash);
 	free(t->log_keys);
@@ -265,9 +270,125 @@ cpht_table_error(const cpht_table *t)
 	return t->errmsg;
 }
 
-uint64_t
-cpht_table_count(const cpht_table *t)
+/* ---- the overlapped find-or-put ----------------------------------------- */
+
+typedef struct table_async
 {
+	pthread_t	thread;
+	int			running;		/* a helper thread is working or unjoined */
+	int			has_result;		/* a finished call waits for fop_finish */
+	cpht_status rc;
+	uint64_t   *keys;			/* owned copy of the batch */
+	uint8_t    *status;
+	size_t		n;
+	size_t		cap;
+	uint64_t	inserted;
+	cpht_table *t;
+} table_async;
+
+static cpht_status find_or_put_counted(cpht_table *t, const uint64_t *keys, size_t n,
+									   uint8_t *status, uint64_t *inserted);
+
+static void *
+async_main(void *arg)
+{
+	table_async *a = arg;
+
+	a->rc = find_or_put_counted(a->t, a->keys, a->n, a->status, &a->inserted);
+	return NULL;
+}
+
+/* Wait for a running overlapped call; its result stays for fop_finish. */
+static void
+settle(cpht_table *t)
+{
+	if (t->async && t->async->running)
+	{
+		pthread_join(t->async->thread, NULL);
+		t->async->running = 0;
+	}
+}
+
+cpht_status
+cpht_table_fop_start(cpht_table *t, const uint64_t *keys, size_t n)
+{
+	table_async *a;
+	sigset_t	all,
+				saved;
+	int			started;
+
+	settle(t);
+	if (t->async == NULL && (t->async = calloc(1, sizeof(table_async))) == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory");
+	a = t->async;
+	if (n > a->cap)
+	{
+		uint64_t   *k = realloc(a->keys, n * sizeof(uint64_t));
+		uint8_t    *s = k ? realloc(a->status, n) : NULL;
+
+		if (k)
+			a->keys = k;
+		if (s)
+			a->status = s;
+		if (!k || !s)
+			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+		a->cap = n;
+	}
+	memcpy(a->keys, keys, n * sizeof(uint64_t));
+	a->n = n;
+	a->t = t;
+	a->has_result = 1;
+	a->inserted = 0;
+
+	/* The helper thread blocks all signals: the host process handles them. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
+	started = pthread_create(&a->thread, NULL, async_main, a) == 0;
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	if (started)
+		a->running = 1;
+	else
+		async_main(a);			/* no thread to be had: run it here */
+	return CPHT_OK;
+}
+
+cpht_status
+cpht_table_fop_finish(cpht_table *t, const uint8_t **status, size_t *n, uint64_t *inserted)
+{
+	table_async *a = t->async;
+
+	settle(t);
+	*status = NULL;
+	*n = 0;
+	*inserted = 0;
+	if (a == NULL || !a->has_result)
+		return CPHT_OK;
+	a->has_result = 0;
+	if (a->rc != CPHT_OK)
+		return a->rc;
+	*status = a->status;
+	*n = a->n;
+	*inserted = a->inserted;
+	return CPHT_OK;
+}
+
+static void
+async_free(cpht_table *t)
+{
+	settle(t);
+	if (t->async)
+	{
+		free(t->async->keys);
+		free(t->async->status);
+		free(t->async);
+		t->async = NULL;
+	}
+}
+
+uint64_t
+cpht_table_count(cpht_table *t)
+{
+	settle(t);
 	return t->count;
 }
 
@@ -422,20 +543,23 @@ log_append(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *flags,
 void
 cpht_table_set_logging(cpht_table *t, int on)
 {
+	settle(t);
 	t->logging = on;
 	if (!on)
 		cpht_table_truncate_log(t, 0);
 }
 
 uint64_t
-cpht_table_log_position(const cpht_table *t)
+cpht_table_log_position(cpht_table *t)
 {
+	settle(t);
 	return t->log_len;
 }
 
 void
 cpht_table_truncate_log(cpht_table *t, uint64_t position)
 {
+	settle(t);
 	for (uint64_t i = position; i < t->log_len; i++)
 		t->log_deletes -= t->log_deleted[i];
 	if (position < t->log_len)
@@ -463,6 +587,8 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 	uint8_t    *flags;
 	cpht_status rc = CPHT_OK;
 
+	settle(t);
+	end = t->log_len;
 	if (position >= end)
 		return CPHT_OK;
 	for (uint64_t i = position; i < end; i++)
@@ -552,8 +678,8 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 	return rc;
 }
 
-cpht_status
-cpht_table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+static cpht_status
+find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 {
 	uint64_t   *rest;
 	size_t	   *where;
@@ -593,10 +719,31 @@ cpht_table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 	return rc;
 }
 
+/* find_or_put, also telling how many keys it inserted. */
+static cpht_status
+find_or_put_counted(cpht_table *t, const uint64_t *keys, size_t n,
+					uint8_t *status, uint64_t *inserted)
+{
+	uint64_t	before = t->count;
+	cpht_status rc = find_or_put(t, keys, n, status);
+
+	*inserted = rc == CPHT_OK ? t->count - before : 0;
+	return rc;
+}
+
+cpht_status
+cpht_table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	settle(t);
+	return find_or_put(t, keys, n, status);
+}
+
 cpht_status
 cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 {
 	cpht_status rc;
+
+	settle(t);
 
 	if (n == 0)
 		return CPHT_OK;
@@ -611,19 +758,17 @@ cpht_status
 cpht_table_put(cpht_table *t, const uint64_t *keys, size_t n, uint64_t *inserted)
 {
 	uint8_t    *status;
-	uint64_t	before = t->count;
 	cpht_status rc;
 
+	settle(t);
 	*inserted = 0;
 	if (n == 0)
 		return CPHT_OK;
 	status = malloc(n);
 	if (status == NULL)
 		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
-	rc = cpht_table_find_or_put(t, keys, n, status);
+	rc = find_or_put_counted(t, keys, n, status, inserted);
 	free(status);
-	if (rc == CPHT_OK)
-		*inserted = t->count - before;
 	return rc;
 }
 
@@ -649,6 +794,7 @@ erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 cpht_status
 cpht_table_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 {
+	settle(t);
 	if (n == 0)
 		return CPHT_OK;
 	return erase_keys(t, keys, n, present);
@@ -659,6 +805,7 @@ cpht_table_stats(cpht_table *t, cpht_stats *out)
 {
 	cpht_status rc;
 
+	settle(t);
 	memset(out, 0, sizeof(*out));
 	out->kind = t->params.kind;
 	out->device = t->params.device;

@@ -33,6 +33,8 @@ struct cpht_table
 	uint64_t	log_len;
 	uint64_t	log_cap;
 	uint64_t	log_deletes;	/* deletes among the entries */
+	/* the overlapped find-or-put (fop_start / fop_finish) */
+	struct table_async *async;
 	const cpht_backend *backend;
 	void	   *backend_state;	/* the GPU's stream, buffers, device index */
 	char		errmsg[512];

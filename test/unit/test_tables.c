@@ -225,6 +225,52 @@ check_small_domain(cpht_kind kind)
 	cpht_table_destroy(t);
 }
 
+/* Overlapped find-or-put gives the answers of the plain one, and any other
+ * call waits for it. */
+static void
+check_async(cpht_kind kind)
+{
+	cpht_params p;
+	cpht_table *a,
+			   *b;
+	char		err[256];
+	size_t		n = 200000;
+	uint64_t   *keys = malloc(n * sizeof(uint64_t));
+	uint8_t    *expect = malloc(n);
+	const uint8_t *status;
+	size_t		got;
+	uint64_t	inserted,
+				total = 0,
+				rng = 5;
+	int			differ = 0;
+
+	cpht_params_for_capacity(kind, n, 64, &p, err, sizeof(err));
+	CHECK(cpht_table_create(&p, &a, err, sizeof(err)) == CPHT_OK, "create");
+	CHECK(cpht_table_create(&p, &b, err, sizeof(err)) == CPHT_OK, "create");
+	for (int round = 0; round < 4; round++)
+	{
+		for (size_t i = 0; i < n; i++)
+			keys[i] = unit_rand(&rng) % (n / 2);
+		CHECK(cpht_table_find_or_put(a, keys, n, expect) == CPHT_OK, "sync fop");
+		CHECK(cpht_table_fop_start(b, keys, n) == CPHT_OK, "start");
+		keys[0] ^= 1;			/* the started call works on its own copy */
+		CHECK(cpht_table_fop_finish(b, &status, &got, &inserted) == CPHT_OK && got == n, "finish");
+		if (kind == CPHT_CUCKOO)
+			differ += memcmp(status, expect, n) != 0;
+		total += inserted;
+	}
+	CHECK(differ == 0, "overlapped and plain find-or-put differ");
+	CHECK(total == cpht_table_count(b) && cpht_table_count(a) == cpht_table_count(b), "counts agree");
+	CHECK(cpht_table_fop_start(b, keys, n) == CPHT_OK, "start");
+	CHECK(cpht_table_count(b) == total, "count waits for the running call");
+	CHECK(cpht_table_fop_finish(b, &status, &got, &inserted) == CPHT_OK && got == n && inserted == 0, "finish after wait");
+	CHECK(cpht_table_fop_finish(b, &status, &got, &inserted) == CPHT_OK && got == 0, "nothing pending");
+	cpht_table_destroy(a);
+	cpht_table_destroy(b);
+	free(keys);
+	free(expect);
+}
+
 static void
 check_params(void)
 {
@@ -271,5 +317,7 @@ main(void)
 	check_extreme_keys(CPHT_CUCKOO);
 	check_small_domain(CPHT_ICEBERG);
 	check_small_domain(CPHT_CUCKOO);
+	check_async(CPHT_ICEBERG);
+	check_async(CPHT_CUCKOO);
 	UNIT_DONE();
 }
