@@ -39,7 +39,8 @@ typedef enum cpht_status
 	CPHT_ERR_NOMEM,				/* host or device memory exhausted */
 	CPHT_ERR_INVALID,			/* bad parameters */
 	CPHT_ERR_NODEVICE,			/* GPU requested but none usable */
-	CPHT_ERR_DEVICE				/* a device call failed (message has details) */
+	CPHT_ERR_DEVICE,			/* a device call failed (message has details) */
+	CPHT_ERR_CANCELED			/* the interrupt check asked to stop; undone */
 } cpht_status;
 
 /* Per-key outcome of find_or_put (one byte per key). */
@@ -109,8 +110,9 @@ void		cpht_table_destroy(cpht_table *table);
 
 /*
  * Batch operations.  keys[0..n) are 64-bit patterns already checked against
- * key_bits by the caller.  A failing find_or_put or put leaves the table as
- * it was before the call (CPHT_ERR_FULL: no key of the call stays).
+ * key_bits by the caller.  A failing find_or_put or put (full table, device
+ * fault, interrupt) leaves the table as it was before the call: no key of
+ * the call stays.
  *
  * find_or_put: status[i] = CPHT_FOUND or CPHT_PUT; a key repeated inside the
  *   batch is CPHT_PUT exactly once (at one of its occurrences, not always
@@ -161,6 +163,15 @@ cpht_status cpht_table_stats(cpht_table *table, cpht_stats *out);
 
 /* Message of the last failed call on this table. */
 const char *cpht_table_error(const cpht_table *table);
+
+/*
+ * Interrupts.  A long find-or-put runs in chunks and, between chunks, asks
+ * this function (process-wide; NULL = never) whether to stop.  If it says
+ * yes the call undoes what it did and returns CPHT_ERR_CANCELED.  The
+ * function must only read a flag: it may run on a helper thread.
+ */
+typedef int (*cpht_interrupt_fn) (void);
+void		cpht_set_interrupt_check(cpht_interrupt_fn fn);
 
 /*
  * Sizing policy: parameters for a table that holds `capacity` distinct keys

@@ -20,6 +20,17 @@
 #define MIN_ADDR_BITS 3			/* at least 8 buckets per level */
 #define MAX_ADDR_BITS 48
 #define MAX_STASH_RETRIES 4
+/* Keys per backend call in a long find-or-put: between chunks the call
+ * looks for an interrupt (a fraction of a second apart on the CPU). */
+#define CHUNK_KEYS ((size_t) 1 << 21)
+
+static cpht_interrupt_fn interrupt_check = NULL;
+
+void
+cpht_set_interrupt_check(cpht_interrupt_fn fn)
+{
+	interrupt_check = fn;
+}
 
 static void async_free(cpht_table *t);
 
@@ -634,13 +645,18 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 
 /* ---- operations --------------------------------------------------------- */
 
+/*
+ * Find-or-put in the buckets (not the stash), chunk by chunk.  If a chunk
+ * finds the table full, a device call fails or an interrupt arrives, the
+ * chunks done so far are undone too, so the call is all or nothing.
+ */
 static cpht_status
 find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 {
 	uint64_t   *homeless = NULL;
-	size_t		nhomeless = 0;
+	size_t		chunk = n < CHUNK_KEYS ? n : CHUNK_KEYS;
+	size_t		done = 0;
 	uint64_t	puts = 0;
-	int			full = 0;
 	cpht_status rc;
 
 	rc = log_reserve(t, n);
@@ -648,31 +664,53 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 		return rc;
 	if (t->params.kind == CPHT_CUCKOO)
 	{
-		homeless = malloc(n * sizeof(uint64_t));
+		homeless = malloc(chunk * sizeof(uint64_t));
 		if (homeless == NULL)
 			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
 	}
-	rc = t->backend->find_or_put(t, keys, n, status, homeless, &nhomeless);
-	if (rc == CPHT_OK)
+	while (done < n && rc == CPHT_OK)
 	{
-		for (size_t i = 0; i < n; i++)
+		size_t		m = n - done < chunk ? n - done : chunk;
+		size_t		nhomeless = 0;
+		int			full = 0;
+
+		if (done > 0 && interrupt_check && interrupt_check())
+		{
+			rc = undo_call(t, keys, done, status, NULL, 0);
+			if (rc == CPHT_OK)
+				rc = table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", done, n);
+			break;
+		}
+		rc = t->backend->find_or_put(t, keys + done, m, status + done, homeless, &nhomeless);
+		if (rc != CPHT_OK)
+		{
+			char		why[sizeof(t->errmsg)];
+
+			/* Keep the device's message; undo what earlier chunks put. */
+			memcpy(why, t->errmsg, sizeof(why));
+			if (undo_call(t, keys, done, status, NULL, 0) == CPHT_OK)
+				memcpy(t->errmsg, why, sizeof(why));
+			break;
+		}
+		for (size_t i = done; i < done + m; i++)
 		{
 			puts += status[i] == CPHT_PUT;
 			full |= status[i] == CPHT_FULL;
 		}
+		done += m;
 		if (full || nhomeless > 0)
 		{
-			rc = undo_call(t, keys, n, status, homeless, nhomeless);
+			rc = undo_call(t, keys, done, status, homeless, nhomeless);
 			if (rc == CPHT_OK)
 				rc = table_fail(t, CPHT_ERR_FULL,
 								"the table is full: a key found no free slot after %llu keys",
 								(unsigned long long) t->count);
 		}
-		else
-		{
-			t->count += puts;
-			log_append(t, keys, n, status, CPHT_PUT, 0);
-		}
+	}
+	if (rc == CPHT_OK)
+	{
+		t->count += puts;
+		log_append(t, keys, n, status, CPHT_PUT, 0);
 	}
 	free(homeless);
 	return rc;

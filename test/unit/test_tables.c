@@ -271,6 +271,46 @@ check_async(cpht_kind kind)
 	free(expect);
 }
 
+static int	interrupt_after = 0;
+
+static int
+count_down_interrupt(void)
+{
+	return --interrupt_after <= 0;
+}
+
+/* An interrupt between chunks undoes the whole call. */
+static void
+check_interrupt(cpht_kind kind)
+{
+	cpht_params p;
+	cpht_table *t;
+	char		err[256];
+	size_t		n = 5000000;
+	uint64_t   *keys = malloc(n * sizeof(uint64_t));
+	uint8_t    *out = malloc(n);
+	uint64_t	inserted;
+	cpht_stats	st;
+
+	cpht_params_for_capacity(kind, n + 1000, 64, &p, err, sizeof(err));
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create");
+	for (size_t i = 0; i < n; i++)
+		keys[i] = layout_mix64(i);
+	CHECK(cpht_table_put(t, keys, 1000, &inserted) == CPHT_OK && inserted == 1000, "prefill");
+	interrupt_after = 2;
+	cpht_set_interrupt_check(count_down_interrupt);
+	CHECK(cpht_table_find_or_put(t, keys, n, out) == CPHT_ERR_CANCELED, "canceled: %s", cpht_table_error(t));
+	cpht_set_interrupt_check(NULL);
+	CHECK(cpht_table_count(t) == 1000, "count back to 1000");
+	cpht_table_stats(t, &st);
+	CHECK(st.live[0] + st.live[1] == 1000, "1000 live slots after the canceled call");
+	CHECK(cpht_table_find(t, keys, n, out) == CPHT_OK, "find");
+	CHECK(memchr(out, 0, 1000) == NULL && memchr(out + 1000, 1, n - 1000) == NULL, "only the old keys");
+	cpht_table_destroy(t);
+	free(keys);
+	free(out);
+}
+
 static void
 check_params(void)
 {
@@ -319,5 +359,7 @@ main(void)
 	check_small_domain(CPHT_CUCKOO);
 	check_async(CPHT_ICEBERG);
 	check_async(CPHT_CUCKOO);
+	check_interrupt(CPHT_ICEBERG);
+	check_interrupt(CPHT_CUCKOO);
 	UNIT_DONE();
 }
