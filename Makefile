@@ -54,11 +54,18 @@ SHLIB_LINK += -lpthread
 
 EXTRA_CLEAN = results regression.diffs regression.out test/unit/*.bin test/bench/*.bin kernels/*.unit.o
 
-PGXS := $(shell $(PG_CONFIG) --pgxs)
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Debian's PGXS emits LLVM bitcode for JIT; with CUDA objects (and no clang
 # on GPU machines) that step is skipped.
 override with_llvm = no
+# On a fresh machine there is no PGXS until test/install-deps.sh has run;
+# make test, make demo and make deps install it first, so only they (and
+# make unit, which needs no PostgreSQL) go on without it.
+ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+else ifneq ($(filter-out test demo deps unit,$(or $(MAKECMDGOALS),all)),)
+$(error PostgreSQL server headers not found ($(PG_CONFIG) --pgxs): install postgresql-server-dev-15, or run test/install-deps.sh)
+endif
 
 $(OBJS): kernels/cpht_table.h kernels/layout.h kernels/table_internal.h
 

@@ -88,6 +88,7 @@ union gpu_lane
 {
 	typename gpu_geom<SW, B>::chunk_t c;
 	typename gpu_geom<SW, B>::slot_t s[gpu_geom<SW, B>::S];
+	unsigned	w[gpu_geom<SW, B>::CB / 4];
 };
 
 /*
@@ -151,44 +152,72 @@ gpu_first_slot(const gpu_tile<W> &g, unsigned lane_mask)
 
 /* ---- slot atomics ------------------------------------------------------- */
 
+/* My slot t, for a t known only at run time (an unrolled select keeps the
+ * snapshot in registers; indexing it would move it to local memory). */
+template <int SW, int B>
+__device__ __forceinline__ uint64_t
+gpu_lane_get(const gpu_lane<SW, B> &v, int t)
+{
+	uint64_t	x = 0;
+
+#pragma unroll
+	for (int u = 0; u < gpu_geom<SW, B>::S; u++)
+		if (u == t)
+			x = v.s[u];
+	return x;
+}
+
+/* The 32-bit word w of my lane part (16-bit slots 2w and 2w+1). */
+template <int SW, int B>
+__device__ __forceinline__ unsigned
+gpu_lane_word(const gpu_lane<SW, B> &v, int w)
+{
+	unsigned	x = 0;
+
+#pragma unroll
+	for (int u = 0; u < gpu_geom<SW, B>::CB / 4; u++)
+		if (u == w)
+			x = v.w[u];
+	return x;
+}
+
 /*
- * Compare-and-swap slot t of my lane part (bucket slot `index`, address
- * `p` of it) from `expect` to `want`.  Returns 1 on success; *seen is the
+ * Compare-and-swap my slot t (bucket slot `index` of the level) from the
+ * value the snapshot holds to `want`.  Returns 1 on success; *seen is the
  * slot's value the atomic found.
  *
- * 16-bit slots use a 32-bit CAS on the aligned pair, taking the neighbour's
- * expected value from the snapshot: no 16-bit atomic, and a neighbour
- * changed since the snapshot only makes the CAS fail like a lost race
- * (the caller re-reads; every failure means some slot of the bucket filled,
- * so retries are bounded).
+ * 16-bit slots use a 32-bit CAS on the aligned pair, expecting the pair as
+ * the snapshot saw it: no 16-bit atomic (slow on the paper's GPUs), and a
+ * neighbour that changed since the snapshot only makes the CAS fail like a
+ * lost race.  The caller then re-reads; every failure means a slot of the
+ * bucket changed, so retries are bounded.  (Slot pairs never straddle two
+ * lanes: a lane part starts at an even slot.)
  */
 template <int SW, int B>
 __device__ __forceinline__ int
 gpu_slot_cas(void *slots, uint64_t index, const gpu_lane<SW, B> &v, int t,
-			 uint64_t expect, uint64_t want, uint64_t *seen)
+			 uint64_t want, uint64_t *seen)
 {
 	typedef typename gpu_geom<SW, B>::slot_t slot_t;
 
 	if (SW == 16)
 	{
 		unsigned   *word = (unsigned *) slots + (index >> 1);
-		int			hi = (int) (index & 1);
-		unsigned	lo_v = hi ? (unsigned) v.s[t & ~1] : (unsigned) (uint16_t) expect;
-		unsigned	hi_v = hi ? (unsigned) (uint16_t) expect : (unsigned) v.s[t | 1];
-		unsigned	e32 = lo_v | (hi_v << 16);
-		unsigned	w32 = hi ? (lo_v | ((unsigned) (uint16_t) want << 16))
-			: ((unsigned) (uint16_t) want | (hi_v << 16));
-		unsigned	old = atomicCAS(word, e32, w32);
+		int			shift = (t & 1) * 16;
+		unsigned	expect = gpu_lane_word(v, t >> 1);
+		unsigned	repl = (expect & ~(0xffffu << shift)) | ((unsigned) (uint16_t) want << shift);
+		unsigned	old = atomicCAS(word, expect, repl);
 
-		*seen = hi ? (old >> 16) : (old & 0xffff);
-		return old == e32;
+		*seen = (old >> shift) & 0xffff;
+		return old == expect;
 	}
 	else
 	{
-		slot_t		old = atomicCAS((slot_t *) slots + index, (slot_t) expect, (slot_t) want);
+		slot_t		expect = (slot_t) gpu_lane_get(v, t);
+		slot_t		old = atomicCAS((slot_t *) slots + index, expect, (slot_t) want);
 
 		*seen = old;
-		return old == (slot_t) expect;
+		return old == expect;
 	}
 }
 

@@ -16,9 +16,10 @@
 /* Threads per block of every table kernel. */
 #define GPU_BLOCK 256
 
-/* Keys per chunk of the host pipeline (H2D copy of chunk i+1 overlaps the
- * kernels of chunk i). */
-#define GPU_CHUNK_KEYS ((size_t) 1 << 21)
+/* Keys per chunk of the host pipeline: the upload of chunk i+1 overlaps the
+ * kernels of chunk i.  The table layer hands over at most 2^21 keys per
+ * call, so a call has up to four chunks in flight. */
+#define GPU_CHUNK_KEYS ((size_t) 1 << 19)
 
 /* Result code of a first pass: the key needs the next level / next step. */
 #define GPU_NEXT 3

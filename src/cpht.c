@@ -9,9 +9,11 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "cpht.h"
+#include "cpht_table.h"
 
 PG_MODULE_MAGIC;
 
@@ -24,6 +26,17 @@ static const struct config_enum_entry device_options[] = {
 	{"cpu", CPHT_SETTING_CPU, false},
 	{NULL, 0, false}
 };
+
+/*
+ * Asked by the kernels between chunks of a long call, possibly from a helper
+ * thread: it only reads the flags the signal handlers set.  Only a cancel or
+ * terminate request stops a call; other interrupts wait for its end.
+ */
+static int
+cpht_interrupt_pending(void)
+{
+	return QueryCancelPending || ProcDiePending;
+}
 
 void
 _PG_init(void)
@@ -50,4 +63,6 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("cpht");
+
+	cpht_set_interrupt_check(cpht_interrupt_pending);
 }

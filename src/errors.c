@@ -9,6 +9,8 @@
 
 #include <ctype.h>
 
+#include "miscadmin.h"
+
 #include "errors.h"
 
 char *
@@ -24,7 +26,9 @@ cpht_sentence(const char *message)
 	len = strlen(s);
 	while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == ' '))
 		s[--len] = '\0';
-	s[0] = pg_toupper((unsigned char) s[0]);
+	/* Names like cpht or cudaMalloc keep their case. */
+	if (strncmp(s, "cpht", 4) != 0 && strncmp(s, "cuda", 4) != 0)
+		s[0] = pg_toupper((unsigned char) s[0]);
 	if (len > 0 && s[len - 1] != '.')
 		s = psprintf("%s.", s);
 	return s;
@@ -69,6 +73,22 @@ cpht_check_status(cpht_status status, int32 handle, const char *message)
 					 errmsg("no usable GPU for cpht"),
 					 errdetail("%s", cpht_sentence(message)),
 					 errhint("Set cpht.device to auto or cpu to create the table on the CPU.")));
+			break;
+
+		case CPHT_ERR_CANCELED:
+
+			/*
+			 * The kernels stopped because cpht_interrupt_pending() saw a
+			 * cancel or terminate request, and undid the call.  Let
+			 * PostgreSQL raise its own error for the request; the ereport
+			 * below only runs where interrupts are held off.
+			 */
+			CHECK_FOR_INTERRUPTS();
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("canceling cpht call on table %d", handle),
+					 errdetail("%s No key of this call was stored.",
+							   cpht_sentence(message))));
 			break;
 
 		case CPHT_ERR_DEVICE:

@@ -103,13 +103,22 @@ cpht_create(PG_FUNCTION_ARGS)
 	if (key_bits < 8 || key_bits > 64)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("key_bits must be between 8 and 64"),
-				 errdetail("key_bits %d was given.", key_bits)));
+				 errmsg("key_bits must be between 8 and 64, not %d", key_bits)));
 
 	errbuf[0] = '\0';
 	status = cpht_params_for_capacity(kind, (uint64) capacity, key_bits,
 									  &params, errbuf, sizeof(errbuf));
-	cpht_check_status(status, 0, errbuf);
+
+	/*
+	 * The arguments were checked above, so a failure here means the capacity
+	 * exceeds what the layout can address: a limit, not a lack of memory.
+	 */
+	if (status != CPHT_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("capacity " INT64_FORMAT " is too large for a cpht table",
+						capacity),
+				 errdetail("%s", cpht_sentence(errbuf))));
 
 	params.device = choose_device();
 	params.seed = new_seed();

@@ -26,7 +26,9 @@ have_pkg() {
 	have_pkg libtap-parser-sourcehandler-pgtap-perl ||
 	missing+=(libtap-parser-sourcehandler-pgtap-perl)
 # The throwaway test server is started with pg_virtualenv.
-command -v pg_virtualenv >/dev/null || have_pkg postgresql-common || missing+=(postgresql-common)
+if [ "${CPHT_TEST_SERVER:-throwaway}" != running ]; then
+	command -v pg_virtualenv >/dev/null || have_pkg postgresql-common || missing+=(postgresql-common)
+fi
 command -v make >/dev/null || missing+=(make)
 command -v gcc >/dev/null || missing+=(gcc)
 

@@ -51,12 +51,15 @@ run_suite() {
 	fi
 
 	echo "== pgTAP"
-	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $TAP_DB" -c "CREATE DATABASE $TAP_DB"
+	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "SET client_min_messages = warning" \
+		-c "DROP DATABASE IF EXISTS $TAP_DB" -c "CREATE DATABASE $TAP_DB"
 	psql -X -q -v ON_ERROR_STOP=1 -d $TAP_DB -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION cpht"
-	if ! pg_prove -d $TAP_DB --failures test/pgtap/*.sql; then
+	# --directives and --comments show skipped tests with their reason and
+	# the diagnostics (which GPU ran), so nothing is skipped unseen.
+	if ! pg_prove -d $TAP_DB --failures --directives --comments test/pgtap/*.sql; then
 		failed=1
 	fi
-	psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $TAP_DB" || true
+	psql -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $TAP_DB" || true
 
 	if [ $failed -ne 0 ]; then
 		echo "== FAILED"

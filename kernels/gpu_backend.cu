@@ -1,0 +1,463 @@
+/*
+ * gpu_backend.cu — the GPU implementation of the table interface
+ * (cpht_gpu_backend): device memory, streams, the host pipeline, and the
+ * check for a usable GPU.
+ *
+ * Memory.  Each level's slots are one cudaMalloc of exactly slots *
+ * slot_bits / 8 bytes, zeroed (EMPTY) at creation.  Per table there are
+ * also two pinned host buffers and two device buffers of one chunk each,
+ * and a scratch area for the temporaries of one device call (overflow
+ * lists, grouping, the cuckoo sort); all grow on first use and are
+ * reported by staging_bytes.
+ *
+ * Pipeline.  The caller's arrays are pageable host memory.  A batch goes
+ * in chunks: the host copies chunk i+1 into pinned memory and uploads it
+ * (stream h2d) while the kernels of chunk i run (stream comp), and results
+ * come back one byte per key (stream d2h).  Kernels of all chunks run in
+ * order on one stream, so chunk i+1 sees every write of chunk i: the
+ * chunks of one batch behave as one batch.
+ *
+ * Errors.  Every CUDA call is checked; a failure becomes CPHT_ERR_NOMEM
+ * (allocation) or CPHT_ERR_DEVICE with CUDA's message in the table, never
+ * an abort.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_ops.h"
+
+cpht_status
+gpu_fail(cpht_table *t, cudaError_t err, const char *what)
+{
+	/* Clear the error so later calls can work (sticky errors stay). */
+	(void) cudaGetLastError();
+	return table_fail(t, err == cudaErrorMemoryAllocation ? CPHT_ERR_NOMEM : CPHT_ERR_DEVICE,
+					  "GPU: %s failed: %s", what, cudaGetErrorString(err));
+}
+
+/* ---- is there a GPU? ------------------------------------------------------ */
+
+typedef struct gpu_probe
+{
+	int			ok;
+	char		msg[256];
+} gpu_probe;
+
+static gpu_probe
+probe_device(void)
+{
+	gpu_probe	p;
+	int			count = 0,
+				major = 0,
+				minor = 0;
+	cudaError_t err;
+
+	memset(&p, 0, sizeof(p));
+	/* With no driver this fails cleanly (the runtime is linked statically
+	 * and loads the driver library at run time). */
+	err = cudaGetDeviceCount(&count);
+	if (err != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		snprintf(p.msg, sizeof(p.msg), "no usable GPU: %s", cudaGetErrorString(err));
+		return p;
+	}
+	if (count == 0)
+	{
+		snprintf(p.msg, sizeof(p.msg), "no usable GPU: no CUDA device found");
+		return p;
+	}
+	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+		cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess)
+	{
+		err = cudaGetLastError();
+		snprintf(p.msg, sizeof(p.msg), "no usable GPU: %s", cudaGetErrorString(err));
+		return p;
+	}
+	if (major < 9)
+	{
+		snprintf(p.msg, sizeof(p.msg),
+				 "no usable GPU: device 0 has compute capability %d.%d, cpht's kernels need 9.0 or newer",
+				 major, minor);
+		return p;
+	}
+	p.ok = 1;
+	return p;
+}
+
+extern "C" int
+cpht_gpu_built(void)
+{
+	return 1;
+}
+
+extern "C" int
+cpht_gpu_usable(char *errbuf, size_t errlen)
+{
+	/* Probed once, on the first call (thread-safe static initialisation). */
+	static const gpu_probe probe = probe_device();
+
+	if (!probe.ok && errbuf && errlen)
+		snprintf(errbuf, errlen, "%s", probe.msg);
+	return probe.ok;
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+cpht_status
+gpu_scratch_reserve(cpht_table *t, size_t bytes)
+{
+	gpu_state  *st = gpu_state_of(t);
+	size_t		grown;
+
+	if (bytes <= st->scratch_cap)
+		return CPHT_OK;
+	/* Kernels already queued may still use the old area. */
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "waiting for the table's kernels");
+	if (st->scratch)
+		GPU_TRY(t, cudaFree(st->scratch), "freeing scratch memory");
+	st->scratch = NULL;
+	st->scratch_cap = 0;
+	grown = bytes + bytes / 8;
+	GPU_TRY(t, cudaMalloc((void **) &st->scratch, grown), "allocating scratch memory");
+	st->scratch_cap = grown;
+	return CPHT_OK;
+}
+
+static void
+free_staging(gpu_state *st)
+{
+	for (int b = 0; b < 2; b++)
+	{
+		if (st->pin_keys[b])
+			(void) cudaFreeHost(st->pin_keys[b]);
+		if (st->pin_out[b])
+			(void) cudaFreeHost(st->pin_out[b]);
+		if (st->dkeys[b])
+			(void) cudaFree(st->dkeys[b]);
+		if (st->dout[b])
+			(void) cudaFree(st->dout[b]);
+		st->pin_keys[b] = NULL;
+		st->pin_out[b] = NULL;
+		st->dkeys[b] = NULL;
+		st->dout[b] = NULL;
+	}
+	st->chunk_cap = 0;
+}
+
+/* Chunk buffers for batches of n keys (capped at GPU_CHUNK_KEYS). */
+static cpht_status
+ensure_staging(cpht_table *t, size_t n)
+{
+	gpu_state  *st = gpu_state_of(t);
+	size_t		want = (size_t) 1 << 16;
+
+	while (want < n && want < GPU_CHUNK_KEYS)
+		want <<= 1;
+	if (want <= st->chunk_cap)
+		return CPHT_OK;
+	/* The old buffers may be in use by queued copies. */
+	GPU_TRY(t, cudaDeviceSynchronize(), "waiting for the device");
+	free_staging(st);
+	for (int b = 0; b < 2; b++)
+	{
+		cudaError_t err = cudaMallocHost((void **) &st->pin_keys[b], want * sizeof(uint64_t));
+
+		if (err == cudaSuccess)
+			err = cudaMallocHost((void **) &st->pin_out[b], want);
+		if (err == cudaSuccess)
+			err = cudaMalloc((void **) &st->dkeys[b], want * sizeof(uint64_t));
+		if (err == cudaSuccess)
+			err = cudaMalloc((void **) &st->dout[b], want);
+		if (err != cudaSuccess)
+		{
+			free_staging(st);
+			return gpu_fail(t, err, "allocating transfer buffers");
+		}
+	}
+	st->chunk_cap = want;
+	return CPHT_OK;
+}
+
+/* ---- lifecycle ------------------------------------------------------------- */
+
+static void
+gpu_destroy(cpht_table *t)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	/* Nothing was set up (create failed before its first allocation). */
+	if (st == NULL)
+		return;
+	(void) cudaSetDevice(st->device);
+	(void) cudaDeviceSynchronize();
+	for (int l = 0; l < t->levels; l++)
+	{
+		if (t->level[l].slots)
+			(void) cudaFree(t->level[l].slots);
+		t->level[l].slots = NULL;
+	}
+	free_staging(st);
+	if (st->scratch)
+		(void) cudaFree(st->scratch);
+	if (st->pin_count)
+		(void) cudaFreeHost(st->pin_count);
+	for (int b = 0; b < 2; b++)
+	{
+		if (st->ev_in[b])
+			(void) cudaEventDestroy(st->ev_in[b]);
+		if (st->ev_k[b])
+			(void) cudaEventDestroy(st->ev_k[b]);
+		if (st->ev_out[b])
+			(void) cudaEventDestroy(st->ev_out[b]);
+	}
+	if (st->comp)
+		(void) cudaStreamDestroy(st->comp);
+	if (st->h2d)
+		(void) cudaStreamDestroy(st->h2d);
+	if (st->d2h)
+		(void) cudaStreamDestroy(st->d2h);
+	(void) cudaGetLastError();
+	free(st);
+	t->backend_state = NULL;
+}
+
+static cpht_status
+create_state(cpht_table *t)
+{
+	gpu_state  *st = gpu_state_of(t);
+	cudaDeviceProp prop;
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	GPU_TRY(t, cudaGetDeviceProperties(&prop, st->device), "reading device properties");
+	st->sm_count = prop.multiProcessorCount;
+	st->l2_bytes = (size_t) prop.l2CacheSize;
+	snprintf(st->name, sizeof(st->name), "%s", prop.name);
+
+	GPU_TRY(t, cudaStreamCreateWithFlags(&st->comp, cudaStreamNonBlocking), "creating a stream");
+	GPU_TRY(t, cudaStreamCreateWithFlags(&st->h2d, cudaStreamNonBlocking), "creating a stream");
+	GPU_TRY(t, cudaStreamCreateWithFlags(&st->d2h, cudaStreamNonBlocking), "creating a stream");
+	for (int b = 0; b < 2; b++)
+	{
+		GPU_TRY(t, cudaEventCreateWithFlags(&st->ev_in[b], cudaEventDisableTiming), "creating an event");
+		GPU_TRY(t, cudaEventCreateWithFlags(&st->ev_k[b], cudaEventDisableTiming), "creating an event");
+		GPU_TRY(t, cudaEventCreateWithFlags(&st->ev_out[b], cudaEventDisableTiming), "creating an event");
+	}
+	GPU_TRY(t, cudaMallocHost((void **) &st->pin_count, 64), "allocating pinned memory");
+
+	for (int l = 0; l < t->levels; l++)
+	{
+		layout_level *lv = &t->level[l];
+		uint64_t	bytes = lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8);
+
+		lv->slots = NULL;
+		GPU_TRY(t, cudaMalloc(&lv->slots, bytes), "allocating table memory");
+		GPU_TRY(t, cudaMemsetAsync(lv->slots, 0, bytes, st->comp), "clearing table memory");
+	}
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "clearing table memory");
+	return CPHT_OK;
+}
+
+static cpht_status
+gpu_create(cpht_table *t)
+{
+	gpu_state  *st = (gpu_state *) calloc(1, sizeof(gpu_state));
+	cpht_status rc;
+
+	for (int l = 0; l < t->levels; l++)
+		t->level[l].slots = NULL;
+	if (st == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory");
+	st->device = 0;
+	st->grouping = GPU_GROUP_AUTO;
+	t->backend_state = st;
+	rc = create_state(t);
+	if (rc != CPHT_OK)
+		gpu_destroy(t);
+	return rc;
+}
+
+void
+gpu_set_grouping(cpht_table *t, int mode)
+{
+	gpu_state_of(t)->grouping = mode;
+}
+
+/* ---- the host pipeline ----------------------------------------------------- */
+
+/* What runs on one chunk of keys already on the device. */
+typedef cpht_status (*chunk_fn) (cpht_table *t, void *ctx, const uint64_t *dkeys, uint32_t n, uint8_t *dout);
+
+/* After a failure: let queued work finish so no buffer is still in use. */
+static void
+drain(gpu_state *st)
+{
+	(void) cudaStreamSynchronize(st->h2d);
+	(void) cudaStreamSynchronize(st->comp);
+	(void) cudaStreamSynchronize(st->d2h);
+	(void) cudaGetLastError();
+}
+
+static cpht_status
+pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_fn fn, void *ctx)
+{
+	gpu_state  *st = gpu_state_of(t);
+	size_t		cap,
+				chunks;
+	cpht_status rc;
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	rc = ensure_staging(t, n);
+	if (rc != CPHT_OK)
+		return rc;
+	cap = st->chunk_cap;
+	chunks = (n + cap - 1) / cap;
+
+	for (size_t i = 0; i <= chunks; i++)
+	{
+		if (i < chunks)
+		{
+			int			b = (int) (i & 1);
+			size_t		off = i * cap;
+			size_t		len = n - off < cap ? n - off : cap;
+
+			/* pin_keys[b] is free once chunk i-2 finished uploading. */
+			GPU_TRY(t, cudaEventSynchronize(st->ev_in[b]), "waiting for an upload");
+			memcpy(st->pin_keys[b], keys + off, len * sizeof(uint64_t));
+			/* dkeys[b] is free once chunk i-2's kernels are done. */
+			GPU_TRY(t, cudaStreamWaitEvent(st->h2d, st->ev_k[b], 0), "ordering an upload");
+			GPU_TRY(t, cudaMemcpyAsync(st->dkeys[b], st->pin_keys[b], len * sizeof(uint64_t),
+									   cudaMemcpyHostToDevice, st->h2d), "uploading keys");
+			GPU_TRY(t, cudaEventRecord(st->ev_in[b], st->h2d), "recording an event");
+			/* Kernels wait for the keys, and for dout[b] to be downloaded. */
+			GPU_TRY(t, cudaStreamWaitEvent(st->comp, st->ev_in[b], 0), "ordering kernels");
+			GPU_TRY(t, cudaStreamWaitEvent(st->comp, st->ev_out[b], 0), "ordering kernels");
+			rc = fn(t, ctx, st->dkeys[b], (uint32_t) len, st->dout[b]);
+			if (rc != CPHT_OK)
+			{
+				drain(st);
+				return rc;
+			}
+			GPU_TRY(t, cudaEventRecord(st->ev_k[b], st->comp), "recording an event");
+			GPU_TRY(t, cudaStreamWaitEvent(st->d2h, st->ev_k[b], 0), "ordering a download");
+			GPU_TRY(t, cudaMemcpyAsync(st->pin_out[b], st->dout[b], len, cudaMemcpyDeviceToHost, st->d2h),
+					"downloading results");
+			GPU_TRY(t, cudaEventRecord(st->ev_out[b], st->d2h), "recording an event");
+		}
+		if (i >= 1)
+		{
+			int			b = (int) ((i - 1) & 1);
+			size_t		off = (i - 1) * cap;
+			size_t		len = n - off < cap ? n - off : cap;
+			cudaError_t err = cudaEventSynchronize(st->ev_out[b]);
+
+			if (err != cudaSuccess)
+			{
+				rc = gpu_fail(t, err, "running a batch");
+				drain(st);
+				return rc;
+			}
+			memcpy(out + off, st->pin_out[b], len);
+		}
+	}
+	return CPHT_OK;
+}
+
+/* ---- the operations ------------------------------------------------------ */
+
+typedef struct fop_ctx
+{
+	uint64_t   *homeless;
+	size_t	   *nhomeless;
+} fop_ctx;
+
+static cpht_status
+chunk_fop(cpht_table *t, void *ctx, const uint64_t *dkeys, uint32_t n, uint8_t *dout)
+{
+	fop_ctx    *c = (fop_ctx *) ctx;
+
+	if (t->params.kind == CPHT_CUCKOO)
+		return gpu_cuckoo_fop(t, dkeys, n, dout, c->homeless, c->nhomeless);
+	return gpu_iceberg_fop(t, dkeys, n, dout);
+}
+
+static cpht_status
+chunk_find(cpht_table *t, void *, const uint64_t *dkeys, uint32_t n, uint8_t *dout)
+{
+	if (t->params.kind == CPHT_CUCKOO)
+		return gpu_cuckoo_find(t, dkeys, n, dout);
+	return gpu_iceberg_find(t, dkeys, n, dout);
+}
+
+static cpht_status
+chunk_erase(cpht_table *t, void *ctx, const uint64_t *dkeys, uint32_t n, uint8_t *dout)
+{
+	if (t->params.kind == CPHT_CUCKOO)
+		return gpu_cuckoo_erase(t, dkeys, n, dout);
+	return gpu_iceberg_erase(t, dkeys, n, dout, *(const int *) ctx);
+}
+
+static cpht_status
+gpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status,
+				uint64_t *homeless, size_t *nhomeless)
+{
+	fop_ctx		c = {homeless, nhomeless};
+
+	*nhomeless = 0;
+	if (n == 0)
+		return CPHT_OK;
+	return pipeline_run(t, keys, n, status, chunk_fop, &c);
+}
+
+static cpht_status
+gpu_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
+{
+	if (n == 0)
+		return CPHT_OK;
+	return pipeline_run(t, keys, n, found, chunk_find, NULL);
+}
+
+static cpht_status
+gpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int to_empty)
+{
+	if (n == 0)
+		return CPHT_OK;
+	return pipeline_run(t, keys, n, present, chunk_erase, &to_empty);
+}
+
+static cpht_status
+gpu_scan(cpht_table *t, uint64_t *live, uint64_t *tombstones)
+{
+	GPU_TRY(t, cudaSetDevice(gpu_state_of(t)->device), "selecting the device");
+	return gpu_scan_levels(t, live, tombstones);
+}
+
+static void
+gpu_device_name(cpht_table *t, char *buf, size_t len)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	snprintf(buf, len, "%s (GPU %d)", st->name, st->device);
+}
+
+static uint64_t
+gpu_staging_bytes(cpht_table *t)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	/* Pinned and device chunk buffers, two each, plus the scratch area. */
+	return (uint64_t) st->chunk_cap * (sizeof(uint64_t) + 1) * 4 + st->scratch_cap;
+}
+
+extern "C" const cpht_backend cpht_gpu_backend = {
+	"gpu",
+	gpu_create,
+	gpu_destroy,
+	gpu_find_or_put,
+	gpu_find,
+	gpu_erase,
+	gpu_scan,
+	gpu_device_name,
+	gpu_staging_bytes,
+};

@@ -1,0 +1,482 @@
+/*
+ * gpu_iceberg.cu — the compact iceberg table on the GPU: find-or-put
+ * (Alg. 1/2 of the paper), find and erase, as functors of the cooperative
+ * loop (gpu_coop.h).
+ *
+ * Two passes.  Pass 1 works on the primary bucket only; a key whose
+ * primary bucket is full (and does not hold it) is appended to an overflow
+ * list, and pass 2 runs the level-2 half of the algorithm on that list.
+ * This is Alg. 1 with its two loops in two kernels: a full primary bucket
+ * stays full (slots are only ever filled, or turned into tombstones, during
+ * a call), so a key that left level 1 would have found it full at any later
+ * time too, and the order property of the correctness proof holds as
+ * before.  Splitting keeps each kernel small (registers, occupancy), lets
+ * the two levels have any geometry without a cross product of kernels, and
+ * lets pass 1 run over a batch grouped by primary bucket.
+ *
+ * Semantics match kernels/cpu_iceberg.c: level 1 fills its first EMPTY
+ * slot; level 2 fills the first EMPTY slot of the strictly less full
+ * secondary bucket, the second one on a tie; tombstones count as occupied
+ * and are never reused.
+ */
+#include <string.h>
+
+#include "gpu_coop.h"
+#include "gpu_ops.h"
+
+/* What every iceberg functor carries. */
+struct ice_args
+{
+	layout_level lv;			/* the level the pass works on */
+	int			key_bits;
+	int			undo;			/* erase: EMPTY instead of TOMBSTONE */
+	const uint64_t *keys;		/* pass input */
+	const uint32_t *index;		/* pass 2: result position of each input */
+	uint8_t    *out;			/* results */
+	uint64_t   *ovf_keys;		/* pass 1: keys for level 2 */
+	uint32_t   *ovf_index;
+	uint32_t   *ovf_count;
+};
+
+/* ---- pass 1: the primary bucket ---------------------------------------- */
+
+template <int SW, int B>
+struct ice_level1
+{
+	typedef gpu_geom<SW, B> G;
+	typedef gpu_lane<SW, B> snap;
+	static constexpr int W = G::W;
+	static constexpr int D = W < 4 ? W : 4;
+	ice_args	a;
+
+	explicit ice_level1(const ice_args &args) : a(args) {}
+
+	__device__ __forceinline__ layout_perm perm() const
+	{
+		layout_perm p;
+
+		p.seed = a.lv.seeds[0];
+		p.key_bits = a.key_bits;
+		p.addr_bits = a.lv.addr_bits;
+		return p;
+	}
+	__device__ __forceinline__ uint64_t address(uint64_t k) const
+	{
+		return layout_address(perm(), k);
+	}
+	__device__ __forceinline__ uint64_t want(uint64_t k) const
+	{
+		return slot_encode(layout_remainder(perm(), k), 0, a.lv.choice_bits);
+	}
+	__device__ __forceinline__ uint64_t key(uint32_t i) const
+	{
+		return __ldcs(a.keys + i);	/* read once: keep L2 for the table */
+	}
+	__device__ __forceinline__ void load(const gpu_tile<W> &g, uint64_t k, snap &s) const
+	{
+		gpu_lane_load<SW, B>(s, a.lv.slots, address(k), g.rank);
+	}
+	/* Results in input order; keys for level 2 onto the overflow list. */
+	__device__ __forceinline__ void done(uint32_t i, bool have, uint64_t k, uint8_t r) const
+	{
+		if (have)
+			a.out[i] = r;
+		gpu_append(have && r == GPU_NEXT, k, i, a.ovf_keys, a.ovf_index, a.ovf_count);
+	}
+};
+
+template <int SW, int B>
+struct ice_fop1 : ice_level1<SW, B>
+{
+	typedef ice_level1<SW, B> L;
+	typedef typename L::snap snap;
+	typedef gpu_geom<SW, B> G;
+	static constexpr int W = L::W;
+	explicit ice_fop1(const ice_args &args) : L(args) {}
+
+	__device__ __forceinline__ uint8_t run(const gpu_tile<W> &g, uint64_t k, snap &s) const
+	{
+		const uint64_t addr = this->address(k);
+		const uint64_t want = this->want(k);
+
+		for (;;)
+		{
+			unsigned	empty;
+			int			at;
+			int			code = 0;
+
+			/* The key is in its primary bucket: done. */
+			if (g.any(gpu_lane_eq<SW, B>(s, want) != 0))
+				return CPHT_FOUND;
+			empty = gpu_lane_eq<SW, B>(s, CPHT_SLOT_EMPTY);
+			at = gpu_first_slot<SW, B>(g, empty);
+			/* Full primary bucket without the key: only level 2 can hold it. */
+			if (at == B)
+				return GPU_NEXT;
+			if (g.rank == at / G::S)
+			{
+				uint64_t	seen;
+
+				code = gpu_slot_cas<SW, B>(this->a.lv.slots, addr * B + at, s, at % G::S, want, &seen)
+					? 1 : seen == want ? 2 : 0;
+			}
+			code = g.shfl(code, at / G::S);
+			/* Took the first empty slot. */
+			if (code == 1)
+				return CPHT_PUT;
+			/* A concurrent find-or-put of the same key took it first. */
+			if (code == 2)
+				return CPHT_FOUND;
+			/* Another key took the slot: look at the bucket again. */
+			this->load(g, k, s);
+		}
+	}
+};
+
+template <int SW, int B>
+struct ice_find1 : ice_level1<SW, B>
+{
+	typedef ice_level1<SW, B> L;
+	typedef typename L::snap snap;
+	static constexpr int W = L::W;
+	explicit ice_find1(const ice_args &args) : L(args) {}
+
+	__device__ __forceinline__ uint8_t run(const gpu_tile<W> &g, uint64_t k, snap &s) const
+	{
+		/* Found in the primary bucket. */
+		if (g.any(gpu_lane_eq<SW, B>(s, this->want(k)) != 0))
+			return 1;
+		/* A primary bucket with room: the key never went to level 2. */
+		if (g.any(gpu_lane_eq<SW, B>(s, CPHT_SLOT_EMPTY) != 0))
+			return 0;
+		return GPU_NEXT;
+	}
+};
+
+template <int SW, int B>
+struct ice_erase1 : ice_level1<SW, B>
+{
+	typedef ice_level1<SW, B> L;
+	typedef typename L::snap snap;
+	typedef gpu_geom<SW, B> G;
+	static constexpr int W = L::W;
+	explicit ice_erase1(const ice_args &args) : L(args) {}
+
+	__device__ __forceinline__ uint8_t run(const gpu_tile<W> &g, uint64_t k, snap &s) const
+	{
+		const uint64_t addr = this->address(k);
+		const uint64_t want = this->want(k);
+		const uint64_t repl = this->a.undo ? CPHT_SLOT_EMPTY : CPHT_SLOT_TOMBSTONE;
+
+		for (;;)
+		{
+			unsigned	m = gpu_lane_eq<SW, B>(s, want);
+			int			at = gpu_first_slot<SW, B>(g, m);
+			int			code = 0;
+
+			if (at == B)
+			{
+				/*
+				 * Not in the primary bucket.  If it has an EMPTY slot the key
+				 * never went to level 2 — except while undoing, when slots
+				 * empty in any order and a hole proves nothing.
+				 */
+				if (!this->a.undo && g.any(gpu_lane_eq<SW, B>(s, CPHT_SLOT_EMPTY) != 0))
+					return 0;
+				return GPU_NEXT;
+			}
+			if (g.rank == at / G::S)
+			{
+				uint64_t	seen;
+
+				code = gpu_slot_cas<SW, B>(this->a.lv.slots, addr * B + at, s, at % G::S, repl, &seen);
+			}
+			/* Removed it. */
+			if (g.shfl(code, at / G::S))
+				return 1;
+			/* A duplicate in the batch removed it first (or a 16-bit
+			 * neighbour changed): look again. */
+			this->load(g, k, s);
+		}
+	}
+};
+
+/* ---- pass 2: the two secondary buckets ---------------------------------- */
+
+template <int SW, int B>
+struct ice_level2
+{
+	typedef gpu_geom<SW, B> G;
+	struct snap
+	{
+		gpu_lane<SW, B> b0,
+					b1;
+	};
+	static constexpr int W = G::W;
+	static constexpr int D = W < 2 ? W : 2;
+	ice_args	a;
+
+	explicit ice_level2(const ice_args &args) : a(args) {}
+
+	__device__ __forceinline__ layout_perm perm(int c) const
+	{
+		layout_perm p;
+
+		p.seed = c ? a.lv.seeds[1] : a.lv.seeds[0];
+		p.key_bits = a.key_bits;
+		p.addr_bits = a.lv.addr_bits;
+		return p;
+	}
+	__device__ __forceinline__ uint64_t address(uint64_t k, int c) const
+	{
+		return layout_address(perm(c), k);
+	}
+	__device__ __forceinline__ uint64_t want(uint64_t k, int c) const
+	{
+		return slot_encode(layout_remainder(perm(c), k), c, a.lv.choice_bits);
+	}
+	__device__ __forceinline__ uint64_t key(uint32_t i) const
+	{
+		return a.keys[i];
+	}
+	/* Both secondary buckets at once: two independent reads in flight. */
+	__device__ __forceinline__ void load(const gpu_tile<W> &g, uint64_t k, snap &s) const
+	{
+		gpu_lane_load<SW, B>(s.b0, a.lv.slots, address(k, 0), g.rank);
+		gpu_lane_load<SW, B>(s.b1, a.lv.slots, address(k, 1), g.rank);
+	}
+	__device__ __forceinline__ void done(uint32_t i, bool have, uint64_t, uint8_t r) const
+	{
+		if (have)
+			a.out[a.index[i]] = r;
+	}
+	__device__ __forceinline__ bool holds(const gpu_tile<W> &g, uint64_t k, const snap &s) const
+	{
+		return g.any((gpu_lane_eq<SW, B>(s.b0, want(k, 0)) | gpu_lane_eq<SW, B>(s.b1, want(k, 1))) != 0);
+	}
+};
+
+template <int SW, int B>
+struct ice_fop2 : ice_level2<SW, B>
+{
+	typedef ice_level2<SW, B> L;
+	typedef typename L::snap snap;
+	typedef gpu_geom<SW, B> G;
+	static constexpr int W = L::W;
+	explicit ice_fop2(const ice_args &args) : L(args) {}
+
+	__device__ __forceinline__ uint8_t run(const gpu_tile<W> &g, uint64_t k, snap &s) const
+	{
+		for (;;)
+		{
+			int			load0,
+						load1,
+						c,
+						at,
+						code = 0;
+
+			/* The key is in one of its secondary buckets: done. */
+			if (this->holds(g, k, s))
+				return CPHT_FOUND;
+			load0 = gpu_first_slot<SW, B>(g, gpu_lane_eq<SW, B>(s.b0, CPHT_SLOT_EMPTY));
+			load1 = gpu_first_slot<SW, B>(g, gpu_lane_eq<SW, B>(s.b1, CPHT_SLOT_EMPTY));
+			/* The strictly less full bucket, the second on a tie (Alg. 1 l. 13). */
+			c = load0 < load1 ? 0 : 1;
+			at = c ? load1 : load0;
+			/* The less full bucket is full, so both are: no slot for the key. */
+			if (at == B)
+				return CPHT_FULL;
+			if (g.rank == at / G::S)
+			{
+				uint64_t	seen;
+				uint64_t	want = this->want(k, c);
+				uint64_t	index = this->address(k, c) * B + at;
+				int			ok = c ? gpu_slot_cas<SW, B>(this->a.lv.slots, index, s.b1, at % G::S, want, &seen)
+					: gpu_slot_cas<SW, B>(this->a.lv.slots, index, s.b0, at % G::S, want, &seen);
+
+				code = ok ? 1 : seen == want ? 2 : 0;
+			}
+			code = g.shfl(code, at / G::S);
+			if (code == 1)
+				return CPHT_PUT;
+			/* A concurrent find-or-put of the same key took the slot. */
+			if (code == 2)
+				return CPHT_FOUND;
+			/* Another key took it: both loads may have changed, re-read. */
+			this->load(g, k, s);
+		}
+	}
+};
+
+template <int SW, int B>
+struct ice_find2 : ice_level2<SW, B>
+{
+	typedef ice_level2<SW, B> L;
+	typedef typename L::snap snap;
+	static constexpr int W = L::W;
+	explicit ice_find2(const ice_args &args) : L(args) {}
+
+	__device__ __forceinline__ uint8_t run(const gpu_tile<W> &g, uint64_t k, snap &s) const
+	{
+		return this->holds(g, k, s) ? 1 : 0;
+	}
+};
+
+template <int SW, int B>
+struct ice_erase2 : ice_level2<SW, B>
+{
+	typedef ice_level2<SW, B> L;
+	typedef typename L::snap snap;
+	typedef gpu_geom<SW, B> G;
+	static constexpr int W = L::W;
+	explicit ice_erase2(const ice_args &args) : L(args) {}
+
+	__device__ __forceinline__ uint8_t run(const gpu_tile<W> &g, uint64_t k, snap &s) const
+	{
+		const uint64_t repl = this->a.undo ? CPHT_SLOT_EMPTY : CPHT_SLOT_TOMBSTONE;
+
+		for (;;)
+		{
+			int			at0 = gpu_first_slot<SW, B>(g, gpu_lane_eq<SW, B>(s.b0, this->want(k, 0)));
+			int			at1 = gpu_first_slot<SW, B>(g, gpu_lane_eq<SW, B>(s.b1, this->want(k, 1)));
+			int			c = at0 < B ? 0 : 1;
+			int			at = c ? at1 : at0;
+			int			code = 0;
+
+			/* In neither secondary bucket: not in the table. */
+			if (at == B)
+				return 0;
+			if (g.rank == at / G::S)
+			{
+				uint64_t	seen;
+				uint64_t	index = this->address(k, c) * B + at;
+
+				code = c ? gpu_slot_cas<SW, B>(this->a.lv.slots, index, s.b1, at % G::S, repl, &seen)
+					: gpu_slot_cas<SW, B>(this->a.lv.slots, index, s.b0, at % G::S, repl, &seen);
+			}
+			if (g.shfl(code, at / G::S))
+				return 1;
+			/* A duplicate removed it first, or a neighbour changed: re-read. */
+			this->load(g, k, s);
+		}
+	}
+};
+
+/* ---- launching ----------------------------------------------------------- */
+
+/* Instantiate the functor for the level's geometry: a plain switch. */
+template <template <int, int> class OP>
+static cpht_status
+launch(cpht_table *t, const ice_args &a, uint32_t n, const uint32_t *n_dev, const char *what)
+{
+	switch (a.lv.slot_bits * 100 + a.lv.bucket_slots)
+	{
+		case 1604: return gpu_coop_launch(t, OP<16, 4>(a), n, n_dev, what);
+		case 1608: return gpu_coop_launch(t, OP<16, 8>(a), n, n_dev, what);
+		case 1616: return gpu_coop_launch(t, OP<16, 16>(a), n, n_dev, what);
+		case 1632: return gpu_coop_launch(t, OP<16, 32>(a), n, n_dev, what);
+		case 3204: return gpu_coop_launch(t, OP<32, 4>(a), n, n_dev, what);
+		case 3208: return gpu_coop_launch(t, OP<32, 8>(a), n, n_dev, what);
+		case 3216: return gpu_coop_launch(t, OP<32, 16>(a), n, n_dev, what);
+		case 3232: return gpu_coop_launch(t, OP<32, 32>(a), n, n_dev, what);
+		case 6404: return gpu_coop_launch(t, OP<64, 4>(a), n, n_dev, what);
+		case 6408: return gpu_coop_launch(t, OP<64, 8>(a), n, n_dev, what);
+		case 6416: return gpu_coop_launch(t, OP<64, 16>(a), n, n_dev, what);
+		case 6432: return gpu_coop_launch(t, OP<64, 32>(a), n, n_dev, what);
+	}
+	return table_fail(t, CPHT_ERR_INVALID, "no GPU kernel for %d-slot buckets of %d-bit slots",
+					  a.lv.bucket_slots, a.lv.slot_bits);
+}
+
+/*
+ * Run pass 1 (P1) over the batch, grouped by primary bucket when that pays,
+ * then pass 2 (P2) over the overflow list.
+ */
+template <template <int, int> class P1, template <int, int> class P2>
+static cpht_status
+two_passes(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dout, int undo,
+		   const char *what1, const char *what2)
+{
+	gpu_state  *st = gpu_state_of(t);
+	gpu_group	grp;
+	gpu_carve	c = {NULL, 0};
+	ice_args	a;
+	cpht_status rc;
+
+	if (n == 0)
+		return CPHT_OK;
+	memset(&grp, 0, sizeof(grp));
+	memset(&a, 0, sizeof(a));
+	grp.bits = gpu_group_bits(t, n);
+
+	/* Size the temporaries, reserve them, then lay them out for real. */
+	for (int pass = 0; pass < 2; pass++)
+	{
+		a.ovf_keys = carve<uint64_t>(&c, n);
+		a.ovf_index = carve<uint32_t>(&c, n);
+		a.ovf_count = carve<uint32_t>(&c, 1);
+		if (grp.bits)
+			gpu_group_carve(&c, &grp, n);
+		if (pass == 0)
+		{
+			rc = gpu_scratch_reserve(t, c.off);
+			if (rc != CPHT_OK)
+				return rc;
+			c.base = st->scratch;
+			c.off = 0;
+		}
+	}
+	GPU_TRY(t, cudaMemsetAsync(a.ovf_count, 0, sizeof(uint32_t), st->comp), "clearing a counter");
+
+	a.key_bits = t->params.key_bits;
+	a.undo = undo;
+	a.keys = dkeys;
+	a.out = dout;
+	if (grp.bits)
+	{
+		rc = gpu_group_keys(t, &grp, dkeys, n);
+		if (rc != CPHT_OK)
+			return rc;
+		a.keys = grp.keys;
+		a.out = grp.res;
+	}
+
+	a.lv = t->level[0];
+	rc = launch<P1>(t, a, n, NULL, what1);
+	if (rc != CPHT_OK)
+		return rc;
+
+	/* Pass 2 reads the overflow list; its length stays on the device. */
+	a.lv = t->level[1];
+	a.keys = a.ovf_keys;
+	a.index = a.ovf_index;
+	rc = launch<P2>(t, a, n, a.ovf_count, what2);
+	if (rc != CPHT_OK)
+		return rc;
+
+	if (grp.bits)
+		return gpu_group_results(t, &grp, n, dout);
+	return CPHT_OK;
+}
+
+cpht_status
+gpu_iceberg_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatus)
+{
+	return two_passes<ice_fop1, ice_fop2>(t, dkeys, n, dstatus, 0,
+										  "iceberg find-or-put, level 1",
+										  "iceberg find-or-put, level 2");
+}
+
+cpht_status
+gpu_iceberg_find(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dfound)
+{
+	return two_passes<ice_find1, ice_find2>(t, dkeys, n, dfound, 0,
+											"iceberg find, level 1", "iceberg find, level 2");
+}
+
+cpht_status
+gpu_iceberg_erase(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dpresent, int to_empty)
+{
+	return two_passes<ice_erase1, ice_erase2>(t, dkeys, n, dpresent, to_empty,
+											  "iceberg erase, level 1", "iceberg erase, level 2");
+}

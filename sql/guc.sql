@@ -1,0 +1,41 @@
+-- Settings.  The GPU side of cpht.device is tested in test/pgtap/gpu.sql,
+-- because what it does depends on the machine.
+
+-- the settings appear once the library is loaded, by any cpht call
+SELECT count(*) FROM cpht_tables();
+SELECT name, vartype, boot_val, enumvals, context
+FROM pg_settings WHERE name LIKE 'cpht.%' ORDER BY name;
+
+-- cpu never probes the GPU
+SET cpht.device = cpu;
+SHOW cpht.device;
+SELECT cpht_create(100) AS h \gset
+SELECT cpht_info(:h)->>'device' AS device;
+SELECT device FROM cpht_tables() WHERE handle = :h;
+
+-- a table stays where it was created, whatever the setting says later
+SET cpht.device = auto;
+SELECT cpht_info(:h)->>'device' AS device;
+SELECT cpht_fop(:h, '{1,2,3}');
+
+-- auto creates a table in any case, on the GPU or the CPU
+SELECT cpht_create(100) AS h2 \gset
+SELECT cpht_info(:h2)->>'device' IN ('cpu', 'gpu') AS placed;
+SELECT cpht_fop(:h2, '{1,2,3}');
+
+-- the thread count of CPU tables; results do not depend on it
+SET cpht.device = cpu;
+SET cpht.cpu_threads = 1;
+SELECT cpht_create(100000, 'iceberg') AS t1, cpht_create(100000, 'cuckoo') AS t2 \gset
+SET cpht.cpu_threads = 0;
+SELECT cpht_create(100000, 'iceberg') AS t3, cpht_create(100000, 'cuckoo') AS t4 \gset
+SELECT h, cpht_put(h, array_agg(g * 31)), cpht_count(h)
+FROM (VALUES (:t1), (:t2), (:t3), (:t4)) AS v(h), generate_series(1, 60000) g
+GROUP BY h ORDER BY h;
+SELECT h, (SELECT count(*) FILTER (WHERE f) FROM unnest(cpht_find(h, array_agg(g))) f)
+FROM (VALUES (:t1), (:t2), (:t3), (:t4)) AS v(h), generate_series(1, 100000) g
+GROUP BY h ORDER BY h;
+
+RESET cpht.device;
+RESET cpht.cpu_threads;
+SELECT cpht_drop_all();

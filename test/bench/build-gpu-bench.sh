@@ -1,0 +1,41 @@
+#!/bin/sh
+# Build the GPU benchmark and the GPU-vs-CPU differential test without
+# PostgreSQL: kernels/*.c with cc, kernels/*.cu with nvcc (the Makefile's
+# flags), linked against the static CUDA runtime.
+#
+#   test/bench/build-gpu-bench.sh [BUILD_DIR]     (default test/bench/build)
+#
+# Produces BUILD_DIR/gpu_bench.bin and BUILD_DIR/test_gpu_vs_cpu.bin.
+set -eu
+cd "$(dirname "$0")/../.."
+OUT=${1:-test/bench/build}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+NVCC=${NVCC:-$(command -v nvcc || echo "$CUDA_HOME/bin/nvcc")}
+CC=${CC:-cc}
+JOBS=${JOBS:-$(nproc)}
+NVCC_FLAGS="-O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DCPHT_WITH_GPU -Ikernels"
+KERNEL_C="kernels/table.c kernels/cpu_backend.c kernels/cpu_iceberg.c kernels/cpu_cuckoo.c kernels/cpu_threads.c kernels/radix_sort.c"
+mkdir -p "$OUT"
+
+# Compile in parallel, one job per file.
+pids=""
+for f in kernels/*.cu; do
+	o="$OUT/$(basename "$f" .cu).cu.o"
+	( "$NVCC" $NVCC_FLAGS -c "$f" -o "$o" ) &
+	pids="$pids $!"
+	# crude throttle
+	while [ "$(jobs -p | wc -l)" -ge "$JOBS" ]; do sleep 0.2; done
+done
+for f in $KERNEL_C; do
+	"$CC" -O2 -g -std=gnu11 -Wall -Wextra -fPIC -DCPHT_WITH_GPU -Ikernels -c "$f" -o "$OUT/$(basename "$f" .c).o"
+done
+"$CC" -O2 -g -std=gnu11 -Wall -Wextra -DCPHT_WITH_GPU -Ikernels -c test/unit/test_gpu_vs_cpu.c -o "$OUT/test_gpu_vs_cpu.o"
+"$NVCC" $NVCC_FLAGS -c test/bench/gpu_bench.cu -o "$OUT/gpu_bench.o"
+for p in $pids; do wait "$p"; done
+
+KOBJ="$OUT/*.cu.o"
+for f in $KERNEL_C; do KOBJ="$KOBJ $OUT/$(basename "$f" .c).o"; done
+LIBS="-L$CUDA_HOME/lib64 -lcudart_static -ldl -lrt -lpthread -lm"
+"$NVCC" -gencode arch=compute_90,code=sm_90 -o "$OUT/test_gpu_vs_cpu.bin" "$OUT/test_gpu_vs_cpu.o" $KOBJ $LIBS
+"$NVCC" -gencode arch=compute_90,code=sm_90 -o "$OUT/gpu_bench.bin" "$OUT/gpu_bench.o" $KOBJ $LIBS
+echo "built $OUT/gpu_bench.bin $OUT/test_gpu_vs_cpu.bin"
