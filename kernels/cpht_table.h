@@ -120,7 +120,8 @@ void		cpht_table_destroy(cpht_table *table);
  * find:        found[i] = 1 if present, else 0.
  * put:         inserts the absent keys, *inserted = how many.
  * erase:       present[i] = 1 if the key was present and is now deleted
- *   (a tombstone takes its slot).
+ *   (a tombstone takes its slot); a key repeated in the batch is reported
+ *   present at one occurrence only.
  */
 cpht_status cpht_table_find_or_put(cpht_table *table, const uint64_t *keys,
 								   size_t n, uint8_t *status);
@@ -135,7 +136,8 @@ cpht_status cpht_table_erase(cpht_table *table, const uint64_t *keys,
  * Overlapped find-or-put, for streaming: fop_start copies the keys and runs
  * the call on a helper thread while the caller collects the next batch;
  * fop_finish waits for it and hands out its per-key status (valid until the
- * next call on the table) and how many keys it inserted.  Any other call on
+ * next fop_finish, so the next batch may be started before it is read) and
+ * how many keys it inserted.  Any other call on
  * the table first waits for a running one.  fop_finish with nothing started
  * returns CPHT_OK and *n = 0.
  */
@@ -159,6 +161,13 @@ cpht_status cpht_table_rollback_to(cpht_table *table, uint64_t position);
 void		cpht_table_truncate_log(cpht_table *table, uint64_t position);
 
 uint64_t	cpht_table_count(cpht_table *table);
+
+/*
+ * Rebuild the table from its live keys: tombstones (and stashed cuckoo
+ * keys) are gone afterwards.  Needs a second table's memory while it runs;
+ * on failure the table is unchanged.
+ */
+cpht_status cpht_table_rebuild(cpht_table *table);
 cpht_status cpht_table_stats(cpht_table *table, cpht_stats *out);
 
 /* Message of the last failed call on this table. */
@@ -176,7 +185,8 @@ void		cpht_set_interrupt_check(cpht_interrupt_fn fn);
 /*
  * Sizing policy: parameters for a table that holds `capacity` distinct keys
  * at a fill the kind reaches with margin.  Returns CPHT_ERR_INVALID with a
- * message when capacity or key_bits is out of range.
+ * message when capacity or key_bits is out of range, CPHT_ERR_NOMEM when
+ * the capacity is beyond any table cpht can address.
  */
 cpht_status cpht_params_for_capacity(cpht_kind kind, uint64_t capacity,
 									 int key_bits, cpht_params *out,

@@ -280,6 +280,15 @@ cpu_staging_bytes(cpht_table *t)
 	return 0;
 }
 
+static cpht_status
+cpu_copy_slots(cpht_table *t, int level, void *host)
+{
+	const layout_level *lv = &t->level[level];
+
+	memcpy(host, lv->slots, (size_t) (lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8)));
+	return CPHT_OK;
+}
+
 const cpht_backend cpht_cpu_backend = {
 	.name = "cpu",
 	.create = cpu_create,
@@ -290,4 +299,5 @@ const cpht_backend cpht_cpu_backend = {
 	.scan = cpu_scan,
 	.device_name = cpu_device_name,
 	.staging_bytes = cpu_staging_bytes,
+	.copy_slots = cpu_copy_slots,
 };

@@ -119,7 +119,7 @@ iceberg_find(const cpht_table *t, uint64_t key)
 {
 	const layout_level *l0 = &t->level[0];
 	const layout_level *l1 = &t->level[1];
-	int			load;
+	int			load = 0;
 
 	if (bucket_scan(l0, bucket_of(t, 0, 0, key), &load) >= 0)
 		return 1;

@@ -45,6 +45,12 @@ table_fail(cpht_table *t, cpht_status code, const char *fmt,...)
 	return code;
 }
 
+static cpht_status param_fail(char *errbuf, size_t errlen, cpht_status code, const char *fmt,...)
+#ifdef __GNUC__
+			__attribute__((format(printf, 4, 5)))
+#endif
+			;
+
 static cpht_status
 param_fail(char *errbuf, size_t errlen, cpht_status code, const char *fmt,...)
 {
@@ -283,16 +289,26 @@ cpht_table_error(const cpht_table *t)
 
 /* ---- the overlapped find-or-put ----------------------------------------- */
 
+/*
+ * Two buffer sets alternate: batch k uses set k % 2, so the status of batch
+ * k, handed out by fop_finish, stays intact while batch k + 1 runs.
+ */
+typedef struct async_buffers
+{
+	uint64_t   *keys;			/* owned copy of the batch */
+	uint8_t    *status;
+	size_t		cap;
+} async_buffers;
+
 typedef struct table_async
 {
 	pthread_t	thread;
 	int			running;		/* a helper thread is working or unjoined */
 	int			has_result;		/* a finished call waits for fop_finish */
 	cpht_status rc;
-	uint64_t   *keys;			/* owned copy of the batch */
-	uint8_t    *status;
+	async_buffers buf[2];
+	int			cur;			/* the set of the latest batch */
 	size_t		n;
-	size_t		cap;
 	uint64_t	inserted;
 	cpht_table *t;
 } table_async;
@@ -305,7 +321,7 @@ async_main(void *arg)
 {
 	table_async *a = arg;
 
-	a->rc = find_or_put_counted(a->t, a->keys, a->n, a->status, &a->inserted);
+	a->rc = find_or_put_counted(a->t, a->buf[a->cur].keys, a->n, a->buf[a->cur].status, &a->inserted);
 	return NULL;
 }
 
@@ -324,6 +340,7 @@ cpht_status
 cpht_table_fop_start(cpht_table *t, const uint64_t *keys, size_t n)
 {
 	table_async *a;
+	async_buffers *b;
 	sigset_t	all,
 				saved;
 	int			started;
@@ -332,20 +349,22 @@ cpht_table_fop_start(cpht_table *t, const uint64_t *keys, size_t n)
 	if (t->async == NULL && (t->async = calloc(1, sizeof(table_async))) == NULL)
 		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory");
 	a = t->async;
-	if (n > a->cap)
+	a->cur = 1 - a->cur;
+	b = &a->buf[a->cur];
+	if (n > b->cap)
 	{
-		uint64_t   *k = realloc(a->keys, n * sizeof(uint64_t));
-		uint8_t    *s = k ? realloc(a->status, n) : NULL;
+		uint64_t   *k = realloc(b->keys, n * sizeof(uint64_t));
+		uint8_t    *s = k ? realloc(b->status, n) : NULL;
 
 		if (k)
-			a->keys = k;
+			b->keys = k;
 		if (s)
-			a->status = s;
+			b->status = s;
 		if (!k || !s)
 			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
-		a->cap = n;
+		b->cap = n;
 	}
-	memcpy(a->keys, keys, n * sizeof(uint64_t));
+	memcpy(b->keys, keys, n * sizeof(uint64_t));
 	a->n = n;
 	a->t = t;
 	a->has_result = 1;
@@ -377,7 +396,7 @@ cpht_table_fop_finish(cpht_table *t, const uint8_t **status, size_t *n, uint64_t
 	a->has_result = 0;
 	if (a->rc != CPHT_OK)
 		return a->rc;
-	*status = a->status;
+	*status = a->buf[a->cur].status;
 	*n = a->n;
 	*inserted = a->inserted;
 	return CPHT_OK;
@@ -389,8 +408,11 @@ async_free(cpht_table *t)
 	settle(t);
 	if (t->async)
 	{
-		free(t->async->keys);
-		free(t->async->status);
+		for (int i = 0; i < 2; i++)
+		{
+			free(t->async->buf[i].keys);
+			free(t->async->buf[i].status);
+		}
 		free(t->async);
 		t->async = NULL;
 	}
@@ -575,8 +597,10 @@ cpht_table_truncate_log(cpht_table *t, uint64_t position)
 		t->log_deletes -= t->log_deleted[i];
 	if (position < t->log_len)
 		t->log_len = position;
+	if (t->log_len == 0)
+		t->log_moved = 0;
 	/* A finished transaction gives back a large log's memory. */
-	if (t->log_len == 0 && t->log_cap > ((uint64_t) 1 << 20))
+	if (t->log_len == 0 && t->log_cap > ((uint64_t) 1 << 16))
 	{
 		free(t->log_keys);
 		free(t->log_deleted);
@@ -609,7 +633,7 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory while rolling back");
 	t->logging = 0;
 
-	if (deletes == 0 && t->params.kind == CPHT_ICEBERG)
+	if (deletes == 0 && t->params.kind == CPHT_ICEBERG && !t->log_moved)
 	{
 		/* Only inserts since the savepoint: they took slots that were empty
 		 * then, so emptying them restores the table bit for bit. */
@@ -629,8 +653,16 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 
 			while (lo > position && t->log_deleted[lo - 1] == deleted)
 				lo--;
+			/*
+			 * A deleted key comes back in a new slot, possibly after slots
+			 * that older log entries filled: emptying those later would
+			 * hide it, so from now on rollbacks use tombstones.
+			 */
 			if (deleted)
+			{
 				rc = find_or_put_in_buckets(t, t->log_keys + lo, hi - lo, flags);
+				t->log_moved = 1;
+			}
 			else
 				rc = erase_keys(t, t->log_keys + lo, hi - lo, flags);
 			hi = lo;
@@ -836,6 +868,115 @@ cpht_table_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 	if (n == 0)
 		return CPHT_OK;
 	return erase_keys(t, keys, n, present);
+}
+
+/* ---- rebuild ------------------------------------------------------------ */
+
+/* Decode the live keys of one level's host copy into keys[]. */
+static size_t
+decode_level(const cpht_table *t, int l, const void *slots, uint64_t *keys)
+{
+	const layout_level *lv = &t->level[l];
+	uint64_t	nslots = lv->buckets * (uint64_t) lv->bucket_slots;
+	size_t		n = 0;
+
+	for (uint64_t i = 0; i < nslots; i++)
+	{
+		uint64_t	s = lv->slot_bits == 16 ? ((const uint16_t *) slots)[i]
+			: lv->slot_bits == 32 ? ((const uint32_t *) slots)[i]
+			: ((const uint64_t *) slots)[i];
+
+		if (slot_is_live(s))
+		{
+			layout_perm p = layout_level_perm(lv, t->params.key_bits, slot_choice(s, lv->choice_bits));
+
+			keys[n++] = layout_key(p, i / (uint64_t) lv->bucket_slots, slot_remainder(s, lv->choice_bits));
+		}
+	}
+	return n;
+}
+
+cpht_status
+cpht_table_rebuild(cpht_table *t)
+{
+	cpht_table *fresh = NULL;
+	uint64_t   *keys = NULL;
+	void	   *copy = NULL;
+	size_t		n = 0,
+				biggest = 0;
+	uint8_t    *status = NULL;
+	char		err[sizeof(t->errmsg)];
+	cpht_status rc;
+
+	settle(t);
+	for (int l = 0; l < t->levels; l++)
+	{
+		size_t		bytes = (size_t) (t->params.slots[l] * (uint64_t) (t->level[l].slot_bits / 8));
+
+		biggest = bytes > biggest ? bytes : biggest;
+	}
+	keys = malloc((size_t) (t->count + 1) * sizeof(uint64_t));
+	status = malloc((size_t) (t->count + 1));
+	copy = malloc(biggest);
+	if (!keys || !status || !copy)
+	{
+		rc = table_fail(t, CPHT_ERR_NOMEM, "out of host memory for rebuilding a table of %llu keys",
+						(unsigned long long) t->count);
+		goto done;
+	}
+	for (int l = 0; l < t->levels; l++)
+	{
+		rc = t->backend->copy_slots(t, l, copy);
+		if (rc != CPHT_OK)
+			goto done;
+		n += decode_level(t, l, copy, keys + n);
+	}
+	memcpy(keys + n, t->stash, t->nstash * sizeof(uint64_t));
+	n += t->nstash;
+
+	rc = cpht_table_create(&t->params, &fresh, err, sizeof(err));
+	if (rc != CPHT_OK)
+	{
+		table_fail(t, rc, "%s", err);
+		goto done;
+	}
+	rc = find_or_put(fresh, keys, n, status);
+	if (rc != CPHT_OK)
+	{
+		table_fail(t, rc, "%s", fresh->errmsg);
+		goto done;
+	}
+
+	/* Swap the slot memory and the stash; the undo log stays with t. */
+	for (int l = 0; l < t->levels; l++)
+	{
+		layout_level tmp = t->level[l];
+
+		t->level[l] = fresh->level[l];
+		fresh->level[l] = tmp;
+	}
+	{
+		void	   *state = t->backend_state;
+		uint64_t   *stash = t->stash;
+		size_t		nstash = t->nstash;
+
+		t->backend_state = fresh->backend_state;
+		fresh->backend_state = state;
+		t->stash = fresh->stash;
+		t->nstash = fresh->nstash;
+		fresh->stash = stash;
+		fresh->nstash = nstash;
+	}
+	/* Keys moved: rolling back inserts can no longer just empty slots. */
+	t->log_moved = t->log_len > 0;
+	rc = CPHT_OK;
+
+done:
+	cpht_table_destroy(fresh);
+	free(keys);
+	free(status);
+	free(copy);
+	return rc;
 }
 
 cpht_status

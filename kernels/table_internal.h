@@ -33,6 +33,8 @@ struct cpht_table
 	uint64_t	log_len;
 	uint64_t	log_cap;
 	uint64_t	log_deletes;	/* deletes among the entries */
+	int			log_moved;		/* keys moved (rebuild, re-put by a rollback)
+								 * since the log began: undo by tombstones */
 	/* the overlapped find-or-put (fop_start / fop_finish) */
 	struct table_async *async;
 	const cpht_backend *backend;
@@ -56,6 +58,8 @@ struct cpht_table
  *   the latest call on an iceberg table (its keys took slots that were
  *   empty before, and nothing was inserted after them).
  * scan: live and tombstone slots per level.
+ * copy_slots: copy level l's slot array to host memory (rebuild reads the
+ *   keys back out of it).
  */
 struct cpht_backend
 {
@@ -72,6 +76,7 @@ struct cpht_backend
 	cpht_status (*scan) (cpht_table *t, uint64_t *live, uint64_t *tombstones);
 	void		(*device_name) (cpht_table *t, char *buf, size_t len);
 	uint64_t	(*staging_bytes) (cpht_table *t);
+	cpht_status (*copy_slots) (cpht_table *t, int level, void *host);
 };
 
 extern const cpht_backend cpht_cpu_backend;

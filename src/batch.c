@@ -19,6 +19,7 @@
 #include "errors.h"
 #include "handles.h"
 #include "keys.h"
+#include "txn.h"
 
 /* A find_or_put status array is a boolean array as it stands. */
 StaticAssertDecl(CPHT_FOUND == 0 && CPHT_PUT == 1,
@@ -55,6 +56,7 @@ cpht_fop(PG_FUNCTION_ARGS)
 
 	result = cpht_bool_array(n);
 	CHECK_FOR_INTERRUPTS();
+	cpht_txn_before_write(entry);
 	check_table(cpht_table_find_or_put(entry->table, keys, n,
 									   (uint8 *) ARR_DATA_PTR(result)),
 				entry);
@@ -81,6 +83,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 
 	status = palloc(n);
 	CHECK_FOR_INTERRUPTS();
+	cpht_txn_before_write(entry);
 	check_table(cpht_table_find_or_put(entry->table, keys, n, status), entry);
 
 	for (i = 0; i < n; i++)
@@ -141,6 +144,7 @@ cpht_put(PG_FUNCTION_ARGS)
 		PG_RETURN_INT64(0);
 
 	CHECK_FOR_INTERRUPTS();
+	cpht_txn_before_write(entry);
 	check_table(cpht_table_put(entry->table, keys, n, &inserted), entry);
 	PG_RETURN_INT64((int64) inserted);
 }
@@ -160,6 +164,7 @@ cpht_delete(PG_FUNCTION_ARGS)
 
 	result = cpht_bool_array(n);
 	CHECK_FOR_INTERRUPTS();
+	cpht_txn_before_write(entry);
 	check_table(cpht_table_erase(entry->table, keys, n,
 								 (uint8 *) ARR_DATA_PTR(result)),
 				entry);

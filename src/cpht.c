@@ -14,11 +14,14 @@
 
 #include "cpht.h"
 #include "cpht_table.h"
+#include "stream.h"
+#include "txn.h"
 
 PG_MODULE_MAGIC;
 
 int			cpht_device_setting = CPHT_SETTING_AUTO;
 int			cpht_cpu_threads = 0;
+int			cpht_max_memory_kb = 0;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", CPHT_SETTING_AUTO, false},
@@ -61,6 +64,18 @@ _PG_init(void)
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("cpht.max_memory",
+							"Memory one session's cpht tables may hold, host and device together.",
+							"0 means no limit.  Only superusers can change it.",
+							&cpht_max_memory_kb,
+							0, 0, PG_INT32_MAX,
+							PGC_SUSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	cpht_stream_define_gucs();
+	cpht_txn_init();
 
 	MarkGUCPrefixReserved("cpht");
 

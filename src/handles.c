@@ -105,6 +105,25 @@ cpht_handles_next(int32 after)
 	return NULL;
 }
 
+CphtHandle *
+cpht_handles_entry(int32 handle)
+{
+	if (handle < 1 || handle > nentries)
+		return NULL;
+	return &entries[handle - 1];
+}
+
+uint64
+cpht_handles_total_bytes(void)
+{
+	uint64		total = 0;
+
+	for (int32 h = 0; h < nentries; h++)
+		if (entries[h].table != NULL)
+			total += entries[h].bytes;
+	return total;
+}
+
 void
 cpht_handles_drop(int32 handle)
 {

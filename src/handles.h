@@ -19,6 +19,7 @@ typedef struct CphtHandle
 	int			key_bits;
 	int64		capacity;		/* as asked for in cpht_create() */
 	uint64		bytes;			/* slot memory of the table */
+	bool		transactional;	/* changes follow transactions (txn.c) */
 } CphtHandle;
 
 /* Makes room for one more table; call before creating it, so that
@@ -36,6 +37,13 @@ extern CphtHandle *cpht_handles_get(int32 handle);
 /* Live tables in handle order: pass 0 first, then the previous handle;
  * returns NULL after the last. */
 extern CphtHandle *cpht_handles_next(int32 after);
+
+/* The entry of a handle whatever its state (NULL if never created): for
+ * txn.c, which takes tables out of and back into entries. */
+extern CphtHandle *cpht_handles_entry(int32 handle);
+
+/* Bytes of slot memory all live tables of the session hold. */
+extern uint64 cpht_handles_total_bytes(void);
 
 extern void cpht_handles_drop(int32 handle);
 extern int	cpht_handles_drop_all(void);

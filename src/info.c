@@ -77,8 +77,12 @@ cpht_info(PG_FUNCTION_ARGS)
 
 	appendStringInfo(&buf, "], \"bytes\": " UINT64_FORMAT
 					 ", \"staging_bytes\": " UINT64_FORMAT
-					 ", \"stashed\": " UINT64_FORMAT "}",
-					 stats.table_bytes, stats.staging_bytes, stats.stashed);
+					 ", \"stashed\": " UINT64_FORMAT
+					 ", \"transactional\": %s, \"undo_log_entries\": " UINT64_FORMAT
+					 ", \"undo_log_bytes\": " UINT64_FORMAT "}",
+					 stats.table_bytes, stats.staging_bytes, stats.stashed,
+					 entry->transactional ? "true" : "false",
+					 stats.log_entries, stats.log_bytes);
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }

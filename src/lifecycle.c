@@ -14,6 +14,7 @@
 #include "cpht_table.h"
 #include "errors.h"
 #include "handles.h"
+#include "txn.h"
 
 PG_FUNCTION_INFO_V1(cpht_create);
 PG_FUNCTION_INFO_V1(cpht_drop);
@@ -85,11 +86,14 @@ cpht_create(PG_FUNCTION_ARGS)
 	int64		capacity = PG_GETARG_INT64(0);
 	char	   *kind_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	int32		key_bits = PG_GETARG_INT32(2);
+	bool		transactional = PG_GETARG_BOOL(3);
+	uint64		bytes;
 	cpht_kind	kind;
 	cpht_params params;
 	cpht_status status;
 	cpht_table *table = NULL;
 	CphtHandle	entry;
+	int32		handle;
 	char		errbuf[512];
 
 	if (capacity <= 0)
@@ -120,6 +124,17 @@ cpht_create(PG_FUNCTION_ARGS)
 						capacity),
 				 errdetail("%s", cpht_sentence(errbuf))));
 
+	/* The session's memory cap, checked before any memory is taken. */
+	bytes = cpht_params_table_bytes(&params);
+	if (cpht_max_memory_kb > 0 &&
+		cpht_handles_total_bytes() + bytes > (uint64) cpht_max_memory_kb * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("cpht table of " UINT64_FORMAT " bytes would exceed cpht.max_memory", bytes),
+				 errdetail("This session's tables hold " UINT64_FORMAT " bytes and cpht.max_memory is %d kB.",
+						   cpht_handles_total_bytes(), cpht_max_memory_kb),
+				 errhint("Drop tables with cpht_drop(), create a smaller table, or ask a superuser to raise cpht.max_memory.")));
+
 	params.device = choose_device();
 	params.seed = new_seed();
 	params.cpu_threads = cpht_cpu_threads;
@@ -138,20 +153,50 @@ cpht_create(PG_FUNCTION_ARGS)
 	entry.device = params.device;
 	entry.key_bits = key_bits;
 	entry.capacity = capacity;
-	entry.bytes = cpht_params_table_bytes(&params);
+	entry.bytes = bytes;
+	entry.transactional = transactional;
+	cpht_table_set_logging(table, transactional);
 
-	PG_RETURN_INT32(cpht_handles_add(&entry));
+	handle = cpht_handles_add(&entry);
+	cpht_txn_created(cpht_handles_get(handle));
+	PG_RETURN_INT32(handle);
 }
 
+/*
+ * Drops follow transactions: the handle is gone at once, the memory is
+ * freed when the transaction commits, and an abort brings the table back.
+ */
 Datum
 cpht_drop(PG_FUNCTION_ARGS)
 {
-	cpht_handles_drop(PG_GETARG_INT32(0));
+	cpht_txn_drop(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
 }
 
 Datum
 cpht_drop_all(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT32(cpht_handles_drop_all());
+	int32		dropped = 0;
+	CphtHandle *h;
+
+	while ((h = cpht_handles_next(0)) != NULL)
+	{
+		cpht_txn_drop(h->handle);
+		dropped++;
+	}
+	PG_RETURN_INT32(dropped);
+}
+
+/* cpht_rebuild(handle): the table again without tombstones. */
+PG_FUNCTION_INFO_V1(cpht_rebuild);
+Datum
+cpht_rebuild(PG_FUNCTION_ARGS)
+{
+	CphtHandle *h = cpht_handles_get(PG_GETARG_INT32(0));
+	cpht_stats	before;
+
+	cpht_check_status(cpht_table_stats(h->table, &before), h->handle, cpht_table_error(h->table));
+	CHECK_FOR_INTERRUPTS();
+	cpht_check_status(cpht_table_rebuild(h->table), h->handle, cpht_table_error(h->table));
+	PG_RETURN_INT64((int64) (before.tombstones[0] + before.tombstones[1]));
 }

@@ -134,6 +134,22 @@ check_against_reference(const geometry *g, int threads)
 	CHECK(st.tombstones[0] + st.tombstones[1] > 0, "erase leaves tombstones");
 	CHECK(st.table_bytes == cpht_params_table_bytes(&t->params), "bytes");
 
+	/* Rebuilding drops the tombstones and keeps exactly the keys. */
+	CHECK(cpht_table_rebuild(t) == CPHT_OK, "rebuild: %s", cpht_table_error(t));
+	CHECK(cpht_table_stats(t, &st) == CPHT_OK, "stats");
+	CHECK(st.tombstones[0] + st.tombstones[1] == 0 && st.stashed == 0, "no tombstones after rebuild");
+	CHECK(st.live[0] + st.live[1] == ref.count && cpht_table_count(t) == ref.count, "rebuild keeps the count");
+	{
+		int			wrong = 0;
+
+		for (size_t i = 0; i < n; i++)
+			keys[i] = i % 2 ? draw_key(&rng, g->key_bits, pool) : unit_rand(&rng) & layout_mask(g->key_bits);
+		CHECK(cpht_table_find(t, keys, n, out) == CPHT_OK, "find after rebuild");
+		for (size_t i = 0; i < n; i++)
+			wrong += out[i] != ref_has(&ref, keys[i]);
+		CHECK(wrong == 0, "%d wrong answers after rebuild", wrong);
+	}
+
 	ref_free(&ref);
 	free(keys);
 	free(out);

@@ -133,9 +133,53 @@ check_kind(cpht_kind kind)
 	cpht_table_destroy(t);
 }
 
+/*
+ * A rollback that brings a deleted key back puts it in a new slot, maybe
+ * behind slots an outer savepoint's inserts took; rolling those inserts
+ * back afterwards must not hide it (found by the SQL fuzz).
+ */
+static void
+check_reput_then_outer_rollback(void)
+{
+	cpht_params p;
+	cpht_table *t;
+	char		err[256];
+	uint64_t	old[64],
+				added[512];
+	uint8_t		out[512];
+	uint64_t	outer,
+				inner,
+				ins;
+	int			missing = 0;
+
+	cpht_params_for_capacity(CPHT_ICEBERG, 2000, 64, &p, err, sizeof(err));
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create");
+	cpht_table_set_logging(t, 1);
+	for (int i = 0; i < 64; i++)
+		old[i] = (uint64_t) i * 7;
+	for (int i = 0; i < 512; i++)
+		added[i] = 100000 + (uint64_t) i;
+	cpht_table_put(t, old, 64, &ins);
+	cpht_table_truncate_log(t, 0);	/* committed */
+
+	outer = cpht_table_log_position(t);
+	cpht_table_put(t, added, 512, &ins);
+	inner = cpht_table_log_position(t);
+	cpht_table_erase(t, old, 64, out);
+	CHECK(cpht_table_rollback_to(t, inner) == CPHT_OK, "rollback inner");
+	CHECK(cpht_table_rollback_to(t, outer) == CPHT_OK, "rollback outer");
+	cpht_table_find(t, old, 64, out);
+	for (int i = 0; i < 64; i++)
+		missing += !out[i];
+	CHECK(missing == 0, "%d committed keys hidden after nested rollbacks", missing);
+	CHECK(cpht_table_count(t) == 64, "count 64");
+	cpht_table_destroy(t);
+}
+
 int
 main(void)
 {
+	check_reput_then_outer_rollback();
 	check_kind(CPHT_ICEBERG);
 	check_kind(CPHT_CUCKOO);
 	UNIT_DONE();
