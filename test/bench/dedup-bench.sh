@@ -34,15 +34,16 @@ timed() {
 echo "== data: $ROWS staging rows, $DISTINCT distinct ids, $SEEN seen, device $DEVICE"
 q "CREATE EXTENSION IF NOT EXISTS cpht"
 q "DROP TABLE IF EXISTS seen, staging, seen_conflict, events"
-# ids are scattered 62-bit values (i * a large odd number, masked), as
+# ids are scattered 64-bit values (a hash of a counter), as
 # generated keys look; staging repeats ids so a quarter of its rows are duplicates.
 q "CREATE UNLOGGED TABLE seen (id bigint PRIMARY KEY)"
 q "CREATE UNLOGGED TABLE staging (id bigint, payload int)"
-q "INSERT INTO seen SELECT (i * 6364136223846793005) & 4611686018427387903 FROM generate_series(1, $SEEN) i"
-q "INSERT INTO staging SELECT ((1 + (r % $DISTINCT)) * 6364136223846793005) & 4611686018427387903, r::int
+q "INSERT INTO seen SELECT hashint8extended(i, 7) FROM generate_series(1, $SEEN) i"
+q "INSERT INTO staging SELECT hashint8extended(1 + (r % $DISTINCT), 7), r::int
      FROM (SELECT CASE WHEN g <= $DISTINCT THEN g - 1 ELSE (g * 2654435761) % $DISTINCT END AS r
            FROM generate_series(1, $ROWS) g) s"
-q "VACUUM ANALYZE seen; VACUUM ANALYZE staging"
+q "VACUUM ANALYZE seen"
+q "VACUUM ANALYZE staging"
 q "CREATE UNLOGGED TABLE events (LIKE staging)"
 
 timed "count(id)" "SELECT count(id) FROM staging"
