@@ -85,6 +85,9 @@ kernels/%.unit.o: kernels/%.c kernels/*.h
 test/unit/%.bin: test/unit/%.c $(UNIT_OBJS) kernels/*.h test/unit/*.h
 	$(CC) -O2 -g -std=gnu11 -Wall -Wextra $(if $(WITH_GPU),-DCPHT_WITH_GPU) -Ikernels -o $@ $< $(UNIT_OBJS) $(UNIT_LIBS)
 
+# keep the unit objects between runs (they are intermediates of a pattern rule)
+.SECONDARY: $(UNIT_OBJS)
+
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do \
 		echo "== $$t"; rc=0; ./$$t || rc=$$?; \

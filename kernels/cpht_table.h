@@ -133,17 +133,24 @@ cpht_status cpht_table_erase(cpht_table *table, const uint64_t *keys,
 							 size_t n, uint8_t *present);
 
 /*
- * Overlapped find-or-put, for streaming: fop_start copies the keys and runs
- * the call on a helper thread while the caller collects the next batch;
- * fop_finish waits for it and hands out its per-key status (valid until the
- * next fop_finish, so the next batch may be started before it is read) and
- * how many keys it inserted.  Any other call on
- * the table first waits for a running one.  fop_finish with nothing started
+ * Streams: find-or-put overlapped with the caller, for streaming ingests.
+ * cpht_stream_start copies a batch and runs it on a helper thread while the
+ * caller collects the next one; cpht_stream_finish waits for it and hands
+ * out its per-key status (valid until the stream's next finish, so the next
+ * batch may be started before it is read) and how many keys it inserted.
+ * Each stream has its own buffers, so several streams may share a table;
+ * the table runs one batch at a time and every other call on it waits for
+ * the running one.  Once the table is destroyed its streams only fail
+ * (CPHT_ERR_INVALID) and must still be closed.  finish with nothing started
  * returns CPHT_OK and *n = 0.
  */
-cpht_status cpht_table_fop_start(cpht_table *table, const uint64_t *keys, size_t n);
-cpht_status cpht_table_fop_finish(cpht_table *table, const uint8_t **status,
-								  size_t *n, uint64_t *inserted);
+typedef struct cpht_stream cpht_stream;
+
+cpht_stream *cpht_stream_open(cpht_table *table);	/* NULL: out of memory */
+cpht_status cpht_stream_start(cpht_stream *stream, const uint64_t *keys, size_t n);
+cpht_status cpht_stream_finish(cpht_stream *stream, const uint8_t **status,
+							   size_t *n, uint64_t *inserted);
+void		cpht_stream_close(cpht_stream *stream);
 
 /*
  * Undo log, for transactional tables.  While logging is on, every key a

@@ -1,6 +1,6 @@
 /*
  * cpu_backend.c — the CPU implementation of the table interface: slot
- * memory from calloc, batches split over threads, per-key algorithms from
+ * memory from mmap (huge pages), batches split over threads, algorithms from
  * cpu_iceberg.c and cpu_cuckoo.c.
  *
  * Each thread walks its share of the batch with a short prefetch window:
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cpu_ops.h"
 
@@ -26,22 +27,54 @@ typedef struct batch_job
 	uint64_t	replacement;	/* erase: tombstone or EMPTY */
 } batch_job;
 
+static uint64_t
+level_bytes(const layout_level *lv)
+{
+	return lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8);
+}
+
+/*
+ * Zeroed slot memory straight from the kernel, asking for transparent huge
+ * pages: buckets are touched at random, so 4 kB pages cost a page fault per
+ * page on first touch and a TLB miss on nearly every access.
+ */
+static void *
+slots_alloc(uint64_t bytes)
+{
+	void	   *p;
+
+	if (bytes != (size_t) bytes)
+		return NULL;
+	p = mmap(NULL, (size_t) bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	(void) madvise(p, (size_t) bytes, MADV_HUGEPAGE);
+#endif
+	return p;
+}
+
+static void
+slots_free(layout_level *lv)
+{
+	if (lv->slots)
+		munmap(lv->slots, (size_t) level_bytes(lv));
+	lv->slots = NULL;
+}
+
 static cpht_status
 cpu_create(cpht_table *t)
 {
 	for (int l = 0; l < t->levels; l++)
 	{
 		layout_level *lv = &t->level[l];
-		uint64_t	bytes = lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8);
+		uint64_t	bytes = level_bytes(lv);
 
-		lv->slots = bytes == (size_t) bytes ? calloc(1, (size_t) bytes) : NULL;
+		lv->slots = slots_alloc(bytes);
 		if (lv->slots == NULL)
 		{
 			for (int k = 0; k < l; k++)
-			{
-				free(t->level[k].slots);
-				t->level[k].slots = NULL;
-			}
+				slots_free(&t->level[k]);
 			return table_fail(t, CPHT_ERR_NOMEM,
 							  "could not allocate %llu bytes of host memory for level %d",
 							  (unsigned long long) bytes, l + 1);
@@ -54,10 +87,7 @@ static void
 cpu_destroy(cpht_table *t)
 {
 	for (int l = 0; l < t->levels; l++)
-	{
-		free(t->level[l].slots);
-		t->level[l].slots = NULL;
-	}
+		slots_free(&t->level[l]);
 }
 
 /* ---- iceberg ------------------------------------------------------------ */
@@ -280,12 +310,32 @@ cpu_staging_bytes(cpht_table *t)
 	return 0;
 }
 
+static void
+revive_range(void *arg, size_t begin, size_t end)
+{
+	batch_job  *job = arg;
+
+	for (size_t i = begin; i < end; i++)
+		job->out[i] = job->t->params.kind == CPHT_CUCKOO
+			? cuckoo_revive(job->t, job->keys[i])
+			: iceberg_revive(job->t, job->keys[i]);
+}
+
+static cpht_status
+cpu_revive(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	batch_job	job = {.t = t, .keys = keys, .out = status};
+
+	cpu_parallel_for(t->params.cpu_threads, n, revive_range, &job);
+	return CPHT_OK;
+}
+
 static cpht_status
 cpu_copy_slots(cpht_table *t, int level, void *host)
 {
 	const layout_level *lv = &t->level[level];
 
-	memcpy(host, lv->slots, (size_t) (lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8)));
+	memcpy(host, lv->slots, (size_t) level_bytes(lv));
 	return CPHT_OK;
 }
 
@@ -300,4 +350,5 @@ const cpht_backend cpht_cpu_backend = {
 	.device_name = cpu_device_name,
 	.staging_bytes = cpu_staging_bytes,
 	.copy_slots = cpu_copy_slots,
+	.revive = cpu_revive,
 };

@@ -139,3 +139,31 @@ cuckoo_put(const cpht_table *t, uint64_t key, uint64_t *homeless)
 	*homeless = key;
 	return 0;
 }
+
+/*
+ * Put back a key whose deletion is being rolled back (it is absent): into
+ * the first free slot (EMPTY or TOMBSTONE) of the first of its buckets that
+ * has one — the buckets before it are then full, as find's early stop
+ * needs.  No eviction here (a failed chain would leave another key
+ * homeless): CPHT_FULL sends the key to the table layer's fallback.
+ */
+uint8_t
+cuckoo_revive(const cpht_table *t, uint64_t key)
+{
+	const layout_level *lv = &t->level[0];
+	for (int c = 0; c < lv->choices; c++)
+	{
+		layout_perm p = perm_of(t, c);
+		uint64_t	start = layout_bucket_start(lv, layout_address(p, key));
+		uint64_t	want = slot_encode(layout_remainder(p, key), c, lv->choice_bits);
+
+		for (int i = 0; i < lv->bucket_slots; i++)
+		{
+			uint64_t	s = cpu_slot_load(lv, start + i);
+
+			if (!slot_is_live(s) && cpu_slot_cas(lv, start + i, &s, want))
+				return CPHT_PUT;
+		}
+	}
+	return CPHT_FULL;
+}

@@ -176,3 +176,34 @@ iceberg_erase(const cpht_table *t, uint64_t key, uint64_t replacement)
 	}
 	return 0;
 }
+
+/*
+ * Put back a key whose deletion is being rolled back (it is absent), into
+ * the first free slot — EMPTY or TOMBSTONE — of its primary bucket, else of
+ * a secondary bucket when the primary has no free slot at all.  Its own
+ * tombstone is in one of these buckets, so there is always room.  Reusing a
+ * tombstone is safe here because rollbacks run alone on the table; the
+ * slot is non-empty before and after, so no bucket's prefix changes.
+ */
+uint8_t
+iceberg_revive(const cpht_table *t, uint64_t key)
+{
+	for (int level = 0; level < t->levels; level++)
+	{
+		const layout_level *lv = &t->level[level];
+
+		for (int c = 0; c < lv->choices; c++)
+		{
+			bucket_ref	b = bucket_of(t, level, c, key);
+
+			for (int i = 0; i < lv->bucket_slots; i++)
+			{
+				uint64_t	s = cpu_slot_load(lv, b.start + i);
+
+				if (!slot_is_live(s) && cpu_slot_cas(lv, b.start + i, &s, b.want))
+					return CPHT_PUT;
+			}
+		}
+	}
+	return CPHT_FULL;
+}

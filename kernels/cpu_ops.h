@@ -7,11 +7,16 @@
 
 #include "table_internal.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Iceberg (Alg. 1 of the paper, with tombstones that count as occupied). */
 uint8_t		iceberg_fop(const cpht_table *t, uint64_t key);
 int			iceberg_find(const cpht_table *t, uint64_t key);
 int			iceberg_erase(const cpht_table *t, uint64_t key, uint64_t replacement);
 void		iceberg_prefetch(const cpht_table *t, uint64_t key);
+uint8_t		iceberg_revive(const cpht_table *t, uint64_t key);
 
 /* Cuckoo (Alg. 4).  cuckoo_put returns 1 when the key (or the key its
  * eviction chain ended with) found a slot; otherwise 0 and *homeless is the
@@ -20,6 +25,7 @@ int			cuckoo_find(const cpht_table *t, uint64_t key);
 int			cuckoo_put(const cpht_table *t, uint64_t key, uint64_t *homeless);
 int			cuckoo_erase(const cpht_table *t, uint64_t key);
 void		cuckoo_prefetch(const cpht_table *t, uint64_t key);
+uint8_t		cuckoo_revive(const cpht_table *t, uint64_t key);
 
 /* Run fn(ctx, begin, end) over [0, n) in contiguous chunks on up to
  * `threads` threads (the caller's thread included).  Worker threads block
@@ -34,5 +40,9 @@ typedef struct key_index
 	uint64_t	index;
 } key_index;
 int			radix_sort_key_index(key_index *items, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif							/* CPHT_CPU_OPS_H */

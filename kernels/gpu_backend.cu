@@ -27,6 +27,13 @@
 
 #include "gpu_ops.h"
 
+/* kernels/cpu_threads.c (its header cpu_ops.h is C only). */
+extern "C"
+{
+	typedef void (*cpu_range_fn) (void *ctx, size_t begin, size_t end);
+	void		cpu_parallel_for(int threads, size_t n, cpu_range_fn fn, void *ctx);
+}
+
 cpht_status
 gpu_fail(cpht_table *t, cudaError_t err, const char *what)
 {
@@ -299,6 +306,22 @@ drain(gpu_state *st)
 	(void) cudaGetLastError();
 }
 
+/* Copying keys into pinned memory runs at one thread's memory bandwidth,
+ * below the bus's: a few threads share it. */
+typedef struct copy_job
+{
+	uint64_t   *dst;
+	const uint64_t *src;
+} copy_job;
+
+static void
+copy_range(void *ctx, size_t begin, size_t end)
+{
+	copy_job   *j = (copy_job *) ctx;
+
+	memcpy(j->dst + begin, j->src + begin, (end - begin) * sizeof(uint64_t));
+}
+
 static cpht_status
 pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_fn fn, void *ctx)
 {
@@ -324,7 +347,12 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 
 			/* pin_keys[b] is free once chunk i-2 finished uploading. */
 			GPU_TRY(t, cudaEventSynchronize(st->ev_in[b]), "waiting for an upload");
-			memcpy(st->pin_keys[b], keys + off, len * sizeof(uint64_t));
+			{
+				copy_job	j = {st->pin_keys[b], keys + off};
+				int			threads = t->params.cpu_threads < 8 ? t->params.cpu_threads : 8;
+
+				cpu_parallel_for(threads, len, copy_range, &j);
+			}
 			/* dkeys[b] is free once chunk i-2's kernels are done. */
 			GPU_TRY(t, cudaStreamWaitEvent(st->h2d, st->ev_k[b], 0), "ordering an upload");
 			GPU_TRY(t, cudaMemcpyAsync(st->dkeys[b], st->pin_keys[b], len * sizeof(uint64_t),
@@ -399,6 +427,20 @@ chunk_erase(cpht_table *t, void *ctx, const uint64_t *dkeys, uint32_t n, uint8_t
 }
 
 static cpht_status
+chunk_revive(cpht_table *t, void *, const uint64_t *dkeys, uint32_t n, uint8_t *dout)
+{
+	return gpu_revive(t, dkeys, n, dout);
+}
+
+static cpht_status
+gpu_revive_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	if (n == 0)
+		return CPHT_OK;
+	return pipeline_run(t, keys, n, status, chunk_revive, NULL);
+}
+
+static cpht_status
 gpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status,
 				uint64_t *homeless, size_t *nhomeless)
 {
@@ -460,4 +502,6 @@ extern "C" const cpht_backend cpht_gpu_backend = {
 	gpu_scan,
 	gpu_device_name,
 	gpu_staging_bytes,
+	gpu_copy_level,
+	gpu_revive_keys,
 };

@@ -181,21 +181,46 @@ gpu_lane_word(const gpu_lane<SW, B> &v, int w)
 	return x;
 }
 
+/* Set my slot t (16-bit slots: the 32-bit word w = t / 2) to x. */
+template <int SW, int B>
+__device__ __forceinline__ void
+gpu_lane_set(gpu_lane<SW, B> &v, int t, uint64_t x)
+{
+	if (SW == 16)
+	{
+#pragma unroll
+		for (int u = 0; u < gpu_geom<SW, B>::CB / 4; u++)
+			if (u == (t >> 1))
+				v.w[u] = (unsigned) x;
+	}
+	else
+	{
+#pragma unroll
+		for (int u = 0; u < gpu_geom<SW, B>::S; u++)
+			if (u == t)
+				v.s[u] = (typename gpu_geom<SW, B>::slot_t) x;
+	}
+}
+
 /*
  * Compare-and-swap my slot t (bucket slot `index` of the level) from the
  * value the snapshot holds to `want`.  Returns 1 on success; *seen is the
- * slot's value the atomic found.
+ * slot's value the atomic found.  On failure the snapshot takes the value
+ * the atomic found, so the caller can go on without reading the bucket
+ * again: a snapshot stays truthful about every non-empty slot (slots only
+ * go from EMPTY to a key during these operations), which is all the
+ * algorithms need (Lemma 2 of the paper), and each failure turns one more
+ * snapshot slot non-empty, so the retries are bounded.
  *
  * 16-bit slots use a 32-bit CAS on the aligned pair, expecting the pair as
  * the snapshot saw it: no 16-bit atomic (slow on the paper's GPUs), and a
  * neighbour that changed since the snapshot only makes the CAS fail like a
- * lost race.  The caller then re-reads; every failure means a slot of the
- * bucket changed, so retries are bounded.  (Slot pairs never straddle two
- * lanes: a lane part starts at an even slot.)
+ * lost race.  (Slot pairs never straddle two lanes: a lane part starts at
+ * an even slot.)
  */
 template <int SW, int B>
 __device__ __forceinline__ int
-gpu_slot_cas(void *slots, uint64_t index, const gpu_lane<SW, B> &v, int t,
+gpu_slot_cas(void *slots, uint64_t index, gpu_lane<SW, B> &v, int t,
 			 uint64_t want, uint64_t *seen)
 {
 	typedef typename gpu_geom<SW, B>::slot_t slot_t;
@@ -209,6 +234,8 @@ gpu_slot_cas(void *slots, uint64_t index, const gpu_lane<SW, B> &v, int t,
 		unsigned	old = atomicCAS(word, expect, repl);
 
 		*seen = (old >> shift) & 0xffff;
+		if (old != expect)
+			gpu_lane_set(v, t, old);
 		return old == expect;
 	}
 	else
@@ -217,6 +244,8 @@ gpu_slot_cas(void *slots, uint64_t index, const gpu_lane<SW, B> &v, int t,
 		slot_t		old = atomicCAS((slot_t *) slots + index, expect, (slot_t) want);
 
 		*seen = old;
+		if (old != expect)
+			gpu_lane_set(v, t, old);
 		return old == expect;
 	}
 }

@@ -16,20 +16,22 @@
 /* Threads per block of every table kernel. */
 #define GPU_BLOCK 256
 
-/* Keys per chunk of the host pipeline: the upload of chunk i+1 overlaps the
- * kernels of chunk i.  The table layer hands over at most 2^21 keys per
- * call, so a call has up to four chunks in flight. */
-#define GPU_CHUNK_KEYS ((size_t) 1 << 19)
+/* Keys per chunk of the host pipeline: the staging and upload of chunk i+1
+ * overlap the kernels of chunk i.  The table layer hands over at most 2^21
+ * keys per call: two chunks. */
+#define GPU_CHUNK_KEYS ((size_t) 1 << 20)
 
 /* Result code of a first pass: the key needs the next level / next step. */
 #define GPU_NEXT 3
 
-/* Grouping of a batch by bucket (gpu_group.cu): automatic, off or on. */
+/* Grouping of a batch by bucket (gpu_group.cu): automatic, off, on (slices
+ * of a quarter of L2), fine (slices of a sixteenth). */
 enum
 {
 	GPU_GROUP_AUTO = -1,
 	GPU_GROUP_OFF = 0,
-	GPU_GROUP_ON = 1
+	GPU_GROUP_ON = 1,
+	GPU_GROUP_FINE = 2
 };
 
 /* Per-table device state (t->backend_state). */

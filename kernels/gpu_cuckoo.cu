@@ -25,7 +25,8 @@ struct ck_args
 	int			max_evictions;
 	uint8_t		hit;			/* find: what a present key reports */
 	uint8_t		miss;			/* ... and an absent one */
-	const uint64_t *keys;
+	const uint64_t *keys;		/* input keys, or NULL: the keys of `list` */
+	gpu_list	list;
 	uint8_t    *out;
 	uint64_t   *homeless;
 	uint32_t   *homeless_count;
@@ -39,8 +40,9 @@ struct ck_base
 	static constexpr int W = G::W;
 	static constexpr int D = W < 4 ? W : 4;
 	ck_args		a;
+	const uint32_t *smem;		/* prefix sums of the input lists */
 
-	explicit ck_base(const ck_args &args) : a(args) {}
+	explicit ck_base(const ck_args &args) : a(args), smem(NULL) {}
 
 	__device__ __forceinline__ layout_perm perm(int c) const
 	{
@@ -59,9 +61,17 @@ struct ck_base
 	{
 		return slot_encode(layout_remainder(perm(c), k), c, a.lv.choice_bits);
 	}
+	__device__ __forceinline__ uint32_t begin(uint32_t n, uint32_t *shared)
+	{
+		/* Input from a key array, or from lists filled on the device. */
+		if (a.keys)
+			return n;
+		smem = shared;
+		return gpu_list_begin(a.list, shared);
+	}
 	__device__ __forceinline__ uint64_t key(uint32_t i) const
 	{
-		return __ldcs(a.keys + i);
+		return a.keys ? __ldcs(a.keys + i) : a.list.keys[gpu_list_at(a.list, smem, i)];
 	}
 	/* The first read of a key is its first choice's bucket. */
 	__device__ __forceinline__ void load(const gpu_tile<W> &g, uint64_t k, snap &s) const
@@ -131,8 +141,8 @@ struct ck_erase : ck_base<SW, B>
 				/* Removed it. */
 				if (g.shfl(code, at / G::S))
 					return 1;
-				/* A duplicate removed it first, or a neighbour changed: re-read. */
-				gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), g.rank);
+				/* A duplicate removed it first, or a neighbour changed; the
+				 * snapshot now shows it: look again. */
 				continue;
 			}
 			/* A bucket with an EMPTY slot: no key went past it. */
@@ -179,8 +189,8 @@ struct ck_put : ck_base<SW, B>
 				/* Took a free slot: the chain ends here. */
 				if (g.shfl(code, at / G::S))
 					return CPHT_PUT;
-				/* Lost it to another put: look again (counts as a step). */
-				gpu_lane_load<SW, B>(s, this->a.lv.slots, address, g.rank);
+				/* Lost it to another put; the snapshot now shows the winner:
+				 * look again (counts as a step, as on the CPU). */
 				continue;
 			}
 
@@ -209,22 +219,22 @@ struct ck_put : ck_base<SW, B>
 
 template <template <int, int> class OP>
 static cpht_status
-launch(cpht_table *t, const ck_args &a, uint32_t n, const uint32_t *n_dev, const char *what)
+launch(cpht_table *t, const ck_args &a, uint32_t n, const char *what)
 {
 	switch (a.lv.slot_bits * 100 + a.lv.bucket_slots)
 	{
-		case 1604: return gpu_coop_launch(t, OP<16, 4>(a), n, n_dev, what);
-		case 1608: return gpu_coop_launch(t, OP<16, 8>(a), n, n_dev, what);
-		case 1616: return gpu_coop_launch(t, OP<16, 16>(a), n, n_dev, what);
-		case 1632: return gpu_coop_launch(t, OP<16, 32>(a), n, n_dev, what);
-		case 3204: return gpu_coop_launch(t, OP<32, 4>(a), n, n_dev, what);
-		case 3208: return gpu_coop_launch(t, OP<32, 8>(a), n, n_dev, what);
-		case 3216: return gpu_coop_launch(t, OP<32, 16>(a), n, n_dev, what);
-		case 3232: return gpu_coop_launch(t, OP<32, 32>(a), n, n_dev, what);
-		case 6404: return gpu_coop_launch(t, OP<64, 4>(a), n, n_dev, what);
-		case 6408: return gpu_coop_launch(t, OP<64, 8>(a), n, n_dev, what);
-		case 6416: return gpu_coop_launch(t, OP<64, 16>(a), n, n_dev, what);
-		case 6432: return gpu_coop_launch(t, OP<64, 32>(a), n, n_dev, what);
+		case 1604: return gpu_coop_launch(t, OP<16, 4>(a), n, what);
+		case 1608: return gpu_coop_launch(t, OP<16, 8>(a), n, what);
+		case 1616: return gpu_coop_launch(t, OP<16, 16>(a), n, what);
+		case 1632: return gpu_coop_launch(t, OP<16, 32>(a), n, what);
+		case 3204: return gpu_coop_launch(t, OP<32, 4>(a), n, what);
+		case 3208: return gpu_coop_launch(t, OP<32, 8>(a), n, what);
+		case 3216: return gpu_coop_launch(t, OP<32, 16>(a), n, what);
+		case 3232: return gpu_coop_launch(t, OP<32, 32>(a), n, what);
+		case 6404: return gpu_coop_launch(t, OP<64, 4>(a), n, what);
+		case 6408: return gpu_coop_launch(t, OP<64, 8>(a), n, what);
+		case 6416: return gpu_coop_launch(t, OP<64, 16>(a), n, what);
+		case 6432: return gpu_coop_launch(t, OP<64, 32>(a), n, what);
 	}
 	return table_fail(t, CPHT_ERR_INVALID, "no GPU kernel for %d-slot buckets of %d-bit slots",
 					  a.lv.bucket_slots, a.lv.slot_bits);
@@ -255,7 +265,9 @@ find_as(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dout, uint8_t
 	cpht_status rc;
 
 	memset(&grp, 0, sizeof(grp));
-	grp.bits = gpu_group_bits(t, n);
+	/* Its find step reads only; the put step takes distinct keys in sorted
+	 * order, already grouped by nothing useful. */
+	grp.bits = gpu_group_bits(t, n, 0);
 	a.hit = hit;
 	a.miss = miss;
 	a.keys = dkeys;
@@ -275,7 +287,7 @@ find_as(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dout, uint8_t
 		a.keys = grp.keys;
 		a.out = grp.res;
 	}
-	rc = launch<ck_find>(t, a, n, NULL, "cuckoo find");
+	rc = launch<ck_find>(t, a, n, "cuckoo find");
 	if (rc == CPHT_OK && grp.bits)
 		rc = gpu_group_results(t, &grp, n, dout);
 	return rc;
@@ -294,11 +306,11 @@ gpu_cuckoo_erase(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dpre
 
 	a.keys = dkeys;
 	a.out = dpresent;
-	return launch<ck_erase>(t, a, n, NULL, "cuckoo erase");
+	return launch<ck_erase>(t, a, n, "cuckoo erase");
 }
 
 cpht_status
-gpu_cuckoo_put(cpht_table *t, const uint64_t *dkeys, uint32_t n, const uint32_t *n_dev,
+gpu_cuckoo_put(cpht_table *t, const uint64_t *dkeys, uint32_t n,
 			   uint64_t *dhomeless, uint32_t *dhomeless_count)
 {
 	ck_args		a = args_of(t);
@@ -306,7 +318,20 @@ gpu_cuckoo_put(cpht_table *t, const uint64_t *dkeys, uint32_t n, const uint32_t 
 	a.keys = dkeys;
 	a.homeless = dhomeless;
 	a.homeless_count = dhomeless_count;
-	return launch<ck_put>(t, a, n, n_dev, "cuckoo put");
+	return launch<ck_put>(t, a, n, "cuckoo put");
+}
+
+/* Put the keys of lists filled on the device (at most n of them). */
+static cpht_status
+put_lists(cpht_table *t, const gpu_list &list, uint32_t n, uint64_t *dhomeless, uint32_t *dhomeless_count)
+{
+	ck_args		a = args_of(t);
+
+	a.keys = NULL;
+	a.list = list;
+	a.homeless = dhomeless;
+	a.homeless_count = dhomeless_count;
+	return launch<ck_put>(t, a, n, "cuckoo put");
 }
 
 /* ---- sort-based find-or-put ---------------------------------------------- */
@@ -324,19 +349,18 @@ ck_gather(const uint64_t *keys, const uint32_t *index, uint32_t m, uint64_t *out
  * put list; the others become FOUND.
  */
 __global__ void __launch_bounds__(GPU_BLOCK)
-ck_mark(const uint64_t *sorted, const uint32_t *index, uint32_t m, uint8_t *status,
-		uint64_t *put_keys, uint32_t *put_count)
+ck_mark(const uint64_t *sorted, const uint32_t *index, uint32_t m, uint8_t *status, gpu_list puts)
 {
 	/* The grid covers m rounded up to whole blocks: every warp lane reaches
 	 * the warp-wide append below. */
-	const size_t j = (size_t) blockIdx.x * GPU_BLOCK + threadIdx.x;
+	const uint32_t j = blockIdx.x * GPU_BLOCK + threadIdx.x;
 	const bool	have = j < m;
 	const uint64_t k = have ? sorted[j] : 0;
 	const bool	head = have && (j == 0 || sorted[j - 1] != k);
 
 	if (have && !head)
 		status[index[j]] = CPHT_FOUND;
-	gpu_append(head, k, 0, put_keys, NULL, put_count);
+	gpu_list_append(puts, head, k, j);
 }
 
 cpht_status
@@ -350,8 +374,8 @@ gpu_cuckoo_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatu
 			   *counts = NULL;
 	uint64_t   *sel_keys = NULL,
 			   *sorted_keys = NULL,
-			   *put_keys = NULL,
 			   *dhomeless = NULL;
+	gpu_list	puts;
 	void	   *tmp = NULL;
 	size_t		select_bytes = 0,
 				sort_bytes = 0,
@@ -381,7 +405,7 @@ gpu_cuckoo_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatu
 		sorted_index = carve<uint32_t>(&c, n);
 		sel_keys = carve<uint64_t>(&c, n);
 		sorted_keys = carve<uint64_t>(&c, n);
-		put_keys = sel_keys;	/* free again once sorted */
+		gpu_list_carve(&c, &puts, n, 0);
 		dhomeless = carve<uint64_t>(&c, n);
 		tmp = carve<char>(&c, tmp_bytes);
 		if (pass == 0)
@@ -413,14 +437,14 @@ gpu_cuckoo_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatu
 											   sorted_index, (int) m, 0, t->params.key_bits, st->comp),
 			"sorting absent keys");
 
-	/* 4. One PUT per distinct key; the distinct keys form the put list. */
-	GPU_TRY(t, cudaMemsetAsync(counts, 0, sizeof(uint32_t), st->comp), "clearing a counter");
-	ck_mark<<<(m + GPU_BLOCK - 1) / GPU_BLOCK, GPU_BLOCK, 0, st->comp>>>(sorted_keys, sorted_index, m, dstatus,
-																		put_keys, counts);
+	/* 4. One PUT per distinct key; the distinct keys form the put lists. */
+	GPU_TRY(t, cudaMemsetAsync(puts.counts, 0, GPU_LISTS * GPU_LIST_PAD * sizeof(uint32_t), st->comp),
+			"clearing counters");
+	ck_mark<<<(m + GPU_BLOCK - 1) / GPU_BLOCK, GPU_BLOCK, 0, st->comp>>>(sorted_keys, sorted_index, m, dstatus, puts);
 	GPU_LAUNCHED(t, "marking first occurrences");
 
 	/* 5. Put them (Alg. 4); chains that run out leave homeless keys. */
-	rc = gpu_cuckoo_put(t, put_keys, m, counts, dhomeless, counts + 1);
+	rc = put_lists(t, puts, m, dhomeless, counts + 1);
 	if (rc != CPHT_OK)
 		return rc;
 	GPU_TRY(t, cudaMemcpyAsync(st->pin_count + 1, counts + 1, sizeof(uint32_t), cudaMemcpyDeviceToHost, st->comp),

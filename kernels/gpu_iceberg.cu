@@ -30,12 +30,9 @@ struct ice_args
 	layout_level lv;			/* the level the pass works on */
 	int			key_bits;
 	int			undo;			/* erase: EMPTY instead of TOMBSTONE */
-	const uint64_t *keys;		/* pass input */
-	const uint32_t *index;		/* pass 2: result position of each input */
+	const uint64_t *keys;		/* pass 1 input */
 	uint8_t    *out;			/* results */
-	uint64_t   *ovf_keys;		/* pass 1: keys for level 2 */
-	uint32_t   *ovf_index;
-	uint32_t   *ovf_count;
+	gpu_list	ovf;			/* keys for level 2 and their result positions */
 };
 
 /* ---- pass 1: the primary bucket ---------------------------------------- */
@@ -68,6 +65,10 @@ struct ice_level1
 	{
 		return slot_encode(layout_remainder(perm(), k), 0, a.lv.choice_bits);
 	}
+	__device__ __forceinline__ uint32_t begin(uint32_t n, uint32_t *)
+	{
+		return n;
+	}
 	__device__ __forceinline__ uint64_t key(uint32_t i) const
 	{
 		return __ldcs(a.keys + i);	/* read once: keep L2 for the table */
@@ -76,12 +77,12 @@ struct ice_level1
 	{
 		gpu_lane_load<SW, B>(s, a.lv.slots, address(k), g.rank);
 	}
-	/* Results in input order; keys for level 2 onto the overflow list. */
+	/* Results in input order; keys for level 2 onto the overflow lists. */
 	__device__ __forceinline__ void done(uint32_t i, bool have, uint64_t k, uint8_t r) const
 	{
 		if (have)
 			a.out[i] = r;
-		gpu_append(have && r == GPU_NEXT, k, i, a.ovf_keys, a.ovf_index, a.ovf_count);
+		gpu_list_append(a.ovf, have && r == GPU_NEXT, k, i);
 	}
 };
 
@@ -127,8 +128,7 @@ struct ice_fop1 : ice_level1<SW, B>
 			/* A concurrent find-or-put of the same key took it first. */
 			if (code == 2)
 				return CPHT_FOUND;
-			/* Another key took the slot: look at the bucket again. */
-			this->load(g, k, s);
+			/* Another key took the slot; the snapshot now shows it: go on. */
 		}
 	}
 };
@@ -195,8 +195,7 @@ struct ice_erase1 : ice_level1<SW, B>
 			if (g.shfl(code, at / G::S))
 				return 1;
 			/* A duplicate in the batch removed it first (or a 16-bit
-			 * neighbour changed): look again. */
-			this->load(g, k, s);
+			 * neighbour changed); the snapshot now shows it: look again. */
 		}
 	}
 };
@@ -215,8 +214,9 @@ struct ice_level2
 	static constexpr int W = G::W;
 	static constexpr int D = W < 2 ? W : 2;
 	ice_args	a;
+	const uint32_t *smem;		/* prefix sums of the overflow lists */
 
-	explicit ice_level2(const ice_args &args) : a(args) {}
+	explicit ice_level2(const ice_args &args) : a(args), smem(NULL) {}
 
 	__device__ __forceinline__ layout_perm perm(int c) const
 	{
@@ -235,9 +235,14 @@ struct ice_level2
 	{
 		return slot_encode(layout_remainder(perm(c), k), c, a.lv.choice_bits);
 	}
+	__device__ __forceinline__ uint32_t begin(uint32_t, uint32_t *shared)
+	{
+		smem = shared;
+		return gpu_list_begin(a.ovf, shared);
+	}
 	__device__ __forceinline__ uint64_t key(uint32_t i) const
 	{
-		return a.keys[i];
+		return a.ovf.keys[gpu_list_at(a.ovf, smem, i)];
 	}
 	/* Both secondary buckets at once: two independent reads in flight. */
 	__device__ __forceinline__ void load(const gpu_tile<W> &g, uint64_t k, snap &s) const
@@ -248,7 +253,7 @@ struct ice_level2
 	__device__ __forceinline__ void done(uint32_t i, bool have, uint64_t, uint8_t r) const
 	{
 		if (have)
-			a.out[a.index[i]] = r;
+			a.out[a.ovf.index[gpu_list_at(a.ovf, smem, i)]] = r;
 	}
 	__device__ __forceinline__ bool holds(const gpu_tile<W> &g, uint64_t k, const snap &s) const
 	{
@@ -302,8 +307,8 @@ struct ice_fop2 : ice_level2<SW, B>
 			/* A concurrent find-or-put of the same key took the slot. */
 			if (code == 2)
 				return CPHT_FOUND;
-			/* Another key took it: both loads may have changed, re-read. */
-			this->load(g, k, s);
+			/* Another key took it; the snapshot now shows it, and the loads
+			 * are recomputed from it. */
 		}
 	}
 };
@@ -356,8 +361,8 @@ struct ice_erase2 : ice_level2<SW, B>
 			}
 			if (g.shfl(code, at / G::S))
 				return 1;
-			/* A duplicate removed it first, or a neighbour changed: re-read. */
-			this->load(g, k, s);
+			/* A duplicate removed it first, or a neighbour changed; the
+			 * snapshot now shows it: look again. */
 		}
 	}
 };
@@ -367,22 +372,22 @@ struct ice_erase2 : ice_level2<SW, B>
 /* Instantiate the functor for the level's geometry: a plain switch. */
 template <template <int, int> class OP>
 static cpht_status
-launch(cpht_table *t, const ice_args &a, uint32_t n, const uint32_t *n_dev, const char *what)
+launch(cpht_table *t, const ice_args &a, uint32_t n, const char *what)
 {
 	switch (a.lv.slot_bits * 100 + a.lv.bucket_slots)
 	{
-		case 1604: return gpu_coop_launch(t, OP<16, 4>(a), n, n_dev, what);
-		case 1608: return gpu_coop_launch(t, OP<16, 8>(a), n, n_dev, what);
-		case 1616: return gpu_coop_launch(t, OP<16, 16>(a), n, n_dev, what);
-		case 1632: return gpu_coop_launch(t, OP<16, 32>(a), n, n_dev, what);
-		case 3204: return gpu_coop_launch(t, OP<32, 4>(a), n, n_dev, what);
-		case 3208: return gpu_coop_launch(t, OP<32, 8>(a), n, n_dev, what);
-		case 3216: return gpu_coop_launch(t, OP<32, 16>(a), n, n_dev, what);
-		case 3232: return gpu_coop_launch(t, OP<32, 32>(a), n, n_dev, what);
-		case 6404: return gpu_coop_launch(t, OP<64, 4>(a), n, n_dev, what);
-		case 6408: return gpu_coop_launch(t, OP<64, 8>(a), n, n_dev, what);
-		case 6416: return gpu_coop_launch(t, OP<64, 16>(a), n, n_dev, what);
-		case 6432: return gpu_coop_launch(t, OP<64, 32>(a), n, n_dev, what);
+		case 1604: return gpu_coop_launch(t, OP<16, 4>(a), n, what);
+		case 1608: return gpu_coop_launch(t, OP<16, 8>(a), n, what);
+		case 1616: return gpu_coop_launch(t, OP<16, 16>(a), n, what);
+		case 1632: return gpu_coop_launch(t, OP<16, 32>(a), n, what);
+		case 3204: return gpu_coop_launch(t, OP<32, 4>(a), n, what);
+		case 3208: return gpu_coop_launch(t, OP<32, 8>(a), n, what);
+		case 3216: return gpu_coop_launch(t, OP<32, 16>(a), n, what);
+		case 3232: return gpu_coop_launch(t, OP<32, 32>(a), n, what);
+		case 6404: return gpu_coop_launch(t, OP<64, 4>(a), n, what);
+		case 6408: return gpu_coop_launch(t, OP<64, 8>(a), n, what);
+		case 6416: return gpu_coop_launch(t, OP<64, 16>(a), n, what);
+		case 6432: return gpu_coop_launch(t, OP<64, 32>(a), n, what);
 	}
 	return table_fail(t, CPHT_ERR_INVALID, "no GPU kernel for %d-slot buckets of %d-bit slots",
 					  a.lv.bucket_slots, a.lv.slot_bits);
@@ -394,7 +399,7 @@ launch(cpht_table *t, const ice_args &a, uint32_t n, const uint32_t *n_dev, cons
  */
 template <template <int, int> class P1, template <int, int> class P2>
 static cpht_status
-two_passes(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dout, int undo,
+two_passes(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dout, int undo, int inserts,
 		   const char *what1, const char *what2)
 {
 	gpu_state  *st = gpu_state_of(t);
@@ -407,14 +412,12 @@ two_passes(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dout, int 
 		return CPHT_OK;
 	memset(&grp, 0, sizeof(grp));
 	memset(&a, 0, sizeof(a));
-	grp.bits = gpu_group_bits(t, n);
+	grp.bits = gpu_group_bits(t, n, inserts);
 
 	/* Size the temporaries, reserve them, then lay them out for real. */
 	for (int pass = 0; pass < 2; pass++)
 	{
-		a.ovf_keys = carve<uint64_t>(&c, n);
-		a.ovf_index = carve<uint32_t>(&c, n);
-		a.ovf_count = carve<uint32_t>(&c, 1);
+		gpu_list_carve(&c, &a.ovf, n, 1);
 		if (grp.bits)
 			gpu_group_carve(&c, &grp, n);
 		if (pass == 0)
@@ -426,7 +429,8 @@ two_passes(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dout, int 
 			c.off = 0;
 		}
 	}
-	GPU_TRY(t, cudaMemsetAsync(a.ovf_count, 0, sizeof(uint32_t), st->comp), "clearing a counter");
+	GPU_TRY(t, cudaMemsetAsync(a.ovf.counts, 0, GPU_LISTS * GPU_LIST_PAD * sizeof(uint32_t), st->comp),
+			"clearing counters");
 
 	a.key_bits = t->params.key_bits;
 	a.undo = undo;
@@ -442,15 +446,13 @@ two_passes(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dout, int 
 	}
 
 	a.lv = t->level[0];
-	rc = launch<P1>(t, a, n, NULL, what1);
+	rc = launch<P1>(t, a, n, what1);
 	if (rc != CPHT_OK)
 		return rc;
 
-	/* Pass 2 reads the overflow list; its length stays on the device. */
+	/* Pass 2 reads the overflow lists; their lengths stay on the device. */
 	a.lv = t->level[1];
-	a.keys = a.ovf_keys;
-	a.index = a.ovf_index;
-	rc = launch<P2>(t, a, n, a.ovf_count, what2);
+	rc = launch<P2>(t, a, n, what2);
 	if (rc != CPHT_OK)
 		return rc;
 
@@ -462,7 +464,7 @@ two_passes(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dout, int 
 cpht_status
 gpu_iceberg_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatus)
 {
-	return two_passes<ice_fop1, ice_fop2>(t, dkeys, n, dstatus, 0,
+	return two_passes<ice_fop1, ice_fop2>(t, dkeys, n, dstatus, 0, 1,
 										  "iceberg find-or-put, level 1",
 										  "iceberg find-or-put, level 2");
 }
@@ -470,13 +472,13 @@ gpu_iceberg_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstat
 cpht_status
 gpu_iceberg_find(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dfound)
 {
-	return two_passes<ice_find1, ice_find2>(t, dkeys, n, dfound, 0,
+	return two_passes<ice_find1, ice_find2>(t, dkeys, n, dfound, 0, 0,
 											"iceberg find, level 1", "iceberg find, level 2");
 }
 
 cpht_status
 gpu_iceberg_erase(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dpresent, int to_empty)
 {
-	return two_passes<ice_erase1, ice_erase2>(t, dkeys, n, dpresent, to_empty,
+	return two_passes<ice_erase1, ice_erase2>(t, dkeys, n, dpresent, to_empty, 0,
 											  "iceberg erase, level 1", "iceberg erase, level 2");
 }

@@ -41,11 +41,11 @@ cpht_status gpu_cuckoo_find(cpht_table *t, const uint64_t *dkeys, uint32_t n, ui
 cpht_status gpu_cuckoo_erase(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dpresent);
 
 /*
- * Put keys known to be distinct and absent (Alg. 4).  The keys left
+ * Put n keys known to be distinct and absent (Alg. 4).  The keys left
  * homeless go to dhomeless, counted in *dhomeless_count (device memory,
- * not reset here).  dkeys holds n keys, or *n_dev when n_dev is not NULL.
+ * not reset here).
  */
-cpht_status gpu_cuckoo_put(cpht_table *t, const uint64_t *dkeys, uint32_t n, const uint32_t *n_dev,
+cpht_status gpu_cuckoo_put(cpht_table *t, const uint64_t *dkeys, uint32_t n,
 						   uint64_t *dhomeless, uint32_t *dhomeless_count);
 
 /* ---- grouping a batch by bucket (gpu_group.cu) -------------------------- */
@@ -53,14 +53,16 @@ cpht_status gpu_cuckoo_put(cpht_table *t, const uint64_t *dkeys, uint32_t n, con
 /*
  * A batch much larger than the table's share of L2 touches every bucket
  * several times; grouped by primary bucket, consecutive keys touch one
- * L2-sized slice at a time and each bucket comes from memory once.
+ * L2-sized slice at a time, so a bucket should come from memory about
+ * once.  (Measured on the H100 it pays only for inserts on 16-byte
+ * buckets; see test/bench/gpu-results.md.)
  */
 typedef struct gpu_group
 {
 	int			bits;			/* 2^bits groups; 0: the batch is not grouped */
 	uint32_t	nblocks;		/* blocks of the histogram and scatter kernels */
 	uint64_t   *keys;			/* the batch, grouped */
-	uint32_t   *pos;			/* pos[i]: where key i went */
+	uint16_t   *pos;			/* key i's place in its tile sorted by group */
 	uint8_t    *res;			/* results in grouped order */
 	uint32_t   *counts;			/* [group][block] histogram, then offsets */
 	uint32_t   *offsets;
@@ -68,8 +70,9 @@ typedef struct gpu_group
 	size_t		tmp_bytes;
 } gpu_group;
 
-/* How many bits of grouping a batch of n keys wants on this table (0: none). */
-int			gpu_group_bits(const cpht_table *t, size_t n);
+/* How many bits of grouping a batch of n keys wants on this table (0: none);
+ * `inserts`: the batch is a find-or-put. */
+int			gpu_group_bits(const cpht_table *t, size_t n, int inserts);
 
 /* Lay out the grouping temporaries for n keys (g->bits set). */
 void		gpu_group_carve(gpu_carve *c, gpu_group *g, uint32_t n);
@@ -77,8 +80,17 @@ void		gpu_group_carve(gpu_carve *c, gpu_group *g, uint32_t n);
 /* Group dkeys into g->keys, recording g->pos. */
 cpht_status gpu_group_keys(cpht_table *t, const gpu_group *g, const uint64_t *dkeys, uint32_t n);
 
-/* dout[i] = g->res[g->pos[i]]: results back in input order. */
+/* Results in grouped order (g->res) back to input order in dout. */
 cpht_status gpu_group_results(cpht_table *t, const gpu_group *g, uint32_t n, uint8_t *dout);
+
+/* ---- rollback and rebuild support (gpu_revive.cu) ------------------------ */
+
+/* Put back distinct absent keys into the first free slot (EMPTY or
+ * TOMBSTONE) along their buckets; status[i] = CPHT_PUT or CPHT_FULL. */
+cpht_status gpu_revive(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatus);
+
+/* Copy a level's slot array to host memory.  Waits for the device. */
+cpht_status gpu_copy_level(cpht_table *t, int level, void *host);
 
 /* ---- scan (gpu_scan.cu) -------------------------------------------------- */
 
@@ -87,8 +99,9 @@ cpht_status gpu_scan_levels(cpht_table *t, uint64_t *live, uint64_t *tombstones)
 
 /* ---- backend (gpu_backend.cu) -------------------------------------------- */
 
-/* Force grouping on or off for this table (benchmarks); GPU_GROUP_AUTO
- * restores the size rule. */
+/* Force grouping on (GPU_GROUP_ON / _FINE) or off for this table
+ * (benchmarks); GPU_GROUP_AUTO restores the measured rule of
+ * gpu_group_bits. */
 void		gpu_set_grouping(cpht_table *t, int mode);
 
 #endif							/* CPHT_GPU_OPS_H */

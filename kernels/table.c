@@ -4,12 +4,16 @@
  * ran out of room, and the cuckoo stash.  Everything here is the same for
  * the CPU and the GPU; the algorithms live in the backends.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE				/* mremap */
+#endif
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "table_internal.h"
@@ -21,8 +25,10 @@
 #define MAX_ADDR_BITS 48
 #define MAX_STASH_RETRIES 4
 /* Keys per backend call in a long find-or-put: between chunks the call
- * looks for an interrupt (a fraction of a second apart on the CPU). */
-#define CHUNK_KEYS ((size_t) 1 << 21)
+ * looks for an interrupt, a fraction of a second apart (a GPU chunk takes
+ * tens of milliseconds; larger chunks let it overlap transfers longer). */
+#define CPU_CHUNK_KEYS ((size_t) 1 << 21)
+#define GPU_CHUNK_KEYS_PER_CALL ((size_t) 1 << 24)
 
 static cpht_interrupt_fn interrupt_check = NULL;
 
@@ -32,7 +38,8 @@ cpht_set_interrupt_check(cpht_interrupt_fn fn)
 	interrupt_check = fn;
 }
 
-static void async_free(cpht_table *t);
+static void streams_detach(cpht_table *t);
+static void log_free(cpht_table *t);
 
 cpht_status
 table_fail(cpht_table *t, cpht_status code, const char *fmt,...)
@@ -273,11 +280,10 @@ cpht_table_destroy(cpht_table *t)
 {
 	if (t == NULL)
 		return;
-	async_free(t);
+	streams_detach(t);
 	t->backend->destroy(t);
 	free(t->stash);
-	free(t->log_keys);
-	free(t->log_deleted);
+	log_free(t);
 	free(t);
 }
 
@@ -287,135 +293,169 @@ cpht_table_error(const cpht_table *t)
 	return t->errmsg;
 }
 
-/* ---- the overlapped find-or-put ----------------------------------------- */
+/* ---- streams: the overlapped find-or-put --------------------------------- */
 
 /*
- * Two buffer sets alternate: batch k uses set k % 2, so the status of batch
- * k, handed out by fop_finish, stays intact while batch k + 1 runs.
+ * A stream owns its buffers.  Two sets alternate: batch k uses set k % 2, so
+ * the status of batch k, handed out by cpht_stream_finish, stays intact
+ * while batch k + 1 runs.  A table runs at most one batch at a time (any
+ * stream's); every call on the table first waits for it (settle).
  */
-typedef struct async_buffers
+typedef struct stream_buffers
 {
 	uint64_t   *keys;			/* owned copy of the batch */
 	uint8_t    *status;
 	size_t		cap;
-} async_buffers;
+} stream_buffers;
 
-typedef struct table_async
+struct cpht_stream
 {
-	pthread_t	thread;
-	int			running;		/* a helper thread is working or unjoined */
-	int			has_result;		/* a finished call waits for fop_finish */
-	cpht_status rc;
-	async_buffers buf[2];
+	cpht_table *t;				/* NULL once the table is destroyed */
+	cpht_stream *next;			/* the table's list of open streams */
+	stream_buffers buf[2];
 	int			cur;			/* the set of the latest batch */
+	int			has_result;		/* a batch was started and not finished */
+	cpht_status rc;
 	size_t		n;
 	uint64_t	inserted;
-	cpht_table *t;
-} table_async;
+	char		errmsg[sizeof(((cpht_table *) 0)->errmsg)];
+};
 
 static cpht_status find_or_put_counted(cpht_table *t, const uint64_t *keys, size_t n,
 									   uint8_t *status, uint64_t *inserted);
 
 static void *
-async_main(void *arg)
+stream_main(void *arg)
 {
-	table_async *a = arg;
+	cpht_stream *s = arg;
 
-	a->rc = find_or_put_counted(a->t, a->buf[a->cur].keys, a->n, a->buf[a->cur].status, &a->inserted);
+	s->rc = find_or_put_counted(s->t, s->buf[s->cur].keys, s->n, s->buf[s->cur].status, &s->inserted);
+	if (s->rc != CPHT_OK)
+		memcpy(s->errmsg, s->t->errmsg, sizeof(s->errmsg));
 	return NULL;
 }
 
-/* Wait for a running overlapped call; its result stays for fop_finish. */
+/* Wait for the table's running batch, if any; its stream keeps the result. */
 static void
 settle(cpht_table *t)
 {
-	if (t->async && t->async->running)
+	if (t->running)
 	{
-		pthread_join(t->async->thread, NULL);
-		t->async->running = 0;
+		pthread_join(t->runner, NULL);
+		t->running = 0;
 	}
 }
 
-cpht_status
-cpht_table_fop_start(cpht_table *t, const uint64_t *keys, size_t n)
+cpht_stream *
+cpht_stream_open(cpht_table *t)
 {
-	table_async *a;
-	async_buffers *b;
+	cpht_stream *s = calloc(1, sizeof(cpht_stream));
+
+	if (s == NULL)
+		return NULL;
+	s->t = t;
+	s->next = t->streams;
+	t->streams = s;
+	return s;
+}
+
+void
+cpht_stream_close(cpht_stream *s)
+{
+	if (s == NULL)
+		return;
+	if (s->t)
+	{
+		cpht_stream **p;
+
+		settle(s->t);
+		for (p = &s->t->streams; *p; p = &(*p)->next)
+			if (*p == s)
+			{
+				*p = s->next;
+				break;
+			}
+	}
+	for (int i = 0; i < 2; i++)
+	{
+		free(s->buf[i].keys);
+		free(s->buf[i].status);
+	}
+	free(s);
+}
+
+cpht_status
+cpht_stream_start(cpht_stream *s, const uint64_t *keys, size_t n)
+{
+	cpht_table *t = s->t;
+	stream_buffers *b;
 	sigset_t	all,
 				saved;
-	int			started;
 
+	if (t == NULL)
+		return CPHT_ERR_INVALID;
 	settle(t);
-	if (t->async == NULL && (t->async = calloc(1, sizeof(table_async))) == NULL)
-		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory");
-	a = t->async;
-	a->cur = 1 - a->cur;
-	b = &a->buf[a->cur];
+	s->cur = 1 - s->cur;
+	b = &s->buf[s->cur];
 	if (n > b->cap)
 	{
 		uint64_t   *k = realloc(b->keys, n * sizeof(uint64_t));
-		uint8_t    *s = k ? realloc(b->status, n) : NULL;
+		uint8_t    *st = k ? realloc(b->status, n) : NULL;
 
 		if (k)
 			b->keys = k;
-		if (s)
-			b->status = s;
-		if (!k || !s)
+		if (st)
+			b->status = st;
+		if (!k || !st)
 			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
 		b->cap = n;
 	}
 	memcpy(b->keys, keys, n * sizeof(uint64_t));
-	a->n = n;
-	a->t = t;
-	a->has_result = 1;
-	a->inserted = 0;
+	s->n = n;
+	s->has_result = 1;
+	s->inserted = 0;
 
 	/* The helper thread blocks all signals: the host process handles them. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &saved);
-	started = pthread_create(&a->thread, NULL, async_main, a) == 0;
+	t->running = pthread_create(&t->runner, NULL, stream_main, s) == 0;
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
-	if (started)
-		a->running = 1;
-	else
-		async_main(a);			/* no thread to be had: run it here */
+	if (!t->running)
+		stream_main(s);			/* no thread to be had: run it here */
 	return CPHT_OK;
 }
 
 cpht_status
-cpht_table_fop_finish(cpht_table *t, const uint8_t **status, size_t *n, uint64_t *inserted)
+cpht_stream_finish(cpht_stream *s, const uint8_t **status, size_t *n, uint64_t *inserted)
 {
-	table_async *a = t->async;
-
-	settle(t);
 	*status = NULL;
 	*n = 0;
 	*inserted = 0;
-	if (a == NULL || !a->has_result)
+	if (s->t == NULL)
+		return CPHT_ERR_INVALID;
+	settle(s->t);
+	if (!s->has_result)
 		return CPHT_OK;
-	a->has_result = 0;
-	if (a->rc != CPHT_OK)
-		return a->rc;
-	*status = a->buf[a->cur].status;
-	*n = a->n;
-	*inserted = a->inserted;
+	s->has_result = 0;
+	if (s->rc != CPHT_OK)
+	{
+		memcpy(s->t->errmsg, s->errmsg, sizeof(s->errmsg));
+		return s->rc;
+	}
+	*status = s->buf[s->cur].status;
+	*n = s->n;
+	*inserted = s->inserted;
 	return CPHT_OK;
 }
 
+/* The table goes away: wait for its batch and cut its streams loose. */
 static void
-async_free(cpht_table *t)
+streams_detach(cpht_table *t)
 {
 	settle(t);
-	if (t->async)
-	{
-		for (int i = 0; i < 2; i++)
-		{
-			free(t->async->buf[i].keys);
-			free(t->async->buf[i].status);
-		}
-		free(t->async);
-		t->async = NULL;
-	}
+	for (cpht_stream *s = t->streams; s; s = s->next)
+		s->t = NULL;
+	t->streams = NULL;
 }
 
 uint64_t
@@ -529,13 +569,46 @@ done:
 
 /* ---- the undo log ------------------------------------------------------- */
 
-/* Make room for `extra` more entries before a call changes the table, so
- * that a call never changes the table without being able to log it. */
+/*
+ * The log's arrays are anonymous mappings grown with mremap: a large ingest
+ * logs hundreds of megabytes, and realloc would copy them at every doubling
+ * and fault in 4 kB pages one by one; huge pages and no copies keep logging
+ * a small part of a call's time.
+ */
+static void *
+log_grow(void *p, size_t old_bytes, size_t new_bytes)
+{
+	void	   *q = old_bytes
+		? mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE)
+		: mmap(NULL, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (q == MAP_FAILED)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	(void) madvise(q, new_bytes, MADV_HUGEPAGE);
+#endif
+	return q;
+}
+
+static void
+log_free(cpht_table *t)
+{
+	if (t->log_cap)
+	{
+		munmap(t->log_keys, t->log_cap * sizeof(uint64_t));
+		munmap(t->log_deleted, t->log_cap);
+	}
+	t->log_keys = NULL;
+	t->log_deleted = NULL;
+	t->log_cap = 0;
+}
+
+/* Make room for `extra` more entries. */
 static cpht_status
 log_reserve(cpht_table *t, size_t extra)
 {
 	uint64_t	want = t->log_len + extra;
-	uint64_t	cap = t->log_cap ? t->log_cap : 1024;
+	uint64_t	cap = t->log_cap ? t->log_cap : 4096;
 	uint64_t   *keys;
 	uint8_t    *deleted;
 
@@ -543,15 +616,19 @@ log_reserve(cpht_table *t, size_t extra)
 		return CPHT_OK;
 	while (cap < want)
 		cap *= 2;
-	keys = realloc(t->log_keys, cap * sizeof(uint64_t));
+	keys = log_grow(t->log_keys, t->log_cap * sizeof(uint64_t), cap * sizeof(uint64_t));
 	if (keys == NULL)
 		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the undo log (%llu entries)",
 						  (unsigned long long) want);
 	t->log_keys = keys;
-	deleted = realloc(t->log_deleted, cap);
+	deleted = log_grow(t->log_deleted, t->log_cap, cap);
 	if (deleted == NULL)
+	{
+		/* keep the old size for both: shrink the keys back */
+		t->log_keys = log_grow(keys, cap * sizeof(uint64_t), t->log_cap * sizeof(uint64_t));
 		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the undo log (%llu entries)",
 						  (unsigned long long) want);
+	}
 	t->log_deleted = deleted;
 	t->log_cap = cap;
 	return CPHT_OK;
@@ -562,15 +639,21 @@ static void
 log_append(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *flags,
 		   uint8_t which, int deleted)
 {
+	uint64_t   *out = t->log_keys;
+	uint64_t	len = t->log_len;
+	uint64_t	start = len;
+
 	if (!t->logging)
 		return;
+	/* Locals, not fields of t: stores through out could alias them. */
 	for (size_t i = 0; i < n; i++)
-		if (flags[i] == which)
-		{
-			t->log_keys[t->log_len] = keys[i];
-			t->log_deleted[t->log_len++] = (uint8_t) deleted;
-			t->log_deletes += (uint64_t) deleted;
-		}
+	{
+		out[len] = keys[i];
+		len += flags[i] == which;
+	}
+	memset(t->log_deleted + start, deleted, (size_t) (len - start));
+	t->log_deletes += deleted ? len - start : 0;
+	t->log_len = len;
 }
 
 void
@@ -601,17 +684,52 @@ cpht_table_truncate_log(cpht_table *t, uint64_t position)
 		t->log_moved = 0;
 	/* A finished transaction gives back a large log's memory. */
 	if (t->log_len == 0 && t->log_cap > ((uint64_t) 1 << 16))
-	{
-		free(t->log_keys);
-		free(t->log_deleted);
-		t->log_keys = NULL;
-		t->log_deleted = NULL;
-		t->log_cap = 0;
-	}
+		log_free(t);
 }
 
 static cpht_status find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status);
 static cpht_status erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present);
+
+/*
+ * Put back keys whose deletion is rolled back, into the first free slot
+ * along their buckets: the tombstones their deletions left make the room,
+ * so a full table (or one full of tombstones) still takes them.  A key can
+ * find none when another revived key took the tombstone it needed, or a
+ * rebuild removed it: those go through a normal insert (cuckoo evictions
+ * reach further), and if that finds the table full, the table is rebuilt
+ * without tombstones and they are inserted again.  The table held all these
+ * keys before.
+ */
+static cpht_status
+revive_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	uint64_t   *rest;
+	size_t		nrest = 0;
+	cpht_status rc = t->backend->revive(t, keys, n, status);
+
+	if (rc != CPHT_OK)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		t->count += status[i] == CPHT_PUT;
+	if (memchr(status, CPHT_FULL, n) == NULL)
+		return CPHT_OK;
+
+	rest = malloc(n * sizeof(uint64_t));
+	if (rest == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory while rolling back");
+	for (size_t i = 0; i < n; i++)
+		if (status[i] == CPHT_FULL)
+			rest[nrest++] = keys[i];
+	rc = find_or_put_in_buckets(t, rest, nrest, status);
+	if (rc == CPHT_ERR_FULL)
+	{
+		rc = cpht_table_rebuild(t);
+		if (rc == CPHT_OK)
+			rc = find_or_put_in_buckets(t, rest, nrest, status);
+	}
+	free(rest);
+	return rc;
+}
 
 cpht_status
 cpht_table_rollback_to(cpht_table *t, uint64_t position)
@@ -660,7 +778,7 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 			 */
 			if (deleted)
 			{
-				rc = find_or_put_in_buckets(t, t->log_keys + lo, hi - lo, flags);
+				rc = revive_keys(t, t->log_keys + lo, hi - lo, flags);
 				t->log_moved = 1;
 			}
 			else
@@ -686,14 +804,12 @@ static cpht_status
 find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 {
 	uint64_t   *homeless = NULL;
-	size_t		chunk = n < CHUNK_KEYS ? n : CHUNK_KEYS;
+	size_t		most = t->params.device == CPHT_DEVICE_GPU ? GPU_CHUNK_KEYS_PER_CALL : CPU_CHUNK_KEYS;
+	size_t		chunk = n < most ? n : most;
 	size_t		done = 0;
 	uint64_t	puts = 0;
-	cpht_status rc;
+	cpht_status rc = CPHT_OK;
 
-	rc = log_reserve(t, n);
-	if (rc != CPHT_OK)
-		return rc;
 	if (t->params.kind == CPHT_CUCKOO)
 	{
 		homeless = malloc(chunk * sizeof(uint64_t));
@@ -737,6 +853,19 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 				rc = table_fail(t, CPHT_ERR_FULL,
 								"the table is full: a key found no free slot after %llu keys",
 								(unsigned long long) t->count);
+		}
+	}
+	/* Log what the call inserted; without room for that, undo the call. */
+	if (rc == CPHT_OK && log_reserve(t, puts) != CPHT_OK)
+	{
+		char		why[sizeof(t->errmsg)];
+
+		memcpy(why, t->errmsg, sizeof(why));
+		rc = undo_call(t, keys, n, status, NULL, 0);
+		if (rc == CPHT_OK)
+		{
+			memcpy(t->errmsg, why, sizeof(why));
+			rc = CPHT_ERR_NOMEM;
 		}
 	}
 	if (rc == CPHT_OK)

@@ -12,6 +12,8 @@
 #include "cpht_table.h"
 #include "layout.h"
 
+#include <pthread.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,8 +37,10 @@ struct cpht_table
 	uint64_t	log_deletes;	/* deletes among the entries */
 	int			log_moved;		/* keys moved (rebuild, re-put by a rollback)
 								 * since the log began: undo by tombstones */
-	/* the overlapped find-or-put (fop_start / fop_finish) */
-	struct table_async *async;
+	/* streams (cpht_stream_*): the batch running on a helper thread */
+	int			running;
+	pthread_t	runner;
+	cpht_stream *streams;
 	const cpht_backend *backend;
 	void	   *backend_state;	/* the GPU's stream, buffers, device index */
 	char		errmsg[512];
@@ -60,6 +64,9 @@ struct cpht_table
  * scan: live and tombstone slots per level.
  * copy_slots: copy level l's slot array to host memory (rebuild reads the
  *   keys back out of it).
+ * revive: put back distinct keys known to be absent whose deletion a
+ *   rollback undoes, into the first free slot (EMPTY or TOMBSTONE) along
+ *   their buckets in find's order; status[i] = CPHT_PUT or CPHT_FULL.
  */
 struct cpht_backend
 {
@@ -77,6 +84,7 @@ struct cpht_backend
 	void		(*device_name) (cpht_table *t, char *buf, size_t len);
 	uint64_t	(*staging_bytes) (cpht_table *t);
 	cpht_status (*copy_slots) (cpht_table *t, int level, void *host);
+	cpht_status (*revive) (cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status);
 };
 
 extern const cpht_backend cpht_cpu_backend;

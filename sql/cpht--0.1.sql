@@ -124,6 +124,7 @@ CREATE AGGREGATE cpht_fop_agg(handle int, key bigint) (
 	SFUNC = cpht_fop_agg_step,
 	STYPE = internal,
 	FINALFUNC = cpht_fop_agg_final,
+	FINALFUNC_MODIFY = READ_WRITE,
 	PARALLEL = UNSAFE
 );
 

@@ -33,6 +33,8 @@ SELECT cpht_put(2, '{1}');
 SELECT cpht_delete(2, '{1}');
 SELECT cpht_count(2);
 SELECT cpht_info(2);
+SELECT cpht_rebuild(2);
+SELECT cpht_rebuild(0);
 SELECT cpht_drop(2);
 -- an unknown handle is reported even for an empty batch
 SELECT cpht_fop(2, '{}');

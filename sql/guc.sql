@@ -39,3 +39,33 @@ GROUP BY h ORDER BY h;
 RESET cpht.device;
 RESET cpht.cpu_threads;
 SELECT cpht_drop_all();
+
+-- cpht.batch_size: keys per batch of the streaming functions, at least 1024
+SHOW cpht.batch_size;
+SET cpht.batch_size = 1023;
+SET cpht.batch_size = 1024;
+SHOW cpht.batch_size;
+RESET cpht.batch_size;
+
+-- cpht.max_memory: what one session's tables may hold (superusers only;
+-- this test runs as one).  The error names sizes, so only its SQLSTATE
+-- is shown here; test/pgtap/errors.sql checks the message.
+SHOW cpht.max_memory;
+SET cpht.max_memory = '30kB';
+SHOW cpht.max_memory;
+SELECT cpht_create(1000) AS m1 \gset
+\set VERBOSITY sqlstate
+SELECT cpht_create(1000000);
+SELECT cpht_create(1000, 'cuckoo');
+\set VERBOSITY default
+-- a smaller table still fits
+SELECT cpht_create(100) > :m1 AS created;
+SELECT count(*) FROM cpht_tables();
+-- a dropped table's memory counts no more (once the drop commits)
+SELECT cpht_drop(:m1);
+SELECT cpht_create(1000) > :m1 AS created;
+-- 0 is unlimited
+SET cpht.max_memory = 0;
+SELECT cpht_create(1000, 'cuckoo') > 0 AS created;
+RESET cpht.max_memory;
+SELECT cpht_drop_all();

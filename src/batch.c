@@ -20,6 +20,8 @@
 #include "handles.h"
 #include "keys.h"
 #include "txn.h"
+#include "cpht.h"
+#include "portability/instr_time.h"
 
 /* A find_or_put status array is a boolean array as it stands. */
 StaticAssertDecl(CPHT_FOUND == 0 && CPHT_PUT == 1,
@@ -41,15 +43,60 @@ check_table(cpht_status status, CphtHandle *entry)
 						  cpht_table_error(entry->table));
 }
 
+/*
+ * cpht.trace: a NOTICE per call splitting its time into reading the array
+ * argument (detoasting and checking), the table call (transfers and kernels
+ * for a GPU table) and building the result.
+ */
+typedef struct CallClock
+{
+	instr_time	start;
+	instr_time	read;
+	instr_time	table;
+} CallClock;
+
+static inline void
+clock_mark(instr_time *t)
+{
+	if (cpht_trace)
+		INSTR_TIME_SET_CURRENT(*t);
+}
+
+static void
+clock_report(const char *fn, const CallClock *c, int n)
+{
+	instr_time	end,
+				read,
+				table,
+				result;
+
+	if (!cpht_trace)
+		return;
+	INSTR_TIME_SET_CURRENT(end);
+	read = c->read;
+	INSTR_TIME_SUBTRACT(read, c->start);
+	table = c->table;
+	INSTR_TIME_SUBTRACT(table, c->read);
+	result = end;
+	INSTR_TIME_SUBTRACT(result, c->table);
+	ereport(NOTICE,
+			(errmsg("%s: %d keys: read array %.3f ms, table %.3f ms, result %.3f ms",
+					fn, n, INSTR_TIME_GET_MILLISEC(read), INSTR_TIME_GET_MILLISEC(table),
+					INSTR_TIME_GET_MILLISEC(result))));
+}
+
 Datum
 cpht_fop(PG_FUNCTION_ARGS)
 {
 	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
-	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
+	ArrayType  *array;
 	const uint64 *keys;
 	ArrayType  *result;
 	int			n;
+	CallClock	clock;
 
+	clock_mark(&clock.start);
+	array = PG_GETARG_ARRAYTYPE_P(1);
 	keys = cpht_keys_read(array, entry->key_bits, &n);
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
@@ -57,9 +104,12 @@ cpht_fop(PG_FUNCTION_ARGS)
 	result = cpht_bool_array(n);
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
+	clock_mark(&clock.read);
 	check_table(cpht_table_find_or_put(entry->table, keys, n,
 									   (uint8 *) ARR_DATA_PTR(result)),
 				entry);
+	clock_mark(&clock.table);
+	clock_report("cpht_fop", &clock, n);
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
@@ -67,16 +117,19 @@ Datum
 cpht_fop_new(PG_FUNCTION_ARGS)
 {
 	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
-	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
+	ArrayType  *array;
 	const uint64 *keys;
 	uint8	   *status;
 	ArrayType  *result;
 	int64	   *out;
 	int64	   *end;
+	CallClock	clock;
 	int			n;
 	int			nnew = 0;
 	int			i;
 
+	clock_mark(&clock.start);
+	array = PG_GETARG_ARRAYTYPE_P(1);
 	keys = cpht_keys_read(array, entry->key_bits, &n);
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
@@ -84,7 +137,9 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	status = palloc(n);
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
+	clock_mark(&clock.read);
 	check_table(cpht_table_find_or_put(entry->table, keys, n, status), entry);
+	clock_mark(&clock.table);
 
 	for (i = 0; i < n; i++)
 		nnew += status[i];
@@ -106,6 +161,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 		out += status[i];
 	}
 	pfree(status);
+	clock_report("cpht_fop_new", &clock, n);
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 

@@ -22,6 +22,7 @@ PG_MODULE_MAGIC;
 int			cpht_device_setting = CPHT_SETTING_AUTO;
 int			cpht_cpu_threads = 0;
 int			cpht_max_memory_kb = 0;
+bool		cpht_trace = false;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", CPHT_SETTING_AUTO, false},
@@ -73,6 +74,15 @@ _PG_init(void)
 							PGC_SUSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("cpht.trace",
+							 "Reports where the time of cpht_fop() and cpht_fop_new() goes.",
+							 "A NOTICE per call: reading the array, the table call, building the result.",
+							 &cpht_trace,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	cpht_stream_define_gucs();
 	cpht_txn_init();

@@ -15,6 +15,7 @@ typedef enum CphtDeviceSetting
 extern int	cpht_device_setting;
 extern int	cpht_cpu_threads;
 extern int	cpht_max_memory_kb;
+extern bool cpht_trace;
 
 extern void _PG_init(void);
 

@@ -14,9 +14,9 @@
  *
  * Both overlap the table's work with the executor: batch k runs on a helper
  * thread (and on the GPU for GPU tables) while batch k+1 is collected
- * (cpht_table_fop_start / cpht_table_fop_finish).  The table copies each
- * batch, so a batch in flight never points into memory the executor frees
- * on an error; the next call on the table waits for it.
+ * (cpht_stream_start / cpht_stream_finish).  The stream copies each batch,
+ * so a batch in flight never points into memory the executor frees on an
+ * error; the next call on the table waits for it.
  */
 #include "postgres.h"
 
@@ -63,28 +63,69 @@ check_key(uint64 key, int key_bits)
 }
 
 /*
- * Hands a full batch to the table and collects the previous one's answer.
- * Returns the previous batch's status (NULL if none) through status and nstatus.
+ * One stream of batches into a table.  The kernels' stream object is
+ * malloc'ed and a helper thread may still be working on its buffers when an
+ * ERROR unwinds the statement, so it is closed by a callback of the memory
+ * context the caller's state lives in: whether the statement ends normally
+ * or by an error, the batch is waited for and the buffers freed.
+ */
+typedef struct Stream
+{
+	int32		handle;
+	cpht_stream *stream;
+	MemoryContextCallback closer;
+} Stream;
+
+static void
+stream_close_callback(void *arg)
+{
+	Stream	   *st = arg;
+
+	cpht_stream_close(st->stream);
+	st->stream = NULL;
+}
+
+static Stream *
+stream_open(MemoryContext cxt, CphtHandle *h)
+{
+	Stream	   *st = MemoryContextAllocZero(cxt, sizeof(Stream));
+
+	st->handle = h->handle;
+	st->stream = cpht_stream_open(h->table);
+	if (st->stream == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	st->closer.func = stream_close_callback;
+	st->closer.arg = st;
+	MemoryContextRegisterResetCallback(cxt, &st->closer);
+	return st;
+}
+
+/*
+ * Hands a batch (n may be 0) to the table and collects the stream's
+ * previous one: its status through status and nstatus when asked for, and
+ * how many keys it inserted as the result.
  */
 static uint64
-batch_swap(int32 handle, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
+batch_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
 {
-	CphtHandle *h = cpht_handles_get(handle);
+	CphtHandle *h = cpht_handles_get(st->handle);
 	uint64		inserted = 0;
-	const uint8 *st;
+	const uint8 *done;
 	size_t		got;
 
 	cpht_txn_before_write(h);
-	cpht_check_status(cpht_table_fop_finish(h->table, &st, &got, &inserted),
-					  handle, cpht_table_error(h->table));
+	cpht_check_status(cpht_stream_finish(st->stream, &done, &got, &inserted),
+					  st->handle, cpht_table_error(h->table));
 	if (status)
 	{
-		*status = st;
+		*status = done;
 		*nstatus = got;
 	}
 	if (n > 0)
-		cpht_check_status(cpht_table_fop_start(h->table, keys, (size_t) n),
-						  handle, cpht_table_error(h->table));
+		cpht_check_status(cpht_stream_start(st->stream, keys, (size_t) n),
+						  st->handle, cpht_table_error(h->table));
 	return inserted;
 }
 
@@ -92,7 +133,7 @@ batch_swap(int32 handle, const uint64 *keys, int n, const uint8 **status, size_t
 
 typedef struct FopAggState
 {
-	int32		handle;
+	Stream	   *stream;
 	int			key_bits;
 	int			n;
 	int			cap;
@@ -122,13 +163,19 @@ cpht_fop_agg_step(PG_FUNCTION_ARGS)
 					 errmsg("handle must not be null")));
 		h = cpht_handles_get(PG_GETARG_INT32(1));
 		state = MemoryContextAllocZero(aggcontext, sizeof(FopAggState));
-		state->handle = h->handle;
+		state->stream = stream_open(aggcontext, h);
 		state->key_bits = h->key_bits;
 		state->cap = cpht_batch_size;
 		state->keys = MemoryContextAllocHuge(aggcontext, sizeof(uint64) * state->cap);
 	}
 	else
+	{
 		state = (FopAggState *) PG_GETARG_POINTER(0);
+		if (PG_ARGISNULL(1) || PG_GETARG_INT32(1) != state->stream->handle)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cpht_fop_agg must get the same handle in every row of a group")));
+	}
 
 	/* Like count(key), the aggregate skips NULL keys. */
 	if (!PG_ARGISNULL(2))
@@ -139,7 +186,7 @@ cpht_fop_agg_step(PG_FUNCTION_ARGS)
 		state->keys[state->n++] = key;
 		if (state->n == state->cap)
 		{
-			state->inserted += batch_swap(state->handle, state->keys, state->n, NULL, NULL);
+			state->inserted += batch_swap(state->stream, state->keys, state->n, NULL, NULL);
 			state->n = 0;
 		}
 	}
@@ -157,9 +204,9 @@ cpht_fop_agg_final(PG_FUNCTION_ARGS)
 	state = (FopAggState *) PG_GETARG_POINTER(0);
 
 	/* Send the last partial batch, then collect it too. */
-	state->inserted += batch_swap(state->handle, state->keys, state->n, NULL, NULL);
+	state->inserted += batch_swap(state->stream, state->keys, state->n, NULL, NULL);
 	state->n = 0;
-	state->inserted += batch_swap(state->handle, NULL, 0, NULL, NULL);
+	state->inserted += batch_swap(state->stream, NULL, 0, NULL, NULL);
 	PG_RETURN_INT64((int64) state->inserted);
 }
 
@@ -173,26 +220,71 @@ typedef struct RowBatch
 	int			n;
 } RowBatch;
 
-/* Emit the rows of a batch whose key the table reported new. */
+/*
+ * Emit the rows of a batch whose key the table reported new.  The query's
+ * columns go to the row type's live columns in order; dropped columns of
+ * the row type (still in its descriptor) get NULLs.
+ */
 static void
-emit_new_rows(Tuplestorestate *store, const RowBatch *b, const uint8 *status, size_t nstatus)
+emit_new_rows(ReturnSetInfo *rsinfo, const RowBatch *b, const uint8 *status, size_t nstatus)
 {
-	if (b->tuples == NULL)
+	TupleDesc	in,
+				out = rsinfo->setDesc;
+	Datum	   *qvalues,
+			   *values;
+	bool	   *qnulls,
+			   *nulls;
+
+	if (b->tuples == NULL || b->n == 0)
 		return;
 	Assert(nstatus == (size_t) b->n);
+	in = b->tuples->tupdesc;
+	qvalues = palloc(sizeof(Datum) * in->natts);
+	qnulls = palloc(sizeof(bool) * in->natts);
+	values = palloc(sizeof(Datum) * out->natts);
+	nulls = palloc(sizeof(bool) * out->natts);
 	for (int i = 0; i < b->n; i++)
-		if (status[i] == CPHT_PUT)
-			tuplestore_puttuple(store, b->tuples->vals[i]);
+	{
+		int			q = 0;
+
+		if (status[i] != CPHT_PUT)
+			continue;
+		heap_deform_tuple(b->tuples->vals[i], in, qvalues, qnulls);
+		for (int a = 0; a < out->natts; a++)
+		{
+			if (TupleDescAttr(out, a)->attisdropped)
+			{
+				values[a] = (Datum) 0;
+				nulls[a] = true;
+				continue;
+			}
+			values[a] = qvalues[q];
+			nulls[a] = qnulls[q++];
+		}
+		tuplestore_putvalues(rsinfo->setResult, out, values, nulls);
+	}
+	pfree(qvalues);
+	pfree(qnulls);
+	pfree(values);
+	pfree(nulls);
 }
 
+/* The query must give the row type's live columns, in order. */
 static void
 check_row_type(TupleDesc query, TupleDesc result)
 {
-	bool		same = query->natts == result->natts;
+	int			q = 0;
+	bool		same = true;
 
-	for (int i = 0; same && i < query->natts; i++)
-		same = TupleDescAttr(query, i)->atttypid == TupleDescAttr(result, i)->atttypid;
-	if (!same)
+	for (int a = 0; same && a < result->natts; a++)
+	{
+		if (TupleDescAttr(result, a)->attisdropped)
+			continue;
+		same = q < query->natts &&
+			TupleDescAttr(query, q)->atttypid == TupleDescAttr(result, a)->atttypid;
+		q++;
+	}
+	if (!same || q != query->natts)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("query columns do not match the row type"),
@@ -205,16 +297,28 @@ Datum
 cpht_fop_rows(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	int32		handle = PG_GETARG_INT32(0);
-	char	   *query = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	char	   *key_column = text_to_cstring(PG_GETARG_TEXT_PP(3));
-	int			key_bits = cpht_handles_get(handle)->key_bits;
+	int32		handle;
+	char	   *query;
+	char	   *key_column;
+	int			key_bits;
 	MemoryContext outer = CurrentMemoryContext;
+	Stream	   *stream;
 	RowBatch	batch[2] = {{0}};
 	SPIPlanPtr	plan;
 	Portal		portal;
 	int			attno = 0;
 	int			cur = 0;
+
+	/* Not STRICT, since the row type is given as a typed NULL. */
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("handle, query and key_column of cpht_fop_rows must not be null")));
+	handle = PG_GETARG_INT32(0);
+	query = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	key_column = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	key_bits = cpht_handles_get(handle)->key_bits;
+	stream = stream_open(outer, cpht_handles_get(handle));
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
@@ -273,8 +377,8 @@ cpht_fop_rows(PG_FUNCTION_ARGS)
 		}
 
 		/* Start this batch, then emit the rows of the one before it. */
-		batch_swap(handle, b->keys, b->n, &status, &nstatus);
-		emit_new_rows(rsinfo->setResult, &batch[1 - cur], status, nstatus);
+		batch_swap(stream, b->keys, b->n, &status, &nstatus);
+		emit_new_rows(rsinfo, &batch[1 - cur], status, nstatus);
 		if (batch[1 - cur].tuples)
 			SPI_freetuptable(batch[1 - cur].tuples);
 		batch[1 - cur].tuples = NULL;

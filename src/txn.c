@@ -106,6 +106,21 @@ cpht_txn_drop(int32 handle)
 	h->table = NULL;			/* the handle is gone from now on */
 }
 
+uint64
+cpht_txn_pending_drop_bytes(void)
+{
+	uint64		bytes = 0;
+
+	for (int i = 0; i < ntouched; i++)
+		if (touched[i].dropped_table)
+		{
+			CphtHandle *h = cpht_handles_entry(touched[i].handle);
+
+			bytes += h ? h->bytes : 0;
+		}
+	return bytes;
+}
+
 /* Destroys a table the transaction no longer wants, whatever state its
  * handle is in. */
 static void

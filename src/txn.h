@@ -22,4 +22,7 @@ extern void cpht_txn_created(CphtHandle *h);
  * freed at commit, and an abort brings the table back. */
 extern void cpht_txn_drop(int32 handle);
 
+/* Bytes of tables dropped by the current transaction, not yet freed. */
+extern uint64 cpht_txn_pending_drop_bytes(void);
+
 #endif							/* CPHT_TXN_H */

@@ -9,6 +9,13 @@
 #   CPHT_TEST_DEVICE=cpu|gpu|auto test/run-tests.sh
 #                                          every test session runs with
 #                                          cpht.device set to this
+#   CPHT_FUZZ_OPS=N test/run-tests.sh      operations per table kind of the
+#                                          differential fuzz
+#                                          (test/pgtap/fuzz.sql); without it
+#                                          the bounded default of fuzz.sql
+#                                          (2000), for CI; set it high
+#                                          (100000) for a long run on the
+#                                          GPU machine
 #
 # Exits non-zero when anything fails.
 set -euo pipefail
@@ -18,6 +25,7 @@ ROOT=$PWD
 
 : "${CPHT_TEST_SERVER:=throwaway}"
 : "${CPHT_TEST_DEVICE:=}"
+: "${CPHT_FUZZ_OPS:=}"
 TAP_DB=cpht_tap
 
 case "$CPHT_TEST_SERVER" in
@@ -28,6 +36,10 @@ case "$CPHT_TEST_DEVICE" in
 	'' | cpu | gpu | auto) ;;
 	*) echo "CPHT_TEST_DEVICE must be cpu, gpu or auto, not '$CPHT_TEST_DEVICE'" >&2; exit 2 ;;
 esac
+if [ -n "$CPHT_FUZZ_OPS" ] && ! [[ "$CPHT_FUZZ_OPS" =~ ^[1-9][0-9]{0,8}$ ]]; then
+	echo "CPHT_FUZZ_OPS must be a positive integer, not '$CPHT_FUZZ_OPS'" >&2
+	exit 2
+fi
 
 # The part that needs a server; run inside pg_virtualenv or against the
 # running one.
@@ -54,9 +66,20 @@ run_suite() {
 	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "SET client_min_messages = warning" \
 		-c "DROP DATABASE IF EXISTS $TAP_DB" -c "CREATE DATABASE $TAP_DB"
 	psql -X -q -v ON_ERROR_STOP=1 -d $TAP_DB -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION cpht"
-	# --directives and --comments show skipped tests with their reason and
-	# the diagnostics (which GPU ran), so nothing is skipped unseen.
-	if ! pg_prove -d $TAP_DB --failures --directives --comments test/pgtap/*.sql; then
+	# fuzz.sql runs at top level (it commits and rolls back itself) with the
+	# number of operations psql's fuzz_ops says, 2000 unless CPHT_FUZZ_OPS
+	# is set; the other files ignore the variable.
+	local fuzz_set=()
+	if [ -n "$CPHT_FUZZ_OPS" ]; then
+		fuzz_set=(--set "fuzz_ops=$CPHT_FUZZ_OPS")
+		echo "== differential fuzz: $CPHT_FUZZ_OPS operations per table kind (CPHT_FUZZ_OPS)"
+	else
+		echo "== differential fuzz: 2000 operations per table kind (the default; CPHT_FUZZ_OPS=N for more)"
+	fi
+	# --directives and --comments show skipped tests with their reason,
+	# TODO tests (known problems) and the diagnostics (which GPU ran), so
+	# nothing is skipped unseen.
+	if ! pg_prove -d $TAP_DB --failures --directives --comments ${fuzz_set[@]+"${fuzz_set[@]}"} test/pgtap/*.sql; then
 		failed=1
 	fi
 	psql -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $TAP_DB" || true

@@ -22,7 +22,11 @@
  *
  * Output: CSV on stdout (or --csv FILE) and a log on stderr.
  * Options: --quick (fewer configurations), --reps N, --tables iceberg|cuckoo|all,
- *          --modes direct,grouped (which batch handling to time).
+ *          --modes direct,grouped,fine (which batch handling to time: as it
+ *          comes, grouped by bucket in quarter-L2 or sixteenth-L2 slices),
+ *          --only KIND:BITS:BUCKET (one configuration, e.g. iceberg:32:8),
+ *          --fills F,F,... (subset of the fills), --no-ceilings, --no-e2e.
+ *          --reps 0 runs each measurement once, untimed (for profilers).
  */
 #include <cub/device/device_radix_sort.cuh>
 #include <thrust/count.h>
@@ -145,21 +149,44 @@ gen_queries(uint64_t *keys, uint64_t n, uint64_t present, double pos, uint64_t s
 
 /* ---- ceilings ---------------------------------------------------------- */
 
-__global__ void
-ceil_read(const uint4 *buf, uint64_t mask, int vecs, uint64_t n, uint64_t seed, unsigned *sink)
+/* Each thread reads VECS consecutive 16-byte vectors at a random aligned
+ * place: VECS = 2 is one random 32-byte sector, 1 half a sector. */
+template <int VECS>
+__global__ void __launch_bounds__(256)
+ceil_read(const uint4 *buf, uint64_t mask, uint64_t n, uint64_t seed, unsigned *sink)
 {
 	unsigned	acc = 0;
 
 	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n; j += (uint64_t) gridDim.x * blockDim.x)
 	{
-		const uint4 *p = buf + (hash64(j ^ seed) & mask) * (uint64_t) vecs;
+		const uint4 *p = buf + (hash64(j ^ seed) & mask) * (uint64_t) VECS;
+		uint4		x[VECS];
 
-		for (int v = 0; v < vecs; v++)
-		{
-			uint4		x = __ldcg(p + v);
+#pragma unroll
+		for (int v = 0; v < VECS; v++)
+			x[v] = __ldcg(p + v);
+#pragma unroll
+		for (int v = 0; v < VECS; v++)
+			acc ^= x[v].x ^ x[v].w;
+	}
+	if (acc == 0x9e3779b9u)
+		atomicAdd(sink, 1u);
+}
 
-			acc ^= x.x ^ x.w;
-		}
+/* A tile of LANES lanes reads LANES * 16 random aligned bytes, 16 a lane,
+ * in one instruction: 2 lanes = one 32-byte sector (how a bucket of 32
+ * bytes is read), 8 lanes = one 128-byte line. */
+template <int LANES>
+__global__ void __launch_bounds__(256)
+ceil_tile(const uint4 *buf, uint64_t mask, uint64_t n, uint64_t seed, unsigned *sink)
+{
+	unsigned	acc = 0;
+
+	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n * LANES; j += (uint64_t) gridDim.x * blockDim.x)
+	{
+		uint4		x = __ldcg(buf + (hash64((j / LANES) ^ seed) & mask) * LANES + (j % LANES));
+
+		acc ^= x.x ^ x.w;
 	}
 	if (acc == 0x9e3779b9u)
 		atomicAdd(sink, 1u);
@@ -212,6 +239,8 @@ typedef struct ceilings
 	double		half;			/* G random 16-byte reads / s */
 	double		line;			/* G random 128-byte lines / s */
 	double		cas;			/* G random 8-byte CAS / s */
+	double		sector_small;	/* sectors, from a 512 MB buffer (a table's size) */
+	double		sector_thread;	/* sectors, one thread reading both halves */
 } ceilings;
 
 static ceilings
@@ -227,7 +256,7 @@ measure_ceilings(void)
 	CK(cudaMalloc(&buf, bytes));
 	CK(cudaMalloc(&sink, sizeof(unsigned)));
 	CK(cudaMemset(buf, 0x5a, bytes));
-	for (int kind = 0; kind < 4; kind++)
+	for (int kind = 0; kind < 6; kind++)
 	{
 		std::vector<double> t;
 
@@ -235,11 +264,15 @@ measure_ceilings(void)
 		{
 			CK(cudaEventRecord(ev0, s));
 			if (kind == 0)
-				ceil_read<<<grid_for(n), 256, 0, s>>>((const uint4 *) buf, (bytes / 32) - 1, 2, n, rep, sink);
+				ceil_tile<2><<<grid_for(n * 2), 256, 0, s>>>((const uint4 *) buf, (bytes / 32) - 1, n, rep, sink);
 			else if (kind == 1)
-				ceil_read<<<grid_for(n), 256, 0, s>>>((const uint4 *) buf, (bytes / 16) - 1, 1, n, rep, sink);
+				ceil_read<1><<<grid_for(n), 256, 0, s>>>((const uint4 *) buf, (bytes / 16) - 1, n, rep, sink);
 			else if (kind == 2)
-				ceil_read<<<grid_for(n), 256, 0, s>>>((const uint4 *) buf, (bytes / 128) - 1, 8, n, rep, sink);
+				ceil_tile<8><<<grid_for(n * 8), 256, 0, s>>>((const uint4 *) buf, (bytes / 128) - 1, n, rep, sink);
+			else if (kind == 4)
+				ceil_tile<2><<<grid_for(n * 2), 256, 0, s>>>((const uint4 *) buf, ((uint64_t) 512 << 20) / 32 - 1, n, rep, sink);
+			else if (kind == 5)
+				ceil_read<2><<<grid_for(n), 256, 0, s>>>((const uint4 *) buf, (bytes / 32) - 1, n, rep, sink);
 			else
 			{
 				/* Successful CASes (they dirty their sector), as inserts do. */
@@ -261,8 +294,12 @@ measure_ceilings(void)
 			c.half = rate;
 		else if (kind == 2)
 			c.line = rate;
-		else
+		else if (kind == 3)
 			c.cas = rate;
+		else if (kind == 4)
+			c.sector_small = rate;
+		else
+			c.sector_thread = rate;
 	}
 	CK(cudaFree(buf));
 	CK(cudaFree(sink));
@@ -280,7 +317,8 @@ typedef struct tcfg
 				b1;
 } tcfg;
 
-static const double fills[] = {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95};
+static const double all_fills[] = {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95};
+static std::vector<double> fills(all_fills, all_fills + 8);
 static const double find_pos[] = {0, 0.5, 0.75, 1};
 static const double fop_pos[] = {0, 0.5, 0.75};
 
@@ -291,7 +329,7 @@ typedef struct bench
 	char		date[32];
 	ceilings	ceil;
 	int			reps;
-	int			modes[2];		/* GPU_GROUP_OFF, GPU_GROUP_ON to time */
+	int			modes[3];		/* GPU_GROUP_OFF, _ON, _FINE to time */
 	int			nmodes;
 	/* device buffers */
 	uint64_t   *keys;			/* up to all slots */
@@ -356,7 +394,7 @@ insert_unique(bench *b, cpht_table *t, const uint64_t *dkeys, uint64_t n, std::v
 	if (t->params.kind == CPHT_ICEBERG)
 		TRY(gpu_iceberg_fop(t, dkeys, (uint32_t) n, b->out));
 	else
-		TRY(gpu_cuckoo_put(t, dkeys, (uint32_t) n, NULL, b->dhomeless, b->dcount));
+		TRY(gpu_cuckoo_put(t, dkeys, (uint32_t) n, b->dhomeless, b->dcount));
 	if (times)
 		times->push_back(elapsed_ms(s));
 	CK(cudaDeviceSynchronize());
@@ -403,6 +441,12 @@ shuffle(bench *b, uint64_t *keys, uint32_t *rank, uint64_t n)
 	CK(cudaMemcpy(keys, b->keys2, n * sizeof(uint64_t), cudaMemcpyDeviceToDevice));
 }
 
+static const char *
+mode_name(int mode)
+{
+	return mode == GPU_GROUP_ON ? "grouped" : mode == GPU_GROUP_FINE ? "fine" : "direct";
+}
+
 static void
 emit(bench *b, const tcfg *c, const char *op, double pos, double fill, int mode, double gps,
 	 double ms, uint64_t n, int ok)
@@ -414,15 +458,15 @@ emit(bench *b, const tcfg *c, const char *op, double pos, double fill, int mode,
 		snprintf(posbuf, sizeof(posbuf), "-");
 	else
 		snprintf(posbuf, sizeof(posbuf), "%g", pos);
-	fprintf(b->csv, "%s,%s,%s,%s,%d,%d/%d,%d,%.2f,%s,%.3f,%.3f,%llu,%.3f,%d\n",
-			b->date, b->device, c->kind == CPHT_ICEBERG ? "iceberg" : "cuckoo", op,
+	fprintf(b->csv, "%s,%s,%s,%s,%s,%d,%d/%d,%d,%.2f,%s,%.3f,%.3f,%llu,%.3f,%d\n",
+			b->date, b->device, c->kind == CPHT_ICEBERG ? "iceberg" : "cuckoo", op, posbuf,
 			c->sw0, c->b0, c->kind == CPHT_ICEBERG ? c->b1 : 0, c->kind == CPHT_ICEBERG ? c->sw1 : 0,
-			fill, mode == GPU_GROUP_ON ? "grouped" : "direct", ok ? gps : 0.0, ok ? ms : 0.0,
+			fill, mode_name(mode), ok ? gps : 0.0, ok ? ms : 0.0,
 			(unsigned long long) n, ok ? gps / ceiling : 0.0, ok);
 	fflush(b->csv);
 	fprintf(stderr, "  %-7s %-5s pos %-4s fill %.2f %-7s %8.2f G/s  (%.3f ms, %.0f%% of ceiling)%s\n",
 			c->kind == CPHT_ICEBERG ? "iceberg" : "cuckoo", op, posbuf, fill,
-			mode == GPU_GROUP_ON ? "grouped" : "direct", ok ? gps : 0.0, ms,
+			mode_name(mode), ok ? gps : 0.0, ms,
 			ok ? 100.0 * gps / ceiling : 0.0, ok ? "" : "  FULL");
 }
 
@@ -599,10 +643,10 @@ bench_table(bench *b, const tcfg *c)
 	for (int m = 0; m < b->nmodes; m++)
 	{
 		/* Grouping that cannot apply to this table is not timed twice. */
-		gpu_set_grouping(t, GPU_GROUP_ON);
-		if (b->modes[m] == GPU_GROUP_ON && gpu_group_bits(t, PRIMARY_SLOTS) == 0)
+		gpu_set_grouping(t, b->modes[m]);
+		if (b->modes[m] != GPU_GROUP_OFF && gpu_group_bits(t, PRIMARY_SLOTS, 1) == 0)
 			continue;
-		for (size_t f = 0; f < sizeof(fills) / sizeof(fills[0]); f++)
+		for (size_t f = 0; f < fills.size(); f++)
 			if (!bench_fill(b, t, c, fills[f], b->modes[m]))
 				break;
 	}
@@ -677,6 +721,9 @@ main(int argc, char **argv)
 {
 	bench		b;
 	int			quick = 0;
+	int			ceilings_on = 1;
+	int			e2e = 1;
+	const char *only = NULL;
 	const char *tables = "all";
 	const char *csv = NULL;
 	std::vector<tcfg> cfgs;
@@ -699,6 +746,21 @@ main(int argc, char **argv)
 			tables = argv[++i];
 		else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc)
 			csv = argv[++i];
+		else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+			only = argv[++i];
+		else if (strcmp(argv[i], "--no-ceilings") == 0)
+			ceilings_on = 0;
+		else if (strcmp(argv[i], "--no-e2e") == 0)
+			e2e = 0;
+		else if (strcmp(argv[i], "--fills") == 0 && i + 1 < argc)
+		{
+			char	   *list = strdup(argv[++i]);
+
+			fills.clear();
+			for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","))
+				fills.push_back(atof(tok));
+			free(list);
+		}
 		else if (strcmp(argv[i], "--modes") == 0 && i + 1 < argc)
 		{
 			const char *m = argv[++i];
@@ -708,6 +770,8 @@ main(int argc, char **argv)
 				b.modes[b.nmodes++] = GPU_GROUP_OFF;
 			if (strstr(m, "grouped"))
 				b.modes[b.nmodes++] = GPU_GROUP_ON;
+			if (strstr(m, "fine"))
+				b.modes[b.nmodes++] = GPU_GROUP_FINE;
 		}
 		else
 		{
@@ -732,16 +796,21 @@ main(int argc, char **argv)
 	CK(cudaEventCreate(&ev0));
 	CK(cudaEventCreate(&ev1));
 
-	b.ceil = measure_ceilings();
+	if (ceilings_on)
+		b.ceil = measure_ceilings();
+	else
+		b.ceil.sector = b.ceil.sector_small = b.ceil.sector_thread = b.ceil.half = b.ceil.line = b.ceil.cas = 1;
 	fprintf(stderr, "%s (%d SMs, %zu MB L2), %s\n", prop.name, prop.multiProcessorCount,
 			(size_t) prop.l2CacheSize >> 20, b.date);
-	fprintf(stderr, "ceilings: random 32 B sectors %.2f G/s, 16 B reads %.2f G/s, 128 B lines %.2f G/s, 8 B CAS %.2f G/s\n",
-			b.ceil.sector, b.ceil.half, b.ceil.line, b.ceil.cas);
+	fprintf(stderr, "ceilings: random 32 B sectors %.2f G/s (%.2f in 512 MB; %.2f read by one thread), 16 B reads %.2f G/s, 128 B lines %.2f G/s, 8 B CAS %.2f G/s\n",
+			b.ceil.sector, b.ceil.sector_small, b.ceil.sector_thread, b.ceil.half, b.ceil.line, b.ceil.cas);
 	fprintf(b.csv, "date,device,table,op,pos,slot_bits,bucket,secondary_bits,fill,mode,gkeys_s,ms,n,share_of_ceiling,ok\n");
 	fprintf(b.csv, "%s,%s,ceiling,sector_read,-,-,-,-,-,-,%.3f,-,-,1,1\n", b.date, b.device, b.ceil.sector);
 	fprintf(b.csv, "%s,%s,ceiling,read16,-,-,-,-,-,-,%.3f,-,-,1,1\n", b.date, b.device, b.ceil.half);
 	fprintf(b.csv, "%s,%s,ceiling,line_read,-,-,-,-,-,-,%.3f,-,-,1,1\n", b.date, b.device, b.ceil.line);
 	fprintf(b.csv, "%s,%s,ceiling,cas8,-,-,-,-,-,-,%.3f,-,-,1,1\n", b.date, b.device, b.ceil.cas);
+	fprintf(b.csv, "%s,%s,ceiling,sector_read_512M,-,-,-,-,-,-,%.3f,-,-,1,1\n", b.date, b.device, b.ceil.sector_small);
+	fprintf(b.csv, "%s,%s,ceiling,sector_read_1thread,-,-,-,-,-,-,%.3f,-,-,1,1\n", b.date, b.device, b.ceil.sector_thread);
 
 	{
 		const uint64_t most = PRIMARY_SLOTS + SECONDARY_SLOTS;
@@ -783,11 +852,17 @@ main(int argc, char **argv)
 				cfgs.push_back(k64);
 		}
 	}
-	if (!quick)
+	if (!quick && e2e && !only)
 		bench_end_to_end(&b);
 	for (size_t i = 0; i < cfgs.size(); i++)
 	{
 		time_t		t0 = time(NULL);
+		char		name[64];
+
+		snprintf(name, sizeof(name), "%s:%d:%d", cfgs[i].kind == CPHT_ICEBERG ? "iceberg" : "cuckoo",
+				 cfgs[i].sw0, cfgs[i].b0);
+		if (only && strcmp(only, name) != 0)
+			continue;
 
 		bench_table(&b, &cfgs[i]);
 		fprintf(stderr, "  (%ld s)\n", (long) (time(NULL) - t0));

@@ -28,8 +28,12 @@ plot() {
 		awk -F, -v t="$table" -v o="$op" -v p="$pos" -v b="$bits" -v k="$bucket" -v m="$mode" \
 			'$3 == t && $4 == o && ($5 == p || p == "-") && $6 == b && $7 == k && $10 == m && $15 == 1 { print $9, $11 }' \
 			"$CSV" | sort -n > "$f"
-		dt=1; [ "$mode" = grouped ] || dt=2
-		cmd="$cmd${cmd:+, }'$f' using 1:2 with linespoints dt $dt lw 2 title '$bits-bit $bucket $mode'"
+		# one colour per slot width and bucket size; solid: direct, dashed: grouped
+		b0=${bucket%%/*}
+		i=$(( (bits == 16 ? 0 : bits == 32 ? 3 : 6) + (b0 == 8 ? 0 : b0 == 16 ? 1 : 2) ))
+		lc="rgb '$(echo "#1b9e77 #66c2a5 #0b5e46 #d95f02 #fc8d62 #8c3d01 #7570b3 #a6a1e0 #3f3a7a" | cut -d' ' -f$((i + 1)))'"
+		dt=1; pt=7; [ "$mode" = direct ] || { dt=2; pt=6; }
+		cmd="$cmd${cmd:+, }'$f' using 1:2 with linespoints lc $lc dt $dt pt $pt lw 2 title '$bits-bit $bucket $mode'"
 	done
 	gnuplot <<GP
 set terminal pngcairo size 900,560 noenhanced font ",10"

@@ -1,54 +1,103 @@
 -- The SQL interface as the catalog sees it: names, arguments, results,
--- volatility, parallel safety, strictness; and who may call it.
+-- kinds, volatility, parallel safety, strictness; and who may call it.
 BEGIN;
-SELECT plan(5);
+SELECT plan(15);
 
+-- Every function and aggregate of the extension: a new one must be added here.
 SELECT is(
-	ARRAY(SELECT format('%s(%s) -> %s, volatility %s, parallel %s, strict %s',
+	ARRAY(SELECT format('%s(%s) -> %s, kind %s, volatility %s, parallel %s, strict %s',
 						p.proname, pg_get_function_arguments(p.oid),
-						pg_get_function_result(p.oid), p.provolatile,
+						pg_get_function_result(p.oid), p.prokind, p.provolatile,
 						p.proparallel, p.proisstrict)
 		  FROM pg_proc p
 		  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
 		  JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
 		  WHERE e.extname = 'cpht'
-			AND p.proname IN ('cpht_count', 'cpht_create', 'cpht_delete', 'cpht_drop',
-							  'cpht_drop_all', 'cpht_find', 'cpht_fop', 'cpht_fop_new',
-							  'cpht_info', 'cpht_put', 'cpht_tables')
 		  ORDER BY p.proname COLLATE "C"),
 	ARRAY[
-		'cpht_count(handle integer) -> bigint, volatility v, parallel r, strict t',
-		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT 64) -> integer, volatility v, parallel u, strict t',
-		'cpht_delete(handle integer, keys bigint[]) -> boolean[], volatility v, parallel u, strict t',
-		'cpht_drop(handle integer) -> void, volatility v, parallel u, strict t',
-		'cpht_drop_all() -> integer, volatility v, parallel u, strict t',
-		'cpht_find(handle integer, keys bigint[]) -> boolean[], volatility v, parallel r, strict t',
-		'cpht_fop(handle integer, keys bigint[]) -> boolean[], volatility v, parallel u, strict t',
-		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], volatility v, parallel u, strict t',
-		'cpht_info(handle integer) -> jsonb, volatility v, parallel r, strict t',
-		'cpht_put(handle integer, keys bigint[]) -> bigint, volatility v, parallel u, strict t',
-		'cpht_tables(OUT handle integer, OUT kind text, OUT device text, OUT key_bits integer, OUT count bigint, OUT bytes bigint) -> SETOF record, volatility v, parallel r, strict t'
+		'cpht_count(handle integer) -> bigint, kind f, volatility v, parallel r, strict t',
+		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT 64, transactional boolean DEFAULT true) -> integer, kind f, volatility v, parallel u, strict t',
+		'cpht_delete(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
+		'cpht_drop(handle integer) -> void, kind f, volatility v, parallel u, strict t',
+		'cpht_drop_all() -> integer, kind f, volatility v, parallel u, strict t',
+		'cpht_find(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel r, strict t',
+		'cpht_fop(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
+		-- an aggregate's own volatility is not used (always i): its
+		-- transition and final functions below are volatile
+		'cpht_fop_agg(handle integer, key bigint) -> bigint, kind a, volatility i, parallel u, strict f',
+		'cpht_fop_agg_final(internal) -> bigint, kind f, volatility v, parallel u, strict f',
+		'cpht_fop_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel u, strict f',
+		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel u, strict t',
+		'cpht_fop_rows(handle integer, rowtype anyelement, query text, key_column text DEFAULT ''id''::text) -> SETOF anyelement, kind f, volatility v, parallel u, strict f',
+		'cpht_info(handle integer) -> jsonb, kind f, volatility v, parallel r, strict t',
+		'cpht_put(handle integer, keys bigint[]) -> bigint, kind f, volatility v, parallel u, strict t',
+		'cpht_rebuild(handle integer) -> bigint, kind f, volatility v, parallel u, strict t',
+		'cpht_tables(OUT handle integer, OUT kind text, OUT device text, OUT key_bits integer, OUT count bigint, OUT bytes bigint) -> SETOF record, kind f, volatility v, parallel r, strict t'
 	],
-	'functions, arguments, results, volatility, parallel safety and strictness');
+	'functions, arguments, results, kinds, volatility, parallel safety and strictness');
 
-SELECT is(cpht_create(capacity => 100, key_bits => 16, kind => 'cuckoo') > 0, true,
+SELECT is(
+	(SELECT format('%s, %s, %s, %s', aggtransfn, aggfinalfn, aggtranstype::regtype, aggkind)
+	 FROM pg_aggregate WHERE aggfnoid = 'cpht_fop_agg(int, bigint)'::regprocedure),
+	'cpht_fop_agg_step, cpht_fop_agg_final, internal, n',
+	'cpht_fop_agg: a plain aggregate with an internal state');
+
+SELECT is(cpht_create(capacity => 100, key_bits => 16, kind => 'cuckoo', transactional => false) > 0, true,
 	'cpht_create takes named arguments');
+SELECT is(cpht_info(cpht_create(100, transactional => false))->'transactional', 'false'::jsonb,
+	'transactional => false makes a table without an undo log');
+SELECT is(cpht_info(cpht_create(100))->'transactional', 'true'::jsonb,
+	'tables are transactional by default');
 
 -- By default every role may call the functions; REVOKE restricts them.
 CREATE ROLE cpht_tap_role NOLOGIN;
+CREATE TEMP TABLE tap_rows (id bigint);
 SET LOCAL ROLE cpht_tap_role;
 SELECT lives_ok('SELECT cpht_drop(cpht_create(10))', 'any role may use cpht by default');
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION cpht_create(bigint, text, int) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean) FROM PUBLIC;
 SET LOCAL ROLE cpht_tap_role;
 SELECT throws_ok('SELECT cpht_create(10)', '42501', 'permission denied for function cpht_create',
 	'REVOKE EXECUTE ... FROM PUBLIC restricts cpht_create');
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION cpht_create(bigint, text, int) TO cpht_tap_role;
+GRANT EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean) TO cpht_tap_role;
 SET LOCAL ROLE cpht_tap_role;
 SELECT lives_ok('SELECT cpht_drop(cpht_create(10))', 'GRANT EXECUTE ... TO a role allows it again');
 RESET ROLE;
 
-SELECT cpht_drop_all() >= 0 AS clean \gset
+-- The whole extension in a schema of its own, closed to PUBLIC and opened
+-- to one role (what README.md recommends).
+CREATE SCHEMA cpht_tap_schema;
+ALTER EXTENSION cpht SET SCHEMA cpht_tap_schema;
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA cpht_tap_schema FROM PUBLIC;
+SELECT cpht_tap_schema.cpht_create(1000) AS granted_h \gset
+GRANT USAGE ON SCHEMA cpht_tap_schema TO cpht_tap_role;
+SET LOCAL ROLE cpht_tap_role;
+SELECT throws_ok('SELECT cpht_tap_schema.cpht_count(1)', '42501',
+	'permission denied for function cpht_count', 'REVOKE ... ON ALL FUNCTIONS restricts cpht_count');
+SELECT throws_ok('SELECT cpht_tap_schema.cpht_fop_agg(1, g) FROM generate_series(1, 10) g', '42501',
+	'permission denied for aggregate cpht_fop_agg', '... and the aggregate cpht_fop_agg');
+SELECT throws_ok($$SELECT * FROM cpht_tap_schema.cpht_fop_rows(1, NULL::tap_rows, 'SELECT 1::bigint AS id')$$,
+	'42501', 'permission denied for function cpht_fop_rows', '... and cpht_fop_rows');
+RESET ROLE;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA cpht_tap_schema TO cpht_tap_role;
+SET LOCAL ROLE cpht_tap_role;
+SELECT lives_ok($$SELECT cpht_tap_schema.cpht_create(10)$$,
+	'GRANT EXECUTE ON ALL FUNCTIONS ... TO a role allows cpht_create');
+SELECT is(
+	(SELECT cpht_tap_schema.cpht_fop_agg(c.h, g)
+	 FROM (SELECT cpht_tap_schema.cpht_create(100) AS h) c, generate_series(1, 10) g),
+	10::bigint, '... and cpht_fop_agg');
+SELECT is(
+	(SELECT count(*) FROM cpht_tap_schema.cpht_fop_rows(cpht_tap_schema.cpht_create(100), NULL::tap_rows,
+		'SELECT g::bigint AS id FROM generate_series(1, 10) g')),
+	10::bigint, '... and cpht_fop_rows');
+-- the tables are the session's, whoever the current role: the role reaches
+-- the table the superuser created
+SELECT is(cpht_tap_schema.cpht_count(:granted_h), 0::bigint,
+	'a table belongs to the session, not to the role');
+RESET ROLE;
+
+SELECT cpht_tap_schema.cpht_drop_all() >= 0 AS clean \gset
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,8 +1,8 @@
 -- The SQLSTATE and message of every error cpht raises (README.md lists
 -- them).  The GPU errors (55000 no usable GPU) are in gpu.sql; 58000 (a
--- CUDA call failed) cannot be provoked from SQL.
+-- CUDA call failed) cannot be provoked from SQL.  Runs as a superuser.
 BEGIN;
-SELECT plan(46);
+SELECT plan(70);
 
 SELECT cpht_drop_all() >= 0 AS clean \gset
 SELECT cpht_create(1000, 'iceberg') AS hi, cpht_create(1000, 'cuckoo') AS hc,
@@ -47,8 +47,9 @@ FROM (VALUES ('unknown', 0), ('unknown', 2147483647), ('dropped', :gone)) AS w(w
 		(format('cpht_delete(%s, ''{1}'')', h)),
 		(format('cpht_count(%s)', h)),
 		(format('cpht_info(%s)', h)),
+		(format('cpht_rebuild(%s)', h)),
 		(format('cpht_drop(%s)', h))) AS fn(f)
-WHERE what = 'dropped' OR f LIKE 'cpht_fop(%' OR f LIKE 'cpht_drop(%';
+WHERE what = 'dropped' OR f LIKE 'cpht_fop(%' OR f LIKE 'cpht_drop(%' OR f LIKE 'cpht_rebuild(%';
 
 -- 22004 null_value_not_allowed: a NULL key, every batch function
 SELECT throws_ok(format('SELECT %s(%s, ARRAY[1, NULL]::bigint[])', f, :hi), '22004',
@@ -76,6 +77,76 @@ FROM (VALUES ('iceberg', :fi), ('cuckoo', :fc)) AS t(k, h),
 	unnest(ARRAY['cpht_fop', 'cpht_fop_new', 'cpht_put']) AS f;
 SELECT is(cpht_count(:fi), 3::bigint, 'full iceberg table kept its keys only');
 SELECT is(cpht_count(:fc), 3::bigint, 'full cuckoo table kept its keys only');
+
+-- 53400 configuration_limit_exceeded: cpht.max_memory
+SELECT cpht_create(100000) AS mm \gset
+SELECT bytes AS mm_bytes, (SELECT sum(bytes) FROM cpht_tables()) AS mm_total
+FROM cpht_tables() WHERE handle = :mm \gset
+SELECT set_config('cpht.max_memory', ((:mm_total + :mm_bytes) / 1024 - 1)::text, true) IS NOT NULL AS set \gset
+SELECT throws_ok('SELECT cpht_create(100000)', '53400',
+	format('cpht table of %s bytes would exceed cpht.max_memory', :mm_bytes),
+	'a table beyond cpht.max_memory');
+SELECT throws_ok('SELECT cpht_create(1000000, ''cuckoo'')', '53400', NULL,
+	'a cuckoo table beyond cpht.max_memory');
+SELECT cpht_drop(:mm) IS NOT NULL AS dropped \gset
+RESET cpht.max_memory;
+
+-- 42501 insufficient_privilege: cpht.max_memory is for superusers only
+CREATE ROLE cpht_tap_errors NOLOGIN;
+SET LOCAL ROLE cpht_tap_errors;
+SELECT throws_ok('SET cpht.max_memory = 0', '42501',
+	'permission denied to set parameter "cpht.max_memory"', 'a non-superuser cannot SET cpht.max_memory');
+SELECT throws_ok('SELECT set_config(''cpht.max_memory'', ''0'', false)', '42501',
+	'permission denied to set parameter "cpht.max_memory"', '... nor set_config() it');
+RESET ROLE;
+
+-- 22023 invalid_parameter_value: cpht.batch_size below its minimum
+SELECT throws_ok('SET cpht.batch_size = 1023', '22023',
+	'1023 is outside the valid range for parameter "cpht.batch_size" (1024 .. 67108864)',
+	'cpht.batch_size below 1024');
+
+-- the streaming functions
+CREATE TEMP TABLE st (id bigint, payload text);
+INSERT INTO st VALUES (1, 'a'), (2, 'b');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
+						'SELECT id AS key, payload FROM st'),
+	'42703', 'the query of cpht_fop_rows has no column "id"', 'cpht_fop_rows: no key column');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L, %L)', :hi,
+						'SELECT * FROM st', 'key'),
+	'42703', 'the query of cpht_fop_rows has no column "key"', 'cpht_fop_rows: no column key_column names');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
+						'SELECT id::numeric AS id, payload FROM st'),
+	'42804', 'key column "id" must be of type bigint', 'cpht_fop_rows: key column not bigint');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
+						'SELECT id, payload::varchar FROM st'),
+	'42804', 'query columns do not match the row type', 'cpht_fop_rows: a column of another type');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
+						'SELECT id FROM st'),
+	'42804', 'query columns do not match the row type', 'cpht_fop_rows: fewer columns');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
+						'SELECT * FROM st UNION ALL SELECT NULL, ''c'''),
+	'22004', 'key column "id" is null in row 3 of a batch', 'cpht_fop_rows: a NULL key');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :h12,
+						'SELECT id * 4096 AS id, payload FROM st'),
+	'22003', 'key 4096 is out of range for a table with key_bits 12', 'cpht_fop_rows: a key outside key_bits');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
+						'DELETE FROM st'),
+	'22023', 'the query of cpht_fop_rows must return rows', 'cpht_fop_rows: not a query');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
+						'SELEKT 1'),
+	'42601', NULL, 'cpht_fop_rows: a syntax error in the query');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', h,
+						'SELECT * FROM st'),
+	'42704', format('cpht table %s does not exist', h), format('cpht_fop_rows on %s handle', what))
+FROM (VALUES ('unknown', 0), ('dropped', :gone)) AS w(what, h);
+SELECT throws_ok(format('SELECT cpht_fop_agg(%s, id) FROM st', h),
+	'42704', format('cpht table %s does not exist', h), format('cpht_fop_agg on %s handle', what))
+FROM (VALUES ('unknown', 0), ('dropped', :gone)) AS w(what, h);
+SELECT throws_ok(format('SELECT cpht_fop_agg(%s, id * 4096) FROM st', :h12),
+	'22003', 'key 4096 is out of range for a table with key_bits 12', 'cpht_fop_agg: a key outside key_bits');
+SELECT throws_ok('SELECT cpht_fop_agg(NULL, id) FROM st',
+	'22004', 'handle must not be null', 'cpht_fop_agg: a NULL handle');
+SELECT is(cpht_count(:hi) + cpht_count(:h12), 0::bigint, 'the failing streams left no key');
 
 SELECT cpht_drop_all() >= 0 AS clean \gset
 SELECT * FROM finish();

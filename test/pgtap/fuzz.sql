@@ -1,5 +1,6 @@
 -- Differential fuzz: random find-or-put, find, delete, subtransactions
--- (savepoints) rolled back or released, commits, rollbacks and drops, run
+-- (savepoints) rolled back or released, commits, rollbacks, rebuilds and
+-- drops, run
 -- against cpht and against a reference model kept in an ordinary table.
 -- Both are transactional, so after any mix of aborts they must agree.
 --
@@ -90,6 +91,10 @@ BEGIN
 		ELSIF r < 0.07 THEN
 			ROLLBACK;
 			aborted := aborted + 1;
+		ELSIF r < 0.075 THEN
+			-- rebuild without tombstones: inside the transaction, so later
+			-- rollbacks must cope with keys that moved
+			PERFORM cpht_rebuild(h);
 		ELSIF r < 0.085 THEN
 			-- drop and recreate: also undone by a later rollback
 			PERFORM cpht_drop(h);

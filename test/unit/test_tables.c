@@ -241,10 +241,10 @@ check_small_domain(cpht_kind kind)
 	cpht_table_destroy(t);
 }
 
-/* Overlapped find-or-put gives the answers of the plain one, and any other
- * call waits for it. */
+/* Streams give the answers of the plain find-or-put, two streams may share
+ * a table, and any other call waits for a running batch. */
 static void
-check_async(cpht_kind kind)
+check_streams(cpht_kind kind)
 {
 	cpht_params p;
 	cpht_table *a,
@@ -259,30 +259,45 @@ check_async(cpht_kind kind)
 				total = 0,
 				rng = 5;
 	int			differ = 0;
+	cpht_stream *s1,
+			   *s2;
 
-	cpht_params_for_capacity(kind, n, 64, &p, err, sizeof(err));
+	cpht_params_for_capacity(kind, 2 * n, 64, &p, err, sizeof(err));
 	CHECK(cpht_table_create(&p, &a, err, sizeof(err)) == CPHT_OK, "create");
 	CHECK(cpht_table_create(&p, &b, err, sizeof(err)) == CPHT_OK, "create");
+	s1 = cpht_stream_open(b);
+	s2 = cpht_stream_open(b);
 	for (int round = 0; round < 4; round++)
 	{
 		for (size_t i = 0; i < n; i++)
 			keys[i] = unit_rand(&rng) % (n / 2);
 		CHECK(cpht_table_find_or_put(a, keys, n, expect) == CPHT_OK, "sync fop");
-		CHECK(cpht_table_fop_start(b, keys, n) == CPHT_OK, "start");
-		keys[0] ^= 1;			/* the started call works on its own copy */
-		CHECK(cpht_table_fop_finish(b, &status, &got, &inserted) == CPHT_OK && got == n, "finish");
+		CHECK(cpht_stream_start(s1, keys, n) == CPHT_OK, "start");
+		keys[0] ^= 1;			/* the started batch works on its own copy */
+		CHECK(cpht_stream_finish(s1, &status, &got, &inserted) == CPHT_OK && got == n, "finish");
 		if (kind == CPHT_CUCKOO)
 			differ += memcmp(status, expect, n) != 0;
 		total += inserted;
 	}
-	CHECK(differ == 0, "overlapped and plain find-or-put differ");
+	CHECK(differ == 0, "streamed and plain find-or-put differ");
 	CHECK(total == cpht_table_count(b) && cpht_table_count(a) == cpht_table_count(b), "counts agree");
-	CHECK(cpht_table_fop_start(b, keys, n) == CPHT_OK, "start");
-	CHECK(cpht_table_count(b) == total, "count waits for the running call");
-	CHECK(cpht_table_fop_finish(b, &status, &got, &inserted) == CPHT_OK && got == n && inserted == 0, "finish after wait");
-	CHECK(cpht_table_fop_finish(b, &status, &got, &inserted) == CPHT_OK && got == 0, "nothing pending");
-	cpht_table_destroy(a);
+
+	/* Two streams interleaved on one table keep their own results. */
+	for (size_t i = 0; i < n; i++)
+		keys[i] = (uint64_t) i + 10 * n;
+	CHECK(cpht_stream_start(s1, keys, n / 2) == CPHT_OK, "start 1");
+	CHECK(cpht_stream_start(s2, keys + n / 2, n / 2) == CPHT_OK, "start 2");
+	CHECK(cpht_stream_finish(s1, &status, &got, &inserted) == CPHT_OK && got == n / 2 && inserted == n / 2, "stream 1's own result");
+	CHECK(cpht_stream_finish(s2, &status, &got, &inserted) == CPHT_OK && got == n / 2 && inserted == n / 2, "stream 2's own result");
+	CHECK(cpht_stream_finish(s2, &status, &got, &inserted) == CPHT_OK && got == 0, "nothing pending");
+
+	CHECK(cpht_stream_start(s1, keys, n) == CPHT_OK, "start");
+	CHECK(cpht_table_count(b) == total + n, "count waits for the running batch");
+	cpht_stream_close(s1);		/* closed with a result unread */
 	cpht_table_destroy(b);
+	CHECK(cpht_stream_start(s2, keys, n) == CPHT_ERR_INVALID, "a stream outlives its table only to fail");
+	cpht_stream_close(s2);
+	cpht_table_destroy(a);
 	free(keys);
 	free(expect);
 }
@@ -373,8 +388,8 @@ main(void)
 	check_extreme_keys(CPHT_CUCKOO);
 	check_small_domain(CPHT_ICEBERG);
 	check_small_domain(CPHT_CUCKOO);
-	check_async(CPHT_ICEBERG);
-	check_async(CPHT_CUCKOO);
+	check_streams(CPHT_ICEBERG);
+	check_streams(CPHT_CUCKOO);
 	check_interrupt(CPHT_ICEBERG);
 	check_interrupt(CPHT_CUCKOO);
 	UNIT_DONE();

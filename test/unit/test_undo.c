@@ -176,9 +176,70 @@ check_reput_then_outer_rollback(void)
 	cpht_table_destroy(t);
 }
 
+/*
+ * Undoing deletes needs room for the keys again, even when the table is
+ * full or tombstones from earlier rounds fill it: single deletes in a table
+ * filled to its first FULL, and all keys of a table filled to the capacity
+ * it was created for, deleted and rolled back round after round.
+ */
+static void
+check_rollback_deletes_when_full(cpht_kind kind)
+{
+	cpht_params p;
+	cpht_table *t;
+	char		err[256];
+	uint64_t	keys[4096];
+	uint8_t		out[4096];
+	size_t		n = 0;
+	int			failures = 0;
+
+	cpht_params_for_capacity(kind, 1000, 64, &p, err, sizeof(err));
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create");
+	cpht_table_set_logging(t, 1);
+	for (uint64_t k = 1; n < 4096; k++)
+	{
+		keys[n] = layout_mix64(k);
+		if (cpht_table_find_or_put(t, keys + n, 1, out) != CPHT_OK)
+			break;
+		n++;
+	}
+	cpht_table_truncate_log(t, 0);
+	for (size_t i = 0; i < n; i += 7)
+	{
+		uint64_t	mark = cpht_table_log_position(t);
+
+		failures += cpht_table_erase(t, keys + i, 1, out) != CPHT_OK || !out[0];
+		failures += cpht_table_rollback_to(t, mark) != CPHT_OK;
+	}
+	CHECK(failures == 0, "full table: %d failed deletes or rollbacks: %s", failures, cpht_table_error(t));
+	CHECK(cpht_table_find(t, keys, n, out) == CPHT_OK && memchr(out, 0, n) == NULL, "all keys back");
+	CHECK(cpht_table_count(t) == n, "count %zu", n);
+	cpht_table_destroy(t);
+
+	/* the capacity it was made for, every key deleted and rolled back */
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create");
+	cpht_table_set_logging(t, 1);
+	n = 1000;
+	CHECK(cpht_table_find_or_put(t, keys, n, out) == CPHT_OK, "fill to capacity");
+	cpht_table_truncate_log(t, 0);
+	for (int round = 0; round < 30; round++)
+	{
+		uint64_t	mark = cpht_table_log_position(t);
+
+		failures += cpht_table_erase(t, keys, n, out) != CPHT_OK;
+		failures += cpht_table_rollback_to(t, mark) != CPHT_OK;
+	}
+	CHECK(failures == 0, "%d failed deletes or rollbacks: %s", failures, cpht_table_error(t));
+	CHECK(cpht_table_find(t, keys, n, out) == CPHT_OK && memchr(out, 0, n) == NULL, "all keys back");
+	CHECK(cpht_table_count(t) == n, "count %zu", n);
+	cpht_table_destroy(t);
+}
+
 int
 main(void)
 {
+	check_rollback_deletes_when_full(CPHT_ICEBERG);
+	check_rollback_deletes_when_full(CPHT_CUCKOO);
 	check_reput_then_outer_rollback();
 	check_kind(CPHT_ICEBERG);
 	check_kind(CPHT_CUCKOO);

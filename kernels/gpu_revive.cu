@@ -1,0 +1,126 @@
+/*
+ * gpu_revive.cu — putting back keys whose deletion a rollback undoes, and
+ * reading a level's slots back for a rebuild.
+ *
+ * Revive is rare and runs alone on the table (rollbacks never overlap other
+ * calls), so it is one thread per key walking its buckets in the order
+ * find visits them — primary bucket, then the secondary ones (iceberg), or
+ * the cuckoo choices in order — and taking the first free slot (EMPTY or
+ * TOMBSTONE).  Every bucket it passes has no free slot, i.e. is full, as
+ * both finds' early stops require; the key's own tombstone lies in one of
+ * its buckets, so a free slot is there to be found.  The CPU twins are
+ * iceberg_revive and cuckoo_revive.
+ */
+#include "gpu_ops.h"
+
+static __device__ __forceinline__ uint64_t
+revive_load(const layout_level &lv, uint64_t i)
+{
+	switch (lv.slot_bits)
+	{
+		case 16:
+			return ((volatile const unsigned short *) lv.slots)[i];
+		case 32:
+			return ((volatile const unsigned int *) lv.slots)[i];
+		default:
+			return ((volatile const unsigned long long *) lv.slots)[i];
+	}
+}
+
+/* Compare-and-swap one slot; 16-bit slots through their aligned 32-bit pair. */
+static __device__ __forceinline__ bool
+revive_cas(const layout_level &lv, uint64_t i, uint64_t expect, uint64_t want)
+{
+	switch (lv.slot_bits)
+	{
+		case 16:
+			{
+				unsigned   *word = (unsigned *) lv.slots + (i >> 1);
+				int			shift = (int) (i & 1) * 16;
+				unsigned	old = *(volatile unsigned *) word;
+
+				for (;;)
+				{
+					unsigned	repl;
+					unsigned	got;
+
+					if (((old >> shift) & 0xffffu) != (unsigned) expect)
+						return false;	/* another key took the slot */
+					repl = (old & ~(0xffffu << shift)) | ((unsigned) want << shift);
+					got = atomicCAS(word, old, repl);
+					if (got == old)
+						return true;
+					old = got;	/* the neighbour changed: try again */
+				}
+			}
+		case 32:
+			return atomicCAS((unsigned *) lv.slots + i, (unsigned) expect, (unsigned) want) == (unsigned) expect;
+		default:
+			return atomicCAS((unsigned long long *) lv.slots + i, (unsigned long long) expect,
+							 (unsigned long long) want) == (unsigned long long) expect;
+	}
+}
+
+static __global__ void __launch_bounds__(GPU_BLOCK)
+revive_kernel(layout_level l0, layout_level l1, int levels, int key_bits,
+			  const uint64_t *keys, uint32_t n, uint8_t *status)
+{
+	uint32_t	i = blockIdx.x * blockDim.x + threadIdx.x;
+	uint64_t	key;
+
+	if (i >= n)
+		return;
+	key = keys[i];
+	for (int level = 0; level < levels; level++)
+	{
+		const layout_level &lv = level == 0 ? l0 : l1;
+
+		for (int c = 0; c < lv.choices; c++)
+		{
+			layout_perm p = layout_level_perm(&lv, key_bits, c);
+			uint64_t	start = layout_bucket_start(&lv, layout_address(p, key));
+			uint64_t	want = slot_encode(layout_remainder(p, key), c, lv.choice_bits);
+
+			for (int j = 0; j < lv.bucket_slots; j++)
+			{
+				uint64_t	s = revive_load(lv, start + j);
+
+				if (!slot_is_live(s) && revive_cas(lv, start + j, s, want))
+				{
+					status[i] = CPHT_PUT;
+					return;
+				}
+			}
+		}
+	}
+	/* No free slot anywhere (only after a rebuild): the caller falls back. */
+	status[i] = CPHT_FULL;
+}
+
+cpht_status
+gpu_revive(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatus)
+{
+	gpu_state  *st = gpu_state_of(t);
+	uint32_t	blocks = (n + GPU_BLOCK - 1) / GPU_BLOCK;
+
+	if (n == 0)
+		return CPHT_OK;
+	revive_kernel<<<blocks, GPU_BLOCK, 0, st->comp>>>(t->level[0], t->level[t->levels > 1 ? 1 : 0],
+													  t->levels, t->params.key_bits, dkeys, n, dstatus);
+	GPU_LAUNCHED(t, "reviving keys");
+	return CPHT_OK;
+}
+
+cpht_status
+gpu_copy_level(cpht_table *t, int level, void *host)
+{
+	gpu_state  *st = gpu_state_of(t);
+	const layout_level *lv = &t->level[level];
+	size_t		bytes = (size_t) (lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8));
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	GPU_TRY(t, cudaMemcpyAsync(host, lv->slots, bytes, cudaMemcpyDeviceToHost, st->comp),
+			"copying slots to the host");
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "copying slots to the host");
+	return CPHT_OK;
+}
