@@ -603,11 +603,12 @@ log_free(cpht_table *t)
 	t->log_cap = 0;
 }
 
-/* Make room for `extra` more entries. */
+/* Make room for `extra` more entries (and the one spare slot log_append
+ * writes past the last entry). */
 static cpht_status
 log_reserve(cpht_table *t, size_t extra)
 {
-	uint64_t	want = t->log_len + extra;
+	uint64_t	want = t->log_len + extra + 1;
 	uint64_t	cap = t->log_cap ? t->log_cap : 4096;
 	uint64_t   *keys;
 	uint8_t    *deleted;
@@ -634,16 +635,21 @@ log_reserve(cpht_table *t, size_t extra)
 	return CPHT_OK;
 }
 
-/* Log keys[i] where flags[i] == which (room was reserved). */
+/*
+ * Log keys[i] where flags[i] == which: `matches` of them, for which
+ * log_reserve made room.  The loop stores every key and advances past the
+ * matching ones only (no branch on flags), so it writes one entry past the
+ * last: log_reserve keeps a spare slot for that.
+ */
 static void
 log_append(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *flags,
-		   uint8_t which, int deleted)
+		   uint8_t which, int deleted, uint64_t matches)
 {
 	uint64_t   *out = t->log_keys;
 	uint64_t	len = t->log_len;
 	uint64_t	start = len;
 
-	if (!t->logging)
+	if (!t->logging || matches == 0)
 		return;
 	/* Locals, not fields of t: stores through out could alias them. */
 	for (size_t i = 0; i < n; i++)
@@ -871,7 +877,7 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 	if (rc == CPHT_OK)
 	{
 		t->count += puts;
-		log_append(t, keys, n, status, CPHT_PUT, 0);
+		log_append(t, keys, n, status, CPHT_PUT, 0, puts);
 	}
 	free(homeless);
 	return rc;
@@ -975,6 +981,7 @@ static cpht_status
 erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 {
 	cpht_status rc = log_reserve(t, n);
+	uint64_t	removed = 0;
 
 	if (rc != CPHT_OK)
 		return rc;
@@ -983,10 +990,11 @@ erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 	{
 		if (!present[i] && t->nstash > 0)
 			present[i] = (uint8_t) stash_remove(t, keys[i]);
-		t->count -= present[i];
+		removed += present[i];
 	}
+	t->count -= removed;
 	if (rc == CPHT_OK)
-		log_append(t, keys, n, present, 1, 1);
+		log_append(t, keys, n, present, 1, 1, removed);
 	return rc;
 }
 

@@ -235,9 +235,37 @@ check_rollback_deletes_when_full(cpht_kind kind)
 	cpht_table_destroy(t);
 }
 
+/* A call that inserts nothing, on a table whose log was just given back
+ * (a large transaction committed), logs nothing and touches no memory. */
+static void
+check_empty_log_then_no_inserts(void)
+{
+	cpht_params p;
+	cpht_table *t;
+	char		err[256];
+	size_t		n = 100000;
+	uint64_t   *keys = malloc(n * sizeof(uint64_t));
+	uint8_t    *out = malloc(n);
+
+	cpht_params_for_capacity(CPHT_ICEBERG, n, 64, &p, err, sizeof(err));
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create");
+	cpht_table_set_logging(t, 1);
+	for (size_t i = 0; i < n; i++)
+		keys[i] = layout_mix64(i);
+	CHECK(cpht_table_find_or_put(t, keys, n, out) == CPHT_OK, "insert");
+	cpht_table_truncate_log(t, 0);	/* commit: the large log is freed */
+	CHECK(cpht_table_find_or_put(t, keys, n, out) == CPHT_OK && memchr(out, 1, n) == NULL, "all present");
+	CHECK(cpht_table_erase(t, keys, 0, out) == CPHT_OK, "empty erase");
+	CHECK(cpht_table_log_position(t) == 0, "nothing logged");
+	cpht_table_destroy(t);
+	free(keys);
+	free(out);
+}
+
 int
 main(void)
 {
+	check_empty_log_then_no_inserts();
 	check_rollback_deletes_when_full(CPHT_ICEBERG);
 	check_rollback_deletes_when_full(CPHT_CUCKOO);
 	check_reput_then_outer_rollback();
