@@ -23,12 +23,13 @@ q() { psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -At -c "$1"; }
 
 # Run a statement, print and record its wall time.
 timed() {
-	local name=$1 sql=$2 t0 t1 out
+	local name=$1 sql=$2 t0 t1 out secs
 	t0=$(date +%s.%N)
 	out=$(q "$sql")
 	t1=$(date +%s.%N)
-	printf '%-34s %10.3f s   %s\n' "$name" "$(echo "$t1 - $t0" | bc)" "$out"
-	echo "$name,$ROWS,$(echo "$t1 - $t0" | bc)" >>"$CSV"
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	printf '%-40s %10.3f s   %s\n' "$name" "$secs" "$out"
+	echo "$name,$ROWS,$secs" >>"$CSV"
 }
 
 echo "== data: $ROWS staging rows, $DISTINCT distinct ids, $SEEN seen, device $DEVICE"
@@ -82,26 +83,30 @@ $( [ "$ROWS" -le 60000000 ] && cat <<ARR
 SELECT pg_temp.clock() AS t0 \gset
 SELECT cardinality(cpht_fop_new(:h, array_agg(id))) AS n FROM staging \gset
 SELECT pg_temp.clock() AS t1 \gset
-SELECT format('#|%s|%s|%s new', 'cpht: new ids, cpht_fop_new(array_agg)', round(:t1 - :t0, 3), :n);
+SELECT format('#|%s|%s|%s new', 'cpht: new ids via cpht_fop_new(array_agg)', round(:t1 - :t0, 3), :n);
 SELECT cpht_drop(:h);
 SELECT cpht_create($cap) AS h \gset
 SELECT cpht_fop_agg(:h, id) FROM seen \g /dev/null
 ARR
 )
 SELECT pg_temp.clock() AS t0 \gset
+SELECT count(id) AS n FROM staging \gset
+SELECT pg_temp.clock() AS t1 \gset
+SELECT format('#|%s|%s|%s rows', 'count(id) in the same session', round(:t1 - :t0, 3), :n);
+SELECT pg_temp.clock() AS t0 \gset
 SELECT cpht_fop_agg(:h, id) AS n FROM staging \gset
 SELECT pg_temp.clock() AS t1 \gset
-SELECT format('#|%s|%s|%s new', 'cpht: count new, cpht_fop_agg', round(:t1 - :t0, 3), :n);
+SELECT format('#|%s|%s|%s new', 'cpht: count new via cpht_fop_agg', round(:t1 - :t0, 3), :n);
 SELECT cpht_drop(:h);
 SELECT cpht_create($cap) AS h \gset
 SELECT cpht_fop_agg(:h, id) FROM seen \g /dev/null
 SELECT pg_temp.clock() AS t0 \gset
 INSERT INTO events SELECT * FROM cpht_fop_rows(:h, NULL::staging, 'SELECT * FROM staging');
 SELECT pg_temp.clock() AS t1 \gset
-SELECT format('#|%s|%s|%s rows', 'cpht: ingest new rows, cpht_fop_rows', round(:t1 - :t0, 3), (SELECT count(*) FROM events));
+SELECT format('#|%s|%s|%s rows', 'cpht: ingest new rows via cpht_fop_rows', round(:t1 - :t0, 3), (SELECT count(*) FROM events));
 SELECT format('#|%s|%s|%s', 'cpht: device', 0, cpht_info(:h)->>'device_name');
 SQL
 psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -f "$script" | grep '^#' | while IFS='|' read -r _ name secs extra; do
-	printf '%-34s %10.3f s   %s\n' "$name" "$secs" "$extra"
+	printf '%-40s %10.3f s   %s\n' "$name" "$secs" "$extra"
 	echo "$name,$ROWS,$secs" >>"$CSV"
 done
