@@ -210,4 +210,31 @@ gpu_coop_launch(cpht_table *t, const Op &op, uint32_t n, const char *what)
 	return CPHT_OK;
 }
 
+/*
+ * Launch operation OP instantiated for the level's geometry (slot width and
+ * bucket size, fields of args.lv): a plain switch, shared by every table.
+ */
+template <template <int, int> class OP, class Args>
+static cpht_status
+gpu_coop_launch_level(cpht_table *t, const Args &a, uint32_t n, const char *what)
+{
+	switch (a.lv.slot_bits * 100 + a.lv.bucket_slots)
+	{
+		case 1604: return gpu_coop_launch(t, OP<16, 4>(a), n, what);
+		case 1608: return gpu_coop_launch(t, OP<16, 8>(a), n, what);
+		case 1616: return gpu_coop_launch(t, OP<16, 16>(a), n, what);
+		case 1632: return gpu_coop_launch(t, OP<16, 32>(a), n, what);
+		case 3204: return gpu_coop_launch(t, OP<32, 4>(a), n, what);
+		case 3208: return gpu_coop_launch(t, OP<32, 8>(a), n, what);
+		case 3216: return gpu_coop_launch(t, OP<32, 16>(a), n, what);
+		case 3232: return gpu_coop_launch(t, OP<32, 32>(a), n, what);
+		case 6404: return gpu_coop_launch(t, OP<64, 4>(a), n, what);
+		case 6408: return gpu_coop_launch(t, OP<64, 8>(a), n, what);
+		case 6416: return gpu_coop_launch(t, OP<64, 16>(a), n, what);
+		case 6432: return gpu_coop_launch(t, OP<64, 32>(a), n, what);
+	}
+	return table_fail(t, CPHT_ERR_INVALID, "no GPU kernel for %d-slot buckets of %d-bit slots",
+					  a.lv.bucket_slots, a.lv.slot_bits);
+}
+
 #endif							/* CPHT_GPU_COOP_H */
