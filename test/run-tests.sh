@@ -76,9 +76,8 @@ run_suite() {
 	else
 		echo "== differential fuzz: 2000 operations per table kind (the default; CPHT_FUZZ_OPS=N for more)"
 	fi
-	# --directives and --comments show skipped tests with their reason,
-	# TODO tests (known problems) and the diagnostics (which GPU ran), so
-	# nothing is skipped unseen.
+	# --directives and --comments show skipped tests with their reason and
+	# the diagnostics (which GPU ran), so nothing is skipped unseen.
 	if ! pg_prove -d $TAP_DB --failures --directives --comments ${fuzz_set[@]+"${fuzz_set[@]}"} test/pgtap/*.sql; then
 		failed=1
 	fi

@@ -1,9 +1,8 @@
 -- Transactions under pressure: rolling back deletes must bring the keys
 -- back even when the table is full or full of tombstones (a rollback has
 -- no way to report an error: a table it cannot undo is dropped with a
--- WARNING).  sql/transactions.sql has the ordinary cases.  Failures that are
--- including the problems found while writing them, now fixed.
--- is fixed: then remove its todo()).
+-- WARNING).  sql/transactions.sql has the ordinary cases; these are the
+-- problems found while writing them, now fixed.
 BEGIN;
 SELECT plan(6);
 
