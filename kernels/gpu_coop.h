@@ -160,7 +160,7 @@ gpu_coop_kernel(Op op_arg, uint32_t n)
 		const uint32_t i = base + threadIdx.x;
 		const bool	have = i < count;
 		const uint64_t key = have ? op.key(i) : 0;
-		const unsigned todo = g.ballot(have);
+		const unsigned pending = g.ballot(have);
 		uint8_t		res = 0;
 
 #pragma unroll
@@ -173,13 +173,13 @@ gpu_coop_kernel(Op op_arg, uint32_t n)
 			for (int d = 0; d < D; d++)
 			{
 				k[d] = g.shfl(key, j0 + d);
-				if ((todo >> (j0 + d)) & 1)
+				if ((pending >> (j0 + d)) & 1)
 					op.load(g, k[d], s[d]);
 			}
 #pragma unroll
 			for (int d = 0; d < D; d++)
 			{
-				if ((todo >> (j0 + d)) & 1)
+				if ((pending >> (j0 + d)) & 1)
 				{
 					uint8_t		r = op.run(g, k[d], s[d]);
 
