@@ -91,14 +91,35 @@ typedef struct cpht_stats
 	uint64_t	tombstones[CPHT_MAX_LEVELS];	/* deleted slots per level */
 	uint64_t	stashed;		/* cuckoo keys kept outside the buckets */
 	uint64_t	log_entries;	/* undo log length */
-	uint64_t	log_bytes;		/* host memory held by the undo log */
+	uint64_t	log_bytes;		/* memory held by the undo log (device
+								 * memory for a GPU table) */
 	uint64_t	count;			/* distinct keys stored */
 	uint64_t	table_bytes;	/* bytes of slot memory (host or device) */
 	uint64_t	staging_bytes;	/* transfer buffers held for the table */
+	uint64_t	device_free_bytes;	/* GPU tables: the device's free and */
+	uint64_t	device_total_bytes; /* total memory (0 for CPU tables) */
 	char		device_name[128];
 } cpht_stats;
 
 typedef struct cpht_table cpht_table;
+
+/*
+ * Where the last find-or-put, find, put or delete on a table spent its
+ * time, in milliseconds (cpht.trace reports it).  total is the whole call;
+ * for a GPU table, stage_in is copying keys into pinned memory, wait is
+ * waiting for transfers and kernels, copy_out is copying results out of
+ * pinned memory; undo_log is keeping the undo log on the host.
+ */
+typedef struct cpht_call_times
+{
+	double		total;
+	double		stage_in;
+	double		wait;
+	double		copy_out;
+	double		undo_log;
+} cpht_call_times;
+
+void		cpht_table_call_times(const cpht_table *table, cpht_call_times *out);
 
 /*
  * Lifecycle.  create validates the parameters, allocates zeroed slot memory

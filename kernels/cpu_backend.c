@@ -239,17 +239,40 @@ nomem:
 
 /* ---- the backend -------------------------------------------------------- */
 
+/* Count the outcome of a batch (the CPU keeps no log store: log_at is
+ * always CPHT_NO_LOG here). */
+static void
+tally_status(const uint8_t *out, size_t n, uint8_t hit, cpht_tally *tally)
+{
+	uint64_t	hits = 0,
+				full = 0;
+
+	for (size_t i = 0; i < n; i++)
+	{
+		hits += out[i] == hit;
+		full += out[i] == CPHT_FULL;
+	}
+	tally->hits = hits;
+	tally->full = full;
+}
+
 static cpht_status
 cpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
-				uint8_t *status, uint64_t *homeless, size_t *nhomeless)
+				uint8_t *status, uint64_t *homeless, size_t *nhomeless,
+				cpht_tally *tally, uint64_t log_at)
 {
 	batch_job	job = {.t = t, .keys = keys, .out = status};
+	cpht_status rc = CPHT_OK;
 
+	(void) log_at;
 	*nhomeless = 0;
 	if (t->params.kind == CPHT_CUCKOO)
-		return cuckoo_fop_batch(t, keys, n, status, homeless, nhomeless);
-	cpu_parallel_for(t->params.cpu_threads, n, iceberg_fop_range, &job);
-	return CPHT_OK;
+		rc = cuckoo_fop_batch(t, keys, n, status, homeless, nhomeless);
+	else
+		cpu_parallel_for(t->params.cpu_threads, n, iceberg_fop_range, &job);
+	if (rc == CPHT_OK)
+		tally_status(status, n, CPHT_PUT, tally);
+	return rc;
 }
 
 static cpht_status
@@ -264,14 +287,17 @@ cpu_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 }
 
 static cpht_status
-cpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int to_empty)
+cpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int to_empty,
+		  cpht_tally *tally, uint64_t log_at)
 {
 	batch_job	job = {.t = t, .keys = keys, .out = present};
 
+	(void) log_at;
 	job.replacement = to_empty ? CPHT_SLOT_EMPTY : CPHT_SLOT_TOMBSTONE;
 	cpu_parallel_for(t->params.cpu_threads, n,
 					 t->params.kind == CPHT_CUCKOO ? cuckoo_erase_range : iceberg_erase_range,
 					 &job);
+	tally_status(present, n, 1, tally);
 	return CPHT_OK;
 }
 

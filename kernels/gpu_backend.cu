@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu_ops.h"
 
@@ -210,6 +211,10 @@ gpu_destroy(cpht_table *t)
 		(void) cudaFree(st->scratch);
 	if (st->pin_count)
 		(void) cudaFreeHost(st->pin_count);
+	if (st->pin_tally)
+		(void) cudaFreeHost(st->pin_tally);
+	if (st->dtally)
+		(void) cudaFree(st->dtally);
 	for (int b = 0; b < 2; b++)
 	{
 		if (st->ev_in[b])
@@ -252,6 +257,10 @@ create_state(cpht_table *t)
 		GPU_TRY(t, cudaEventCreateWithFlags(&st->ev_out[b], cudaEventDisableTiming), "creating an event");
 	}
 	GPU_TRY(t, cudaMallocHost((void **) &st->pin_count, 64), "allocating pinned memory");
+	GPU_TRY(t, cudaMallocHost((void **) &st->pin_tally, 2 * sizeof(unsigned long long)),
+			"allocating pinned memory");
+	GPU_TRY(t, cudaMalloc((void **) &st->dtally, 2 * sizeof(unsigned long long)),
+			"allocating counters");
 
 	for (int l = 0; l < t->levels; l++)
 	{
@@ -306,12 +315,17 @@ drain(gpu_state *st)
 	(void) cudaGetLastError();
 }
 
-/* Copying keys into pinned memory runs at one thread's memory bandwidth,
- * below the bus's: a few threads share it. */
+/*
+ * Copies between the caller's arrays and pinned memory run at one thread's
+ * memory bandwidth, well below the bus's, and the result array is fresh
+ * memory whose first touch faults page by page: every core shares them
+ * (on the H100 host, 400 MB of keys in, 50 MB of results out).
+ */
 typedef struct copy_job
 {
-	uint64_t   *dst;
-	const uint64_t *src;
+	char	   *dst;
+	const char *src;
+	size_t		unit;			/* bytes per item */
 } copy_job;
 
 static void
@@ -319,19 +333,48 @@ copy_range(void *ctx, size_t begin, size_t end)
 {
 	copy_job   *j = (copy_job *) ctx;
 
-	memcpy(j->dst + begin, j->src + begin, (end - begin) * sizeof(uint64_t));
+	memcpy(j->dst + begin * j->unit, j->src + begin * j->unit, (end - begin) * j->unit);
 }
 
+static void
+parallel_copy(const cpht_table *t, void *dst, const void *src, size_t n, size_t unit)
+{
+	copy_job	j = {(char *) dst, (const char *) src, unit};
+
+	cpu_parallel_for(t->params.cpu_threads, n, copy_range, &j);
+}
+
+static double
+clock_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* What a find-or-put or erase wants counted (and logged) per chunk. */
+typedef struct pipeline_tally
+{
+	uint8_t		hit;			/* the result byte that counts as a hit */
+	uint64_t	log_at;			/* first log entry, or CPHT_NO_LOG */
+	cpht_tally *out;
+} pipeline_tally;
+
 static cpht_status
-pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_fn fn, void *ctx)
+pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_fn fn, void *ctx,
+			 const pipeline_tally *tally)
 {
 	gpu_state  *st = gpu_state_of(t);
 	size_t		cap,
 				chunks;
+	double		mark;
 	cpht_status rc;
 
 	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
 	rc = ensure_staging(t, n);
+	if (rc == CPHT_OK && tally)
+		rc = gpu_tally_reset(t);
 	if (rc != CPHT_OK)
 		return rc;
 	cap = st->chunk_cap;
@@ -346,13 +389,12 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 			size_t		len = n - off < cap ? n - off : cap;
 
 			/* pin_keys[b] is free once chunk i-2 finished uploading. */
+			mark = clock_ms();
 			GPU_TRY(t, cudaEventSynchronize(st->ev_in[b]), "waiting for an upload");
-			{
-				copy_job	j = {st->pin_keys[b], keys + off};
-				int			threads = t->params.cpu_threads < 8 ? t->params.cpu_threads : 8;
-
-				cpu_parallel_for(threads, len, copy_range, &j);
-			}
+			t->times.wait += clock_ms() - mark;
+			mark = clock_ms();
+			parallel_copy(t, st->pin_keys[b], keys + off, len, sizeof(uint64_t));
+			t->times.stage_in += clock_ms() - mark;
 			/* dkeys[b] is free once chunk i-2's kernels are done. */
 			GPU_TRY(t, cudaStreamWaitEvent(st->h2d, st->ev_k[b], 0), "ordering an upload");
 			GPU_TRY(t, cudaMemcpyAsync(st->dkeys[b], st->pin_keys[b], len * sizeof(uint64_t),
@@ -362,6 +404,9 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 			GPU_TRY(t, cudaStreamWaitEvent(st->comp, st->ev_in[b], 0), "ordering kernels");
 			GPU_TRY(t, cudaStreamWaitEvent(st->comp, st->ev_out[b], 0), "ordering kernels");
 			rc = fn(t, ctx, st->dkeys[b], (uint32_t) len, st->dout[b]);
+			if (rc == CPHT_OK && tally)
+				rc = gpu_tally_chunk(t, st->dkeys[b], st->dout[b], (uint32_t) len, tally->hit,
+									 tally->log_at);
 			if (rc != CPHT_OK)
 			{
 				drain(st);
@@ -378,18 +423,29 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 			int			b = (int) ((i - 1) & 1);
 			size_t		off = (i - 1) * cap;
 			size_t		len = n - off < cap ? n - off : cap;
-			cudaError_t err = cudaEventSynchronize(st->ev_out[b]);
+			cudaError_t err;
 
+			mark = clock_ms();
+			err = cudaEventSynchronize(st->ev_out[b]);
+			t->times.wait += clock_ms() - mark;
 			if (err != cudaSuccess)
 			{
 				rc = gpu_fail(t, err, "running a batch");
 				drain(st);
 				return rc;
 			}
-			memcpy(out + off, st->pin_out[b], len);
+			mark = clock_ms();
+			parallel_copy(t, out + off, st->pin_out[b], len, 1);
+			t->times.copy_out += clock_ms() - mark;
 		}
 	}
-	return CPHT_OK;
+	if (tally)
+	{
+		mark = clock_ms();
+		rc = gpu_tally_read(t, tally->out);
+		t->times.wait += clock_ms() - mark;
+	}
+	return rc;
 }
 
 /* ---- the operations ------------------------------------------------------ */
@@ -437,19 +493,21 @@ gpu_revive_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 {
 	if (n == 0)
 		return CPHT_OK;
-	return pipeline_run(t, keys, n, status, chunk_revive, NULL);
+	return pipeline_run(t, keys, n, status, chunk_revive, NULL, NULL);
 }
 
 static cpht_status
 gpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status,
-				uint64_t *homeless, size_t *nhomeless)
+				uint64_t *homeless, size_t *nhomeless, cpht_tally *tally, uint64_t log_at)
 {
 	fop_ctx		c = {homeless, nhomeless};
+	pipeline_tally want = {CPHT_PUT, log_at, tally};
 
 	*nhomeless = 0;
+	tally->hits = tally->full = 0;
 	if (n == 0)
 		return CPHT_OK;
-	return pipeline_run(t, keys, n, status, chunk_fop, &c);
+	return pipeline_run(t, keys, n, status, chunk_fop, &c, &want);
 }
 
 static cpht_status
@@ -457,15 +515,19 @@ gpu_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 {
 	if (n == 0)
 		return CPHT_OK;
-	return pipeline_run(t, keys, n, found, chunk_find, NULL);
+	return pipeline_run(t, keys, n, found, chunk_find, NULL, NULL);
 }
 
 static cpht_status
-gpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int to_empty)
+gpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int to_empty,
+		  cpht_tally *tally, uint64_t log_at)
 {
+	pipeline_tally want = {1, log_at, tally};
+
+	tally->hits = tally->full = 0;
 	if (n == 0)
 		return CPHT_OK;
-	return pipeline_run(t, keys, n, present, chunk_erase, &to_empty);
+	return pipeline_run(t, keys, n, present, chunk_erase, &to_empty, &want);
 }
 
 static cpht_status
@@ -492,6 +554,19 @@ gpu_staging_bytes(cpht_table *t)
 	return (uint64_t) st->chunk_cap * (sizeof(uint64_t) + 1) * 4 + st->scratch_cap;
 }
 
+static void
+gpu_device_memory(cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	size_t		f = 0,
+				total = 0;
+
+	if (cudaSetDevice(gpu_state_of(t)->device) != cudaSuccess ||
+		cudaMemGetInfo(&f, &total) != cudaSuccess)
+		(void) cudaGetLastError();
+	*free_bytes = f;
+	*total_bytes = total;
+}
+
 extern "C" const cpht_backend cpht_gpu_backend = {
 	"gpu",
 	gpu_create,
@@ -504,4 +579,9 @@ extern "C" const cpht_backend cpht_gpu_backend = {
 	gpu_staging_bytes,
 	gpu_copy_level,
 	gpu_revive_keys,
+	gpu_log_reserve,
+	gpu_log_write,
+	gpu_log_read,
+	gpu_log_release,
+	gpu_device_memory,
 };

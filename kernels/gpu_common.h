@@ -17,9 +17,9 @@
 #define GPU_BLOCK 256
 
 /* Keys per chunk of the host pipeline: the staging and upload of chunk i+1
- * overlap the kernels of chunk i.  The table layer hands over at most 2^21
- * keys per call: two chunks. */
-#define GPU_CHUNK_KEYS ((size_t) 1 << 20)
+ * overlap the kernels of chunk i.  4M keys (32 MB) make host threads worth
+ * starting per chunk and keep the first, unoverlapped chunk short. */
+#define GPU_CHUNK_KEYS ((size_t) 1 << 22)
 
 /* Result code of a first pass: the key needs the next level / next step. */
 #define GPU_NEXT 3
@@ -62,6 +62,10 @@ typedef struct gpu_state
 
 	/* Small pinned counters read back by the host (sizes of device lists). */
 	uint32_t   *pin_count;
+
+	/* A call's tally (gpu_log.cu): device counters and their host copy. */
+	unsigned long long *dtally;
+	unsigned long long *pin_tally;
 
 	int			grouping;		/* GPU_GROUP_* */
 } gpu_state;

@@ -48,6 +48,21 @@ cpht_status gpu_cuckoo_erase(cpht_table *t, const uint64_t *dkeys, uint32_t n, u
 cpht_status gpu_cuckoo_put(cpht_table *t, const uint64_t *dkeys, uint32_t n,
 						   uint64_t *dhomeless, uint32_t *dhomeless_count);
 
+/* ---- tally and undo log (gpu_log.cu) ------------------------------------ */
+
+/* Zero the call's counters; count (and log) one chunk's results; read the
+ * counts back (waits for the device).  log_at: first log entry of this
+ * call's hits, or CPHT_NO_LOG. */
+cpht_status gpu_tally_reset(cpht_table *t);
+cpht_status gpu_tally_chunk(cpht_table *t, const uint64_t *dkeys, const uint8_t *dout,
+							uint32_t n, uint8_t hit, uint64_t log_at);
+cpht_status gpu_tally_read(cpht_table *t, cpht_tally *tally);
+
+cpht_status gpu_log_reserve(cpht_table *t, uint64_t entries);
+cpht_status gpu_log_write(cpht_table *t, uint64_t at, const uint64_t *keys, size_t n);
+cpht_status gpu_log_read(cpht_table *t, uint64_t at, size_t n, uint64_t *keys);
+void		gpu_log_release(cpht_table *t);
+
 /* ---- grouping a batch by bucket (gpu_group.cu) -------------------------- */
 
 /*

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "table_internal.h"
@@ -31,6 +32,36 @@
 #define GPU_CHUNK_KEYS_PER_CALL ((size_t) 1 << 24)
 
 static cpht_interrupt_fn interrupt_check = NULL;
+
+static double
+clock_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The public batch calls time themselves (cpht_table_call_times). */
+static void
+call_begin(cpht_table *t)
+{
+	memset(&t->times, 0, sizeof(t->times));
+	t->times.total = clock_ms();
+}
+
+static cpht_status
+call_end(cpht_table *t, cpht_status rc)
+{
+	t->times.total = clock_ms() - t->times.total;
+	return rc;
+}
+
+void
+cpht_table_call_times(const cpht_table *t, cpht_call_times *out)
+{
+	*out = t->times;
+}
 
 void
 cpht_set_interrupt_check(cpht_interrupt_fn fn)
@@ -281,9 +312,9 @@ cpht_table_destroy(cpht_table *t)
 	if (t == NULL)
 		return;
 	streams_detach(t);
+	log_free(t);				/* a backend store goes before the backend */
 	t->backend->destroy(t);
 	free(t->stash);
-	log_free(t);
 	free(t);
 }
 
@@ -528,6 +559,7 @@ undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *status,
 	uint8_t    *flags = malloc(n ? n : 1);
 	size_t		nadded = 0,
 				nold = 0;
+	cpht_tally	tally;
 	cpht_status rc;
 
 	if (added == NULL || flags == NULL)
@@ -540,7 +572,8 @@ undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *status,
 		if (status[i] == CPHT_PUT)
 			added[nadded++] = keys[i];
 
-	rc = t->backend->erase(t, added, nadded, flags, t->params.kind == CPHT_ICEBERG);
+	rc = t->backend->erase(t, added, nadded, flags, t->params.kind == CPHT_ICEBERG,
+						   &tally, CPHT_NO_LOG);
 	if (rc != CPHT_OK || t->params.kind == CPHT_ICEBERG)
 		goto done;
 
@@ -554,7 +587,8 @@ undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *status,
 		size_t		still = 0;
 
 		/* These keys are absent, so the backend inserts every one of them. */
-		rc = t->backend->find_or_put(t, homeless, nold, flags, added, &still);
+		rc = t->backend->find_or_put(t, homeless, nold, flags, added, &still,
+									 &tally, CPHT_NO_LOG);
 		memcpy(homeless, added, still * sizeof(uint64_t));
 		nold = still;
 	}
@@ -570,7 +604,19 @@ done:
 /* ---- the undo log ------------------------------------------------------- */
 
 /*
- * The log's arrays are anonymous mappings grown with mremap: a large ingest
+ * Where the log's keys live.  The CPU keeps them here, in host memory; the
+ * GPU keeps them in device memory, written by the kernels that insert or
+ * delete them, so logging a large ingest costs no host work and no
+ * transfer (a rollback reads them back).
+ */
+static inline int
+log_on_backend(const cpht_table *t)
+{
+	return t->backend->log_reserve != NULL;
+}
+
+/*
+ * The host store is an anonymous mapping grown with mremap: a large ingest
  * logs hundreds of megabytes, and realloc would copy them at every doubling
  * and fault in 4 kB pages one by one; huge pages and no copies keep logging
  * a small part of a call's time.
@@ -593,53 +639,87 @@ log_grow(void *p, size_t old_bytes, size_t new_bytes)
 static void
 log_free(cpht_table *t)
 {
-	if (t->log_cap)
-	{
+	if (t->log_keys)
 		munmap(t->log_keys, t->log_cap * sizeof(uint64_t));
-		munmap(t->log_deleted, t->log_cap);
-	}
+	else if (t->log_cap && log_on_backend(t))
+		t->backend->log_release(t);
 	t->log_keys = NULL;
-	t->log_deleted = NULL;
 	t->log_cap = 0;
+	free(t->log_runs);
+	t->log_runs = NULL;
+	t->log_nruns = 0;
+	t->log_runs_cap = 0;
 }
 
-/* Make room for `extra` more entries (and the one spare slot log_append
- * writes past the last entry). */
+/*
+ * Make room for `extra` more entries (plus the one spare slot log_append
+ * writes past the last entry) and one more run, before a call changes
+ * anything: a call that cannot log what it will do fails untouched.
+ */
 static cpht_status
-log_reserve(cpht_table *t, size_t extra)
+log_reserve(cpht_table *t, uint64_t extra)
 {
 	uint64_t	want = t->log_len + extra + 1;
 	uint64_t	cap = t->log_cap ? t->log_cap : 4096;
-	uint64_t   *keys;
-	uint8_t    *deleted;
 
-	if (!t->logging || want <= t->log_cap)
+	if (!t->logging)
+		return CPHT_OK;
+	if (t->log_nruns == t->log_runs_cap)
+	{
+		size_t		runs = t->log_runs_cap ? 2 * t->log_runs_cap : 16;
+		cpht_log_run *grown = realloc(t->log_runs, runs * sizeof(cpht_log_run));
+
+		if (grown == NULL)
+			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the undo log");
+		t->log_runs = grown;
+		t->log_runs_cap = runs;
+	}
+	if (want <= t->log_cap)
 		return CPHT_OK;
 	while (cap < want)
 		cap *= 2;
-	keys = log_grow(t->log_keys, t->log_cap * sizeof(uint64_t), cap * sizeof(uint64_t));
-	if (keys == NULL)
-		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the undo log (%llu entries)",
-						  (unsigned long long) want);
-	t->log_keys = keys;
-	deleted = log_grow(t->log_deleted, t->log_cap, cap);
-	if (deleted == NULL)
+	if (log_on_backend(t))
 	{
-		/* keep the old size for both: shrink the keys back */
-		t->log_keys = log_grow(keys, cap * sizeof(uint64_t), t->log_cap * sizeof(uint64_t));
-		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the undo log (%llu entries)",
-						  (unsigned long long) want);
+		cpht_status rc = t->backend->log_reserve(t, cap);
+
+		if (rc != CPHT_OK)
+			return rc;
 	}
-	t->log_deleted = deleted;
+	else
+	{
+		uint64_t   *keys = log_grow(t->log_keys, t->log_cap * sizeof(uint64_t), cap * sizeof(uint64_t));
+
+		if (keys == NULL)
+			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the undo log (%llu entries)",
+							  (unsigned long long) want);
+		t->log_keys = keys;
+	}
 	t->log_cap = cap;
 	return CPHT_OK;
 }
 
+/* The store holds `added` more entries of one kind: extend the runs. */
+static void
+log_mark(cpht_table *t, int deleted, uint64_t added)
+{
+	if (!t->logging || added == 0)
+		return;
+	if (t->log_nruns == 0 || t->log_runs[t->log_nruns - 1].deleted != deleted)
+	{
+		/* log_reserve made room for this run */
+		t->log_runs[t->log_nruns].start = t->log_len;
+		t->log_runs[t->log_nruns].deleted = deleted;
+		t->log_nruns++;
+	}
+	t->log_len += added;
+	t->log_deletes += deleted ? added : 0;
+}
+
 /*
- * Log keys[i] where flags[i] == which: `matches` of them, for which
- * log_reserve made room.  The loop stores every key and advances past the
- * matching ones only (no branch on flags), so it writes one entry past the
- * last: log_reserve keeps a spare slot for that.
+ * Host store: log keys[i] where flags[i] == which, `matches` of them, for
+ * which log_reserve made room.  The loop stores every key and advances past
+ * the matching ones only (no branch on flags), so it writes one entry past
+ * the last: log_reserve keeps a spare slot for that.
  */
 static void
 log_append(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *flags,
@@ -647,28 +727,25 @@ log_append(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *flags,
 {
 	uint64_t   *out = t->log_keys;
 	uint64_t	len = t->log_len;
-	uint64_t	start = len;
 
 	if (!t->logging || matches == 0)
 		return;
-	/* Locals, not fields of t: stores through out could alias them. */
+	/* A local, not t->log_len: stores through out could alias it. */
 	for (size_t i = 0; i < n; i++)
 	{
 		out[len] = keys[i];
 		len += flags[i] == which;
 	}
-	memset(t->log_deleted + start, deleted, (size_t) (len - start));
-	t->log_deletes += deleted ? len - start : 0;
-	t->log_len = len;
+	log_mark(t, deleted, len - t->log_len);
 }
 
 void
 cpht_table_set_logging(cpht_table *t, int on)
 {
 	settle(t);
-	t->logging = on;
 	if (!on)
 		cpht_table_truncate_log(t, 0);
+	t->logging = on;
 }
 
 uint64_t
@@ -681,9 +758,23 @@ cpht_table_log_position(cpht_table *t)
 void
 cpht_table_truncate_log(cpht_table *t, uint64_t position)
 {
+	uint64_t	end;
+
 	settle(t);
-	for (uint64_t i = position; i < t->log_len; i++)
-		t->log_deletes -= t->log_deleted[i];
+	end = t->log_len;
+	/* Drop runs from the newest down to the one holding position. */
+	while (position < end && t->log_nruns > 0)
+	{
+		cpht_log_run *r = &t->log_runs[t->log_nruns - 1];
+		uint64_t	lo = r->start > position ? r->start : position;
+
+		if (r->deleted)
+			t->log_deletes -= end - lo;
+		if (r->start < position)
+			break;
+		end = r->start;
+		t->log_nruns--;
+	}
 	if (position < t->log_len)
 		t->log_len = position;
 	if (t->log_len == 0)
@@ -740,28 +831,53 @@ revive_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 cpht_status
 cpht_table_rollback_to(cpht_table *t, uint64_t position)
 {
-	uint64_t	end = t->log_len;
 	int			logging = t->logging;
-	uint64_t	deletes = 0;
+	uint64_t	end,
+				deletes = 0;
+	const uint64_t *keys;
+	uint64_t   *copied = NULL;
 	uint8_t    *flags;
+	cpht_tally	tally;
 	cpht_status rc = CPHT_OK;
 
 	settle(t);
 	end = t->log_len;
 	if (position >= end)
 		return CPHT_OK;
-	for (uint64_t i = position; i < end; i++)
-		deletes += t->log_deleted[i];
+	for (size_t r = 0; r < t->log_nruns; r++)
+	{
+		uint64_t	lo = t->log_runs[r].start > position ? t->log_runs[r].start : position;
+		uint64_t	hi = r + 1 < t->log_nruns ? t->log_runs[r + 1].start : end;
+
+		if (t->log_runs[r].deleted && hi > lo)
+			deletes += hi - lo;
+	}
 	flags = malloc((size_t) (end - position));
-	if (flags == NULL)
+	if (log_on_backend(t))
+		copied = malloc((size_t) (end - position) * sizeof(uint64_t));
+	if (flags == NULL || (log_on_backend(t) && copied == NULL))
+	{
+		free(flags);
+		free(copied);
 		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory while rolling back");
+	}
+	/* keys[i] is entry position + i. */
+	if (copied)
+	{
+		rc = t->backend->log_read(t, position, (size_t) (end - position), copied);
+		keys = copied;
+	}
+	else
+		keys = t->log_keys + position;
 	t->logging = 0;
 
-	if (deletes == 0 && t->params.kind == CPHT_ICEBERG && !t->log_moved)
+	if (rc != CPHT_OK)
+		;
+	else if (deletes == 0 && t->params.kind == CPHT_ICEBERG && !t->log_moved)
 	{
 		/* Only inserts since the savepoint: they took slots that were empty
 		 * then, so emptying them restores the table bit for bit. */
-		rc = t->backend->erase(t, t->log_keys + position, end - position, flags, 1);
+		rc = t->backend->erase(t, keys, end - position, flags, 1, &tally, CPHT_NO_LOG);
 		if (rc == CPHT_OK)
 			t->count -= end - position;
 	}
@@ -770,29 +886,27 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 		/* Newest first, one run of inserts or deletes at a time. */
 		uint64_t	hi = end;
 
-		while (rc == CPHT_OK && hi > position)
+		for (size_t r = t->log_nruns; rc == CPHT_OK && r-- > 0 && hi > position;)
 		{
-			uint64_t	lo = hi - 1;
-			uint8_t		deleted = t->log_deleted[lo];
+			uint64_t	lo = t->log_runs[r].start > position ? t->log_runs[r].start : position;
 
-			while (lo > position && t->log_deleted[lo - 1] == deleted)
-				lo--;
 			/*
 			 * A deleted key comes back in a new slot, possibly after slots
 			 * that older log entries filled: emptying those later would
 			 * hide it, so from now on rollbacks use tombstones.
 			 */
-			if (deleted)
+			if (t->log_runs[r].deleted)
 			{
-				rc = revive_keys(t, t->log_keys + lo, hi - lo, flags);
+				rc = revive_keys(t, keys + (lo - position), hi - lo, flags);
 				t->log_moved = 1;
 			}
 			else
-				rc = erase_keys(t, t->log_keys + lo, hi - lo, flags);
+				rc = erase_keys(t, keys + (lo - position), hi - lo, flags);
 			hi = lo;
 		}
 	}
 	free(flags);
+	free(copied);
 	t->logging = logging;
 	if (rc == CPHT_OK)
 		cpht_table_truncate_log(t, position);
@@ -814,6 +928,7 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 	size_t		chunk = n < most ? n : most;
 	size_t		done = 0;
 	uint64_t	puts = 0;
+	int			on_backend = t->logging && log_on_backend(t);
 	cpht_status rc = CPHT_OK;
 
 	if (t->params.kind == CPHT_CUCKOO)
@@ -826,7 +941,8 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 	{
 		size_t		m = n - done < chunk ? n - done : chunk;
 		size_t		nhomeless = 0;
-		int			full = 0;
+		cpht_tally	tally = {0, 0};
+		char		why[sizeof(t->errmsg)];
 
 		if (done > 0 && interrupt_check && interrupt_check())
 		{
@@ -835,24 +951,32 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 				rc = table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", done, n);
 			break;
 		}
-		rc = t->backend->find_or_put(t, keys + done, m, status + done, homeless, &nhomeless);
+		/*
+		 * A backend store takes this chunk's inserts after the earlier
+		 * chunks' (it grows chunk by chunk, so running out of device memory
+		 * for it can happen in the middle of a call, undone like the rest).
+		 */
+		rc = on_backend ? log_reserve(t, puts + m) : CPHT_OK;
+		if (rc == CPHT_OK)
+			rc = t->backend->find_or_put(t, keys + done, m, status + done, homeless, &nhomeless,
+										 &tally, on_backend ? t->log_len + puts : CPHT_NO_LOG);
 		if (rc != CPHT_OK)
 		{
-			char		why[sizeof(t->errmsg)];
-
 			/* Keep the device's message; undo what earlier chunks put. */
 			memcpy(why, t->errmsg, sizeof(why));
 			if (undo_call(t, keys, done, status, NULL, 0) == CPHT_OK)
-				memcpy(t->errmsg, why, sizeof(why));
+			{
+				if (done > 0)
+					snprintf(t->errmsg, sizeof(t->errmsg),
+							 "%s (after %zu of %zu keys, which were taken out again)", why, done, n);
+				else
+					memcpy(t->errmsg, why, sizeof(why));
+			}
 			break;
 		}
-		for (size_t i = done; i < done + m; i++)
-		{
-			puts += status[i] == CPHT_PUT;
-			full |= status[i] == CPHT_FULL;
-		}
+		puts += tally.hits;
 		done += m;
-		if (full || nhomeless > 0)
+		if (tally.full > 0 || nhomeless > 0)
 		{
 			rc = undo_call(t, keys, done, status, homeless, nhomeless);
 			if (rc == CPHT_OK)
@@ -861,8 +985,8 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 								(unsigned long long) t->count);
 		}
 	}
-	/* Log what the call inserted; without room for that, undo the call. */
-	if (rc == CPHT_OK && log_reserve(t, puts) != CPHT_OK)
+	/* Host store: log what the call inserted; without room, undo the call. */
+	if (rc == CPHT_OK && !on_backend && log_reserve(t, puts) != CPHT_OK)
 	{
 		char		why[sizeof(t->errmsg)];
 
@@ -876,8 +1000,14 @@ find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 	}
 	if (rc == CPHT_OK)
 	{
+		double		log_start = clock_ms();
+
 		t->count += puts;
-		log_append(t, keys, n, status, CPHT_PUT, 0, puts);
+		if (on_backend)
+			log_mark(t, 0, puts);
+		else
+			log_append(t, keys, n, status, CPHT_PUT, 0, puts);
+		t->times.undo_log += clock_ms() - log_start;
 	}
 	free(homeless);
 	return rc;
@@ -940,7 +1070,8 @@ cpht_status
 cpht_table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 {
 	settle(t);
-	return find_or_put(t, keys, n, status);
+	call_begin(t);
+	return call_end(t, find_or_put(t, keys, n, status));
 }
 
 cpht_status
@@ -949,14 +1080,14 @@ cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 	cpht_status rc;
 
 	settle(t);
-
+	call_begin(t);
 	if (n == 0)
-		return CPHT_OK;
+		return call_end(t, CPHT_OK);
 	rc = t->backend->find(t, keys, n, found);
 	for (size_t i = 0; rc == CPHT_OK && t->nstash > 0 && i < n; i++)
 		if (!found[i])
 			found[i] = (uint8_t) in_sorted(t->stash, t->nstash, keys[i]);
-	return rc;
+	return call_end(t, rc);
 }
 
 cpht_status
@@ -966,35 +1097,57 @@ cpht_table_put(cpht_table *t, const uint64_t *keys, size_t n, uint64_t *inserted
 	cpht_status rc;
 
 	settle(t);
+	call_begin(t);
 	*inserted = 0;
 	if (n == 0)
-		return CPHT_OK;
+		return call_end(t, CPHT_OK);
 	status = malloc(n);
 	if (status == NULL)
-		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+		return call_end(t, table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n));
 	rc = find_or_put_counted(t, keys, n, status, inserted);
 	free(status);
-	return rc;
+	return call_end(t, rc);
 }
 
 static cpht_status
 erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 {
+	int			on_backend = t->logging && log_on_backend(t);
+	cpht_tally	tally = {0, 0};
+	uint64_t   *stashed = NULL;
+	size_t		nstashed = 0;
 	cpht_status rc = log_reserve(t, n);
-	uint64_t	removed = 0;
 
 	if (rc != CPHT_OK)
 		return rc;
-	rc = t->backend->erase(t, keys, n, present, 0);
-	for (size_t i = 0; rc == CPHT_OK && i < n; i++)
+	if (on_backend && t->nstash > 0)
 	{
-		if (!present[i] && t->nstash > 0)
-			present[i] = (uint8_t) stash_remove(t, keys[i]);
-		removed += present[i];
+		stashed = malloc(n * sizeof(uint64_t));
+		if (stashed == NULL)
+			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
 	}
-	t->count -= removed;
-	if (rc == CPHT_OK)
-		log_append(t, keys, n, present, 1, 1, removed);
+	rc = t->backend->erase(t, keys, n, present, 0, &tally, on_backend ? t->log_len : CPHT_NO_LOG);
+	for (size_t i = 0; rc == CPHT_OK && t->nstash > 0 && i < n; i++)
+	{
+		if (!present[i] && stash_remove(t, keys[i]))
+		{
+			present[i] = 1;
+			tally.hits++;
+			if (stashed)
+				stashed[nstashed++] = keys[i];
+		}
+	}
+	/* Keys removed from the stash follow the buckets' in a backend store. */
+	if (rc == CPHT_OK && nstashed > 0)
+		rc = t->backend->log_write(t, t->log_len + tally.hits - nstashed, stashed, nstashed);
+	free(stashed);
+	t->count -= tally.hits;
+	if (rc != CPHT_OK)
+		return rc;
+	if (on_backend)
+		log_mark(t, 1, tally.hits);
+	else
+		log_append(t, keys, n, present, 1, 1, tally.hits);
 	return rc;
 }
 
@@ -1002,9 +1155,10 @@ cpht_status
 cpht_table_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 {
 	settle(t);
+	call_begin(t);
 	if (n == 0)
-		return CPHT_OK;
-	return erase_keys(t, keys, n, present);
+		return call_end(t, CPHT_OK);
+	return call_end(t, erase_keys(t, keys, n, present));
 }
 
 /* ---- rebuild ------------------------------------------------------------ */
@@ -1136,9 +1290,11 @@ cpht_table_stats(cpht_table *t, cpht_stats *out)
 	}
 	out->stashed = t->nstash;
 	out->log_entries = t->log_len;
-	out->log_bytes = t->log_cap * (sizeof(uint64_t) + 1);
+	out->log_bytes = t->log_cap * sizeof(uint64_t) + t->log_runs_cap * sizeof(cpht_log_run);
 	out->count = t->count;
 	out->staging_bytes = t->backend->staging_bytes(t);
+	if (t->backend->device_memory)
+		t->backend->device_memory(t, &out->device_free_bytes, &out->device_total_bytes);
 	t->backend->device_name(t, out->device_name, sizeof(out->device_name));
 	rc = t->backend->scan(t, out->live, out->tombstones);
 	return rc;

@@ -20,6 +20,28 @@ extern "C" {
 
 typedef struct cpht_backend cpht_backend;
 
+/* A run of undo-log entries [start, next run's start or log_len). */
+typedef struct cpht_log_run
+{
+	uint64_t	start;
+	int			deleted;		/* 1: keys deleted, 0: keys inserted */
+} cpht_log_run;
+
+/*
+ * What a backend tells about a find_or_put or erase it ran: `hits` keys
+ * got status CPHT_PUT (find_or_put) or were removed (erase), `full` keys
+ * got CPHT_FULL.  When the call is asked to log (log_at != CPHT_NO_LOG, only
+ * for a backend with a log store) it also wrote those `hits` keys to its
+ * store at entries [log_at, log_at + hits), in any order.
+ */
+typedef struct cpht_tally
+{
+	uint64_t	hits;
+	uint64_t	full;
+} cpht_tally;
+
+#define CPHT_NO_LOG UINT64_MAX
+
 struct cpht_table
 {
 	cpht_params params;			/* slot_bits resolved, cpu_threads resolved */
@@ -28,15 +50,25 @@ struct cpht_table
 	uint64_t	count;			/* distinct keys stored, stash included */
 	uint64_t   *stash;			/* cuckoo keys no bucket could take, sorted */
 	size_t		nstash;
-	/* undo log: keys in call order, and whether each was put or deleted */
+	/*
+	 * Undo log: keys in call order, in runs of one operation (a call that
+	 * inserts adds a run of inserted keys, a delete a run of deleted keys).
+	 * The keys live in host memory (log_keys) unless the backend keeps them
+	 * itself (the GPU keeps them in device memory, next to the table).
+	 */
 	int			logging;
-	uint64_t   *log_keys;
-	uint8_t    *log_deleted;
-	uint64_t	log_len;
-	uint64_t	log_cap;
+	uint64_t   *log_keys;		/* host store; NULL with a backend store */
+	void	   *log_store;		/* backend store (the GPU's device array);
+								 * kept by t across a rebuild */
+	uint64_t	log_len;		/* entries */
+	uint64_t	log_cap;		/* entries the store has room for */
+	cpht_log_run *log_runs;
+	size_t		log_nruns;
+	size_t		log_runs_cap;
 	uint64_t	log_deletes;	/* deletes among the entries */
 	int			log_moved;		/* keys moved (rebuild, re-put by a rollback)
 								 * since the log began: undo by tombstones */
+	cpht_call_times times;		/* where the last call spent its time */
 	/* streams (cpht_stream_*): the batch running on a helper thread */
 	int			running;
 	pthread_t	runner;
@@ -56,17 +88,24 @@ struct cpht_table
  *     and the keys left without a slot after a failed eviction chain (these
  *     may be keys that were stored before the call) are written to
  *     homeless[0..*nhomeless), which has room for n keys.
- *   The table layer then undoes the call.
+ *   The table layer then undoes the call.  *tally counts the outcome and,
+ *   with log_at set, the inserted keys go to the log store.
  * erase: present[i] = 1 where the key was found and removed; to_empty = 1
  *   writes EMPTY instead of a tombstone, which is only correct when undoing
  *   the latest call on an iceberg table (its keys took slots that were
- *   empty before, and nothing was inserted after them).
+ *   empty before, and nothing was inserted after them).  *tally and log_at
+ *   as for find_or_put, for the removed keys.
  * scan: live and tombstone slots per level.
  * copy_slots: copy level l's slot array to host memory (rebuild reads the
  *   keys back out of it).
  * revive: put back distinct keys known to be absent whose deletion a
  *   rollback undoes, into the first free slot (EMPTY or TOMBSTONE) along
  *   their buckets in find's order; status[i] = CPHT_PUT or CPHT_FULL.
+ * log_reserve, log_write, log_read, log_release: a log store kept by the
+ *   backend (all NULL: the table layer keeps the log in host memory).
+ *   reserve makes room for `entries` in all, keeping the first t->log_len;
+ *   write and read copy entries [at, at + n) from and to host memory;
+ *   release frees the store.
  */
 struct cpht_backend
 {
@@ -75,16 +114,24 @@ struct cpht_backend
 	void		(*destroy) (cpht_table *t);
 	cpht_status (*find_or_put) (cpht_table *t, const uint64_t *keys, size_t n,
 								uint8_t *status, uint64_t *homeless,
-								size_t *nhomeless);
+								size_t *nhomeless, cpht_tally *tally,
+								uint64_t log_at);
 	cpht_status (*find) (cpht_table *t, const uint64_t *keys, size_t n,
 						 uint8_t *found);
 	cpht_status (*erase) (cpht_table *t, const uint64_t *keys, size_t n,
-						  uint8_t *present, int to_empty);
+						  uint8_t *present, int to_empty, cpht_tally *tally,
+						  uint64_t log_at);
 	cpht_status (*scan) (cpht_table *t, uint64_t *live, uint64_t *tombstones);
 	void		(*device_name) (cpht_table *t, char *buf, size_t len);
 	uint64_t	(*staging_bytes) (cpht_table *t);
 	cpht_status (*copy_slots) (cpht_table *t, int level, void *host);
 	cpht_status (*revive) (cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status);
+	cpht_status (*log_reserve) (cpht_table *t, uint64_t entries);
+	cpht_status (*log_write) (cpht_table *t, uint64_t at, const uint64_t *keys, size_t n);
+	cpht_status (*log_read) (cpht_table *t, uint64_t at, size_t n, uint64_t *keys);
+	void		(*log_release) (cpht_table *t);
+	/* free and total memory of the table's device (NULL: host memory) */
+	void		(*device_memory) (cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes);
 };
 
 extern const cpht_backend cpht_cpu_backend;

@@ -63,8 +63,10 @@ clock_mark(instr_time *t)
 }
 
 static void
-clock_report(const char *fn, const CallClock *c, int n)
+clock_report(const char *fn, const CallClock *c, int n, cpht_table *t)
 {
+	cpht_call_times inside;
+
 	instr_time	end,
 				read,
 				table,
@@ -79,10 +81,13 @@ clock_report(const char *fn, const CallClock *c, int n)
 	INSTR_TIME_SUBTRACT(table, c->read);
 	result = end;
 	INSTR_TIME_SUBTRACT(result, c->table);
+	cpht_table_call_times(t, &inside);
 	ereport(NOTICE,
 			(errmsg("%s: %d keys: read array %.3f ms, table %.3f ms, result %.3f ms",
 					fn, n, INSTR_TIME_GET_MILLISEC(read), INSTR_TIME_GET_MILLISEC(table),
-					INSTR_TIME_GET_MILLISEC(result))));
+					INSTR_TIME_GET_MILLISEC(result)),
+			 errdetail("Inside the table call: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms.",
+					   inside.stage_in, inside.wait, inside.copy_out, inside.undo_log)));
 }
 
 Datum
@@ -109,7 +114,7 @@ cpht_fop(PG_FUNCTION_ARGS)
 									   (uint8 *) ARR_DATA_PTR(result)),
 				entry);
 	clock_mark(&clock.table);
-	clock_report("cpht_fop", &clock, n);
+	clock_report("cpht_fop", &clock, n, entry->table);
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
@@ -161,7 +166,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 		out += status[i];
 	}
 	pfree(status);
-	clock_report("cpht_fop_new", &clock, n);
+	clock_report("cpht_fop_new", &clock, n, entry->table);
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 

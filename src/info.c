@@ -79,10 +79,17 @@ cpht_info(PG_FUNCTION_ARGS)
 					 ", \"staging_bytes\": " UINT64_FORMAT
 					 ", \"stashed\": " UINT64_FORMAT
 					 ", \"transactional\": %s, \"undo_log_entries\": " UINT64_FORMAT
-					 ", \"undo_log_bytes\": " UINT64_FORMAT "}",
+					 ", \"undo_log_bytes\": " UINT64_FORMAT,
 					 stats.table_bytes, stats.staging_bytes, stats.stashed,
 					 entry->transactional ? "true" : "false",
 					 stats.log_entries, stats.log_bytes);
+	/* GPU tables: how much room the device has left (for sizing and for
+	 * watching memory across sessions). */
+	if (stats.device_total_bytes > 0)
+		appendStringInfo(&buf, ", \"device_free_bytes\": " UINT64_FORMAT
+						 ", \"device_total_bytes\": " UINT64_FORMAT,
+						 stats.device_free_bytes, stats.device_total_bytes);
+	appendStringInfoChar(&buf, '}');
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }

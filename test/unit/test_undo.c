@@ -13,6 +13,17 @@
 
 #define POOL 30000
 
+/* Every check runs on the CPU, then on the GPU where one is usable (the
+ * GPU keeps the log in device memory: a different store, same answers). */
+static cpht_device device = CPHT_DEVICE_CPU;
+
+/* Level 0's slots, wherever they live. */
+static void
+copy_level0(cpht_table *t, void *host)
+{
+	t->backend->copy_slots(t, 0, host);
+}
+
 /* Does the table hold exactly the keys of the reference (over the pool)? */
 static int
 same_keys(cpht_table *t, const ref_set *ref, const uint64_t *pool)
@@ -57,6 +68,7 @@ check_kind(cpht_kind kind)
 	size_t		bytes0;
 
 	cpht_params_for_capacity(kind, POOL, 64, &p, err, sizeof(err));
+	p.device = device;
 	p.seed = 11;
 	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create %s", err);
 	cpht_table_set_logging(t, 1);
@@ -73,7 +85,7 @@ check_kind(cpht_kind kind)
 		{
 			bytes0 = t->params.slots[0] * (size_t) (t->level[0].slot_bits / 8);
 			slots0 = malloc(bytes0);
-			memcpy(slots0, t->level[0].slots, bytes0);
+			copy_level0(t, slots0);
 		}
 		for (int round = 0; round < 3; round++)
 		{
@@ -110,12 +122,18 @@ check_kind(cpht_kind kind)
 	{
 		uint64_t	m = cpht_table_log_position(t);
 
-		memcpy(slots0, t->level[0].slots, bytes0);
+		copy_level0(t, slots0);
 		for (int i = 0; i < 5000; i++)
 			batch[i] = pool[unit_rand(&rng) % POOL];
 		CHECK(cpht_table_find_or_put(t, batch, 5000, out) == CPHT_OK, "fop");
 		CHECK(cpht_table_rollback_to(t, m) == CPHT_OK, "rollback inserts");
-		CHECK(memcmp(slots0, t->level[0].slots, bytes0) == 0, "inserts-only rollback restores the slots bit for bit");
+		{
+			void	   *now = malloc(bytes0);
+
+			copy_level0(t, now);
+			CHECK(memcmp(slots0, now, bytes0) == 0, "inserts-only rollback restores the slots bit for bit");
+			free(now);
+		}
 		CHECK(same_keys(t, &saved[0], pool), "after rolling back inserts only");
 	}
 
@@ -153,6 +171,7 @@ check_reput_then_outer_rollback(void)
 	int			missing = 0;
 
 	cpht_params_for_capacity(CPHT_ICEBERG, 2000, 64, &p, err, sizeof(err));
+	p.device = device;
 	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create");
 	cpht_table_set_logging(t, 1);
 	for (int i = 0; i < 64; i++)
@@ -194,6 +213,7 @@ check_rollback_deletes_when_full(cpht_kind kind)
 	int			failures = 0;
 
 	cpht_params_for_capacity(kind, 1000, 64, &p, err, sizeof(err));
+	p.device = device;
 	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create");
 	cpht_table_set_logging(t, 1);
 	for (uint64_t k = 1; n < 4096; k++)
@@ -248,6 +268,7 @@ check_empty_log_then_no_inserts(void)
 	uint8_t    *out = malloc(n);
 
 	cpht_params_for_capacity(CPHT_ICEBERG, n, 64, &p, err, sizeof(err));
+	p.device = device;
 	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create");
 	cpht_table_set_logging(t, 1);
 	for (size_t i = 0; i < n; i++)
@@ -262,8 +283,8 @@ check_empty_log_then_no_inserts(void)
 	free(out);
 }
 
-int
-main(void)
+static void
+check_all(void)
 {
 	check_empty_log_then_no_inserts();
 	check_rollback_deletes_when_full(CPHT_ICEBERG);
@@ -271,5 +292,21 @@ main(void)
 	check_reput_then_outer_rollback();
 	check_kind(CPHT_ICEBERG);
 	check_kind(CPHT_CUCKOO);
+}
+
+int
+main(void)
+{
+	char		why[256];
+
+	check_all();
+	if (cpht_gpu_usable(why, sizeof(why)))
+	{
+		device = CPHT_DEVICE_GPU;
+		check_all();
+		printf("test_undo: CPU and GPU\n");
+	}
+	else
+		printf("test_undo: GPU part SKIPPED: %s\n", why);
 	UNIT_DONE();
 }
