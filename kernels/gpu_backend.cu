@@ -289,6 +289,19 @@ gpu_create(cpht_table *t)
 	st->grouping = GPU_GROUP_AUTO;
 	t->backend_state = st;
 	rc = create_state(t);
+	/*
+	 * Transfer buffers for batches as large as the table, now: pinning
+	 * host memory is slow (tens of milliseconds for a full chunk pair), a
+	 * cost that belongs to creating the table, not to its first batch.
+	 */
+	if (rc == CPHT_OK)
+	{
+		uint64_t	slots = 0;
+
+		for (int l = 0; l < t->levels; l++)
+			slots += t->params.slots[l];
+		rc = ensure_staging(t, (size_t) slots);
+	}
 	if (rc != CPHT_OK)
 		gpu_destroy(t);
 	return rc;

@@ -84,11 +84,13 @@ cpht_info(PG_FUNCTION_ARGS)
 					 entry->transactional ? "true" : "false",
 					 stats.log_entries, stats.log_bytes);
 	/* GPU tables: how much room the device has left (for sizing and for
-	 * watching memory across sessions). */
+	 * watching memory across sessions); null for CPU tables. */
 	if (stats.device_total_bytes > 0)
 		appendStringInfo(&buf, ", \"device_free_bytes\": " UINT64_FORMAT
 						 ", \"device_total_bytes\": " UINT64_FORMAT,
 						 stats.device_free_bytes, stats.device_total_bytes);
+	else
+		appendStringInfoString(&buf, ", \"device_free_bytes\": null, \"device_total_bytes\": null");
 	appendStringInfoChar(&buf, '}');
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));

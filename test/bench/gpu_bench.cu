@@ -25,7 +25,8 @@
  *          --modes direct,grouped,fine (which batch handling to time: as it
  *          comes, grouped by bucket in quarter-L2 or sixteenth-L2 slices),
  *          --only KIND:BITS:BUCKET (one configuration, e.g. iceberg:32:8),
- *          --fills F,F,... (subset of the fills), --no-ceilings, --no-e2e.
+ *          --fills F,F,... (subset of the fills), --no-ceilings, --no-e2e,
+ *          --e2e-only (only the end-to-end measurement, with --no-ceilings).
  *          --reps 0 runs each measurement once, untimed (for profilers).
  */
 #include <cub/device/device_radix_sort.cuh>
@@ -657,62 +658,90 @@ bench_table(bench *b, const tcfg *c)
  * End to end through the public interface: host arrays in, host arrays
  * out, the table layer's chunks and the backend's pinned pipeline included
  * (wall-clock time).  A table sized by cpht_params_for_capacity for 2^26
- * keys; a batch of 2^26 keys, half of them distinct new ones.
+ * keys; a batch of 2^26 keys, half of them distinct new ones.  Each
+ * repetition creates a fresh (transactional) table and runs, in order: the
+ * find-or-put that inserts (e2e_fop), the same again with every key present
+ * (e2e_fop_present), and a find (e2e_find); medians over the repetitions,
+ * with the call's split from cpht_table_call_times.
  */
 static void
 bench_end_to_end(bench *b)
 {
 	const uint64_t n = (uint64_t) 1 << 26;
+	const int	reps = b->reps > 1 ? b->reps : 5;
+	const char *names[3] = {"e2e_fop", "e2e_fop_present", "e2e_find"};
 	cpht_kind	kinds[2] = {CPHT_ICEBERG, CPHT_CUCKOO};
+	std::vector<uint64_t> keys(n);
+	std::vector<uint8_t> st(n);
 
+	for (uint64_t i = 0; i < n; i++)
+		keys[i] = key_of(i % (n / 2), 777);
 	for (int kk = 0; kk < 2; kk++)
 	{
 		cpht_params p;
-		cpht_table *t = NULL;
 		char		err[512];
-		std::vector<uint64_t> keys(n);
-		std::vector<uint8_t> st(n);
-		struct timespec t0,
-					t1;
-		double		sec;
 		tcfg		c = {kinds[kk], 0, 0, 0, 0};
+		std::vector<double> ms[3],
+					stage[3],
+					wait[3],
+					out[3];
+		double		fill = 0;
 
 		if (cpht_params_for_capacity(kinds[kk], n, KEY_BITS, &p, err, sizeof(err)) != CPHT_OK)
 			continue;
 		p.device = CPHT_DEVICE_GPU;
-		if (cpht_table_create(&p, &t, err, sizeof(err)) != CPHT_OK)
+		for (int r = 0; r < reps; r++)
 		{
-			fprintf(stderr, "end to end: %s\n", err);
-			continue;
+			cpht_table *t = NULL;
+
+			if (cpht_table_create(&p, &t, err, sizeof(err)) != CPHT_OK)
+			{
+				fprintf(stderr, "end to end: %s\n", err);
+				return;
+			}
+			cpht_table_set_logging(t, 1);
+			c.sw0 = t->level[0].slot_bits;
+			c.b0 = t->level[0].bucket_slots;
+			if (t->levels > 1)
+			{
+				c.sw1 = t->level[1].slot_bits;
+				c.b1 = t->level[1].bucket_slots;
+			}
+			for (int op = 0; op < 3; op++)
+			{
+				struct timespec t0,
+							t1;
+				cpht_call_times ct;
+
+				clock_gettime(CLOCK_MONOTONIC, &t0);
+				if (op < 2)
+					TRY(cpht_table_find_or_put(t, keys.data(), n, st.data()));
+				else
+					TRY(cpht_table_find(t, keys.data(), n, st.data()));
+				clock_gettime(CLOCK_MONOTONIC, &t1);
+				cpht_table_call_times(t, &ct);
+				ms[op].push_back(1e3 * (double) (t1.tv_sec - t0.tv_sec) + 1e-6 * (double) (t1.tv_nsec - t0.tv_nsec));
+				stage[op].push_back(ct.stage_in);
+				wait[op].push_back(ct.wait);
+				out[op].push_back(ct.copy_out);
+			}
+			fill = (double) cpht_table_count(t) / (double) (p.slots[0] + p.slots[1]);
+			cpht_table_destroy(t);
 		}
-		c.sw0 = t->level[0].slot_bits;
-		c.b0 = t->level[0].bucket_slots;
-		if (t->levels > 1)
+		for (int op = 0; op < 3; op++)
 		{
-			c.sw1 = t->level[1].slot_bits;
-			c.b1 = t->level[1].bucket_slots;
-		}
-		for (uint64_t i = 0; i < n; i++)
-			keys[i] = key_of(i % (n / 2), 777);
-		for (int op = 0; op < 2; op++)
-		{
-			clock_gettime(CLOCK_MONOTONIC, &t0);
-			if (op == 0)
-				TRY(cpht_table_find_or_put(t, keys.data(), n, st.data()));
-			else
-				TRY(cpht_table_find(t, keys.data(), n, st.data()));
-			clock_gettime(CLOCK_MONOTONIC, &t1);
-			sec = (double) (t1.tv_sec - t0.tv_sec) + 1e-9 * (double) (t1.tv_nsec - t0.tv_nsec);
-			fprintf(b->csv, "%s,%s,%s,%s,-,%d,%d/%d,%d,%.2f,host,%.3f,%.3f,%llu,-,1\n",
+			double		m = median(ms[op]);
+
+			fprintf(b->csv, "%s,%s,%s,%s,-,%d,%d/%d,%d,%.2f,host,%.3f,%.3f,%llu,-,%d\n",
 					b->date, b->device, kinds[kk] == CPHT_ICEBERG ? "iceberg" : "cuckoo",
-					op == 0 ? "e2e_fop" : "e2e_find", c.sw0, c.b0, c.b1, c.sw1,
-					(double) cpht_table_count(t) / (double) (p.slots[0] + p.slots[1]),
-					n / (sec * 1e9), sec * 1e3, (unsigned long long) n);
-			fprintf(stderr, "  end to end %s %s: %.2f G keys/s (%.1f ms for %llu host keys)\n",
-					kinds[kk] == CPHT_ICEBERG ? "iceberg" : "cuckoo", op == 0 ? "find_or_put" : "find",
-					n / (sec * 1e9), sec * 1e3, (unsigned long long) n);
+					names[op], c.sw0, c.b0, c.b1, c.sw1, fill,
+					n / (m * 1e6), m, (unsigned long long) n, reps);
+			fprintf(stderr, "  end to end %s %s: %.2f G keys/s (median %.1f ms of %d for %llu host keys;"
+					" staging %.1f, waiting %.1f, copying results %.1f ms)\n",
+					kinds[kk] == CPHT_ICEBERG ? "iceberg" : "cuckoo", names[op],
+					n / (m * 1e6), m, reps, (unsigned long long) n,
+					median(stage[op]), median(wait[op]), median(out[op]));
 		}
-		cpht_table_destroy(t);
 	}
 }
 
@@ -723,6 +752,7 @@ main(int argc, char **argv)
 	int			quick = 0;
 	int			ceilings_on = 1;
 	int			e2e = 1;
+	int			e2e_only = 0;
 	const char *only = NULL;
 	const char *tables = "all";
 	const char *csv = NULL;
@@ -752,6 +782,8 @@ main(int argc, char **argv)
 			ceilings_on = 0;
 		else if (strcmp(argv[i], "--no-e2e") == 0)
 			e2e = 0;
+		else if (strcmp(argv[i], "--e2e-only") == 0)
+			e2e_only = 1;
 		else if (strcmp(argv[i], "--fills") == 0 && i + 1 < argc)
 		{
 			char	   *list = strdup(argv[++i]);
@@ -775,7 +807,7 @@ main(int argc, char **argv)
 		}
 		else
 		{
-			fprintf(stderr, "usage: %s [--quick] [--reps N] [--tables iceberg|cuckoo|all] [--modes direct,grouped] [--csv FILE]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--reps N] [--tables iceberg|cuckoo|all] [--modes direct,grouped] [--csv FILE] [--no-ceilings] [--no-e2e | --e2e-only]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -811,6 +843,11 @@ main(int argc, char **argv)
 	fprintf(b.csv, "%s,%s,ceiling,cas8,-,-,-,-,-,-,%.3f,-,-,1,1\n", b.date, b.device, b.ceil.cas);
 	fprintf(b.csv, "%s,%s,ceiling,sector_read_512M,-,-,-,-,-,-,%.3f,-,-,1,1\n", b.date, b.device, b.ceil.sector_small);
 	fprintf(b.csv, "%s,%s,ceiling,sector_read_1thread,-,-,-,-,-,-,%.3f,-,-,1,1\n", b.date, b.device, b.ceil.sector_thread);
+	if (e2e_only)
+	{
+		bench_end_to_end(&b);
+		return 0;
+	}
 
 	{
 		const uint64_t most = PRIMARY_SLOTS + SECONDARY_SLOTS;
