@@ -661,14 +661,15 @@ bench_table(bench *b, const tcfg *c)
  * keys; a batch of 2^26 keys, half of them distinct new ones.  Each
  * repetition creates a fresh (transactional) table and runs, in order: the
  * find-or-put that inserts (e2e_fop), the same again with every key present
- * (e2e_fop_present), and a find (e2e_find); medians over the repetitions,
- * with the call's split from cpht_table_call_times.
+ * (e2e_fop_present), and a find (e2e_find); medians over --reps
+ * repetitions (at least 2), with the call's split from
+ * cpht_table_call_times.
  */
 static void
 bench_end_to_end(bench *b)
 {
 	const uint64_t n = (uint64_t) 1 << 26;
-	const int	reps = b->reps > 1 ? b->reps : 5;
+	const int	reps = b->reps > 1 ? b->reps : 2;
 	const char *names[3] = {"e2e_fop", "e2e_fop_present", "e2e_find"};
 	cpht_kind	kinds[2] = {CPHT_ICEBERG, CPHT_CUCKOO};
 	std::vector<uint64_t> keys(n);

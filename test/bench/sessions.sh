@@ -15,10 +15,15 @@ gpu_mem() { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=memory.us
 
 psql -X -q -c "CREATE EXTENSION IF NOT EXISTS cpht"
 echo "device memory before: $(gpu_mem)"
-( sleep 20; echo "device memory during: $(gpu_mem)" ) &
+# The most device memory seen while pgbench runs (sampled every second).
+peak=$(mktemp)
+( while sleep 1; do gpu_mem; done > "$peak" ) &
+sampler=$!
 PGOPTIONS="-c cpht.device=$DEVICE" pgbench -n -c "$CLIENTS" -j "$CLIENTS" -t "$TX" -f sessions.pgbench 2>&1 |
 	grep -E 'clients|transactions|failed|latency|tps|ERROR|error' || true
-wait
+kill $sampler 2>/dev/null || true
+echo "device memory during (peak of $(wc -l < "$peak") samples): $(sort -n "$peak" | tail -1)"
+rm -f "$peak"
 sleep 2
 echo "device memory after: $(gpu_mem)"
 psql -X -At -c "SELECT 'server still up, backends: ' || count(*) FROM pg_stat_activity"
