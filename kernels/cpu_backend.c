@@ -239,21 +239,41 @@ nomem:
 
 /* ---- the backend -------------------------------------------------------- */
 
-/* Count the outcome of a batch (the CPU keeps no log store: log_at is
- * always CPHT_NO_LOG here). */
-static void
-tally_status(const uint8_t *out, size_t n, uint8_t hit, cpht_tally *tally)
+/* Count the outcome of a batch over the table's threads (the CPU keeps no
+ * log store: log_at is always CPHT_NO_LOG here). */
+typedef struct tally_job
 {
+	const uint8_t *out;
+	uint8_t		hit;
+	uint64_t	hits;			/* summed atomically by the threads */
+	uint64_t	full;
+} tally_job;
+
+static void
+tally_range(void *arg, size_t begin, size_t end)
+{
+	tally_job  *job = arg;
 	uint64_t	hits = 0,
 				full = 0;
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = begin; i < end; i++)
 	{
-		hits += out[i] == hit;
-		full += out[i] == CPHT_FULL;
+		hits += job->out[i] == job->hit;
+		full += job->out[i] == CPHT_FULL;
 	}
-	tally->hits = hits;
-	tally->full = full;
+	__atomic_fetch_add(&job->hits, hits, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&job->full, full, __ATOMIC_RELAXED);
+}
+
+static void
+tally_status(const cpht_table *t, const uint8_t *out, size_t n, uint8_t hit, cpht_tally *tally)
+{
+	tally_job	job = {out, hit, 0, 0};
+
+	/* Joining the threads orders their sums before these reads. */
+	cpu_parallel_for(t->params.cpu_threads, n, tally_range, &job);
+	tally->hits = job.hits;
+	tally->full = job.full;
 }
 
 static cpht_status
@@ -271,7 +291,7 @@ cpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
 	else
 		cpu_parallel_for(t->params.cpu_threads, n, iceberg_fop_range, &job);
 	if (rc == CPHT_OK)
-		tally_status(status, n, CPHT_PUT, tally);
+		tally_status(t, status, n, CPHT_PUT, tally);
 	return rc;
 }
 
@@ -297,7 +317,7 @@ cpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int t
 	cpu_parallel_for(t->params.cpu_threads, n,
 					 t->params.kind == CPHT_CUCKOO ? cuckoo_erase_range : iceberg_erase_range,
 					 &job);
-	tally_status(present, n, 1, tally);
+	tally_status(t, present, n, 1, tally);
 	return CPHT_OK;
 }
 

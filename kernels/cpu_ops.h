@@ -32,6 +32,9 @@ uint8_t		cuckoo_revive(const cpht_table *t, uint64_t key);
  * all signals: the host process (a PostgreSQL backend) handles them. */
 typedef void (*cpu_range_fn) (void *ctx, size_t begin, size_t end);
 void		cpu_parallel_for(int threads, size_t n, cpu_range_fn fn, void *ctx);
+/* The same with a chosen least number of items per thread. */
+void		cpu_parallel_for_min(int threads, size_t n, size_t min_per_thread,
+								 cpu_range_fn fn, void *ctx);
 
 /* Sort keys ascending, carrying its index with each (LSD radix). */
 typedef struct key_index

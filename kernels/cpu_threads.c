@@ -36,6 +36,12 @@ run_job(void *arg)
 void
 cpu_parallel_for(int threads, size_t n, cpu_range_fn fn, void *ctx)
 {
+	cpu_parallel_for_min(threads, n, MIN_KEYS_PER_THREAD, fn, ctx);
+}
+
+void
+cpu_parallel_for_min(int threads, size_t n, size_t min_per_thread, cpu_range_fn fn, void *ctx)
+{
 	range_job	jobs[MAX_THREADS];
 	pthread_t	tids[MAX_THREADS];
 	int			started[MAX_THREADS] = {0};
@@ -45,8 +51,10 @@ cpu_parallel_for(int threads, size_t n, cpu_range_fn fn, void *ctx)
 
 	if (threads > MAX_THREADS)
 		threads = MAX_THREADS;
-	if ((size_t) threads > n / MIN_KEYS_PER_THREAD)
-		threads = (int) (n / MIN_KEYS_PER_THREAD);
+	if (min_per_thread < 1)
+		min_per_thread = 1;
+	if ((size_t) threads > n / min_per_thread)
+		threads = (int) (n / min_per_thread);
 	if (threads <= 1)
 	{
 		fn(ctx, 0, n);

@@ -93,7 +93,7 @@ gpu_tally_read(cpht_table *t, cpht_tally *tally)
 /* ---- the log store (backend entries, see table_internal.h) -------------- */
 
 cpht_status
-gpu_log_reserve(cpht_table *t, uint64_t entries)
+gpu_log_reserve(cpht_table *t, uint64_t entries, uint64_t keep)
 {
 	gpu_state  *st = gpu_state_of(t);
 	uint64_t   *grown = NULL;
@@ -111,8 +111,8 @@ gpu_log_reserve(cpht_table *t, uint64_t entries)
 						  (unsigned long long) (entries * sizeof(uint64_t) >> 20),
 						  cudaGetErrorString(err));
 	}
-	if (t->log_len > 0)
-		err = cudaMemcpyAsync(grown, t->log_store, t->log_len * sizeof(uint64_t),
+	if (keep > 0)
+		err = cudaMemcpyAsync(grown, t->log_store, keep * sizeof(uint64_t),
 							  cudaMemcpyDeviceToDevice, st->comp);
 	if (err == cudaSuccess)
 		err = cudaStreamSynchronize(st->comp);

@@ -58,7 +58,7 @@ cpht_status gpu_tally_chunk(cpht_table *t, const uint64_t *dkeys, const uint8_t 
 							uint32_t n, uint8_t hit, uint64_t log_at);
 cpht_status gpu_tally_read(cpht_table *t, cpht_tally *tally);
 
-cpht_status gpu_log_reserve(cpht_table *t, uint64_t entries);
+cpht_status gpu_log_reserve(cpht_table *t, uint64_t entries, uint64_t keep);
 cpht_status gpu_log_write(cpht_table *t, uint64_t at, const uint64_t *keys, size_t n);
 cpht_status gpu_log_read(cpht_table *t, uint64_t at, size_t n, uint64_t *keys);
 void		gpu_log_release(cpht_table *t);

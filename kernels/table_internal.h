@@ -103,7 +103,8 @@ struct cpht_table
  *   their buckets in find's order; status[i] = CPHT_PUT or CPHT_FULL.
  * log_reserve, log_write, log_read, log_release: a log store kept by the
  *   backend (all NULL: the table layer keeps the log in host memory).
- *   reserve makes room for `entries` in all, keeping the first t->log_len;
+ *   reserve makes room for `entries` in all, keeping the first `keep`
+ *   (log_len and what the running call already wrote past it);
  *   write and read copy entries [at, at + n) from and to host memory;
  *   release frees the store.
  */
@@ -126,7 +127,7 @@ struct cpht_backend
 	uint64_t	(*staging_bytes) (cpht_table *t);
 	cpht_status (*copy_slots) (cpht_table *t, int level, void *host);
 	cpht_status (*revive) (cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status);
-	cpht_status (*log_reserve) (cpht_table *t, uint64_t entries);
+	cpht_status (*log_reserve) (cpht_table *t, uint64_t entries, uint64_t keep);
 	cpht_status (*log_write) (cpht_table *t, uint64_t at, const uint64_t *keys, size_t n);
 	cpht_status (*log_read) (cpht_table *t, uint64_t at, size_t n, uint64_t *keys);
 	void		(*log_release) (cpht_table *t);

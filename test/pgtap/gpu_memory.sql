@@ -7,7 +7,7 @@
 -- the same call succeeds.  Where no GPU is usable every test is skipped,
 -- with the reason.
 BEGIN;
-SELECT plan(9);
+SELECT plan(11);
 
 -- Why a GPU table cannot be created here, or '' if it can.
 CREATE FUNCTION pg_temp.gpu_unusable() RETURNS text LANGUAGE plpgsql AS $$
@@ -37,8 +37,9 @@ END $$;
 
 -- Fill the device with tables until between `leave` and `leave` + 256 MB
 -- are free: the call's first chunk grows the log to 256 MB, the second
--- needs 512 MB more.  Tables are sized at half the excess each (their sizes round
--- up), so none overshoots; they vanish when the savepoint is rolled back.
+-- needs 512 MB more.  Each table is sized for half the excess (sizes round
+-- up, and each also pins about 72 MB of transfer buffers), so none should
+-- overshoot; they vanish when the savepoint is rolled back.
 CREATE FUNCTION pg_temp.fill_device(probe int, leave bigint) RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
 	excess bigint;
@@ -62,8 +63,8 @@ SELECT :'no_gpu' = '' AS gpu \gset
 
 \if :gpu
 SET cpht.device = gpu;
--- 4M keys in the table's log first (this also sizes the transfer
--- buffers for large calls), then 50M new ones.
+-- 4M keys first (they stay in the open transaction's log, and the table's
+-- scratch memory grows to its full chunk size), then 50M new ones.
 SELECT cpht_create(60000000) AS t \gset
 SELECT cardinality(cpht_fop(:t, array(SELECT hashint8extended(g, 1) FROM generate_series(1, 4000000) g))) AS warm \gset
 CREATE TEMP TABLE big AS
@@ -81,7 +82,15 @@ SELECT cpht_count(:t) AS count_after,
 SELECT pg_temp.outcome(format('SELECT cpht_fop(%s, ARRAY[1, 2, 3]::bigint[])', :t)) AS small_fop \gset
 ROLLBACK TO SAVEPOINT filled;
 
+-- The retry grows the log in the middle of the call again, this time with
+-- room: rolled back, it must leave exactly the 4M keys.
+SAVEPOINT retried;
 SELECT pg_temp.outcome(format('SELECT cpht_fop(%s, keys) FROM big', :t)) AS retry \gset
+SELECT cpht_count(:t) AS count_retry \gset
+ROLLBACK TO SAVEPOINT retried;
+SELECT cpht_count(:t) AS count_undone,
+	   (SELECT count(*) FROM unnest(cpht_find(:t, keys)) AS f WHERE f) AS found_undone
+	FROM big \gset
 
 SELECT diag(format('%s filler tables left %s MB of device memory free', :fillers, :free_mb));
 SELECT is(left(:'oom', 5), '53200', 'a 50M-key find-or-put on a full device raises 53200 (out of memory)');
@@ -96,9 +105,11 @@ SELECT is((:'after'::jsonb)->>'undo_log_entries', (:'before'::jsonb)->>'undo_log
 	'the undo log holds the same entries');
 SELECT is(:'small_fop'::text, 'ok', 'the session goes on: the next call on the table works');
 SELECT is(:'retry'::text, 'ok', 'with the memory back the same call succeeds');
-SELECT is(cpht_count(:t), 54000000::bigint, 'and then the table holds every key');
+SELECT is(:count_retry::bigint, 54000000::bigint, 'and then the table holds every key');
+SELECT is(:count_undone::bigint, 4000000::bigint, 'rolling that call back restores the count');
+SELECT is(:found_undone::bigint, 0::bigint, 'and takes out every one of its 50M keys (the log kept the first chunk across its growth)');
 \else
-SELECT skip(:'no_gpu', 9);
+SELECT skip(:'no_gpu', 11);
 \endif
 
 SELECT * FROM finish();

@@ -283,9 +283,74 @@ check_empty_log_then_no_inserts(void)
 	free(out);
 }
 
+/*
+ * Large calls: the host log is filled by several threads block by block,
+ * the GPU's by a kernel chunk by chunk (and a call of more than one 16M-key
+ * chunk grows the device log between chunks, keeping what the earlier
+ * chunks logged).  Insert n keys cycling through `period` distinct ones
+ * after a savepoint, delete every other one after a second, and roll back
+ * to each: the keys present then, exactly.
+ */
+static void
+check_large_calls(cpht_kind kind, size_t n, size_t period)
+{
+	cpht_params p;
+	cpht_table *t;
+	char		err[256];
+	size_t		base = 50000;
+	uint64_t   *keys = malloc(n * sizeof(uint64_t));
+	uint64_t   *half = malloc(n / 2 * sizeof(uint64_t));
+	uint8_t    *out = malloc(n);
+	uint64_t	m1,
+				m2,
+				distinct = 0;
+	size_t		wrong = 0;
+
+	cpht_params_for_capacity(kind, period, 64, &p, err, sizeof(err));
+	p.device = device;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create %s", err);
+	cpht_table_set_logging(t, 1);
+	for (size_t i = 0; i < n; i++)
+		keys[i] = layout_mix64(i % period + 7);
+	/* committed before the savepoints */
+	CHECK(cpht_table_find_or_put(t, keys, base, out) == CPHT_OK, "base");
+	cpht_table_truncate_log(t, 0);
+
+	m1 = cpht_table_log_position(t);
+	CHECK(cpht_table_find_or_put(t, keys, n, out) == CPHT_OK, "large insert: %s", cpht_table_error(t));
+	for (size_t i = 0; i < n; i++)
+		distinct += out[i] == CPHT_PUT;
+	CHECK(distinct == period - base, "large insert put %llu", (unsigned long long) distinct);
+	CHECK(cpht_table_log_position(t) == m1 + distinct, "every insert logged");
+	m2 = cpht_table_log_position(t);
+	for (size_t i = 0; i < n / 2; i++)
+		half[i] = keys[2 * i];
+	CHECK(cpht_table_erase(t, half, n / 2, out) == CPHT_OK, "large delete");
+	CHECK(cpht_table_count(t) == period / 2, "count after delete %llu", (unsigned long long) cpht_table_count(t));
+
+	CHECK(cpht_table_rollback_to(t, m2) == CPHT_OK, "rollback the delete: %s", cpht_table_error(t));
+	CHECK(cpht_table_count(t) == period, "count back to %zu", period);
+	CHECK(cpht_table_find(t, keys, n, out) == CPHT_OK && memchr(out, 0, n) == NULL, "every key back");
+
+	CHECK(cpht_table_rollback_to(t, m1) == CPHT_OK, "rollback the insert: %s", cpht_table_error(t));
+	CHECK(cpht_table_count(t) == base, "count back to the committed keys");
+	CHECK(cpht_table_find(t, keys, n, out) == CPHT_OK, "find");
+	for (size_t i = 0; i < n; i++)
+		wrong += out[i] != (i % period < base);
+	CHECK(wrong == 0, "%zu keys wrong after rolling back the large insert", wrong);
+	cpht_table_destroy(t);
+	free(keys);
+	free(half);
+	free(out);
+}
+
 static void
 check_all(void)
 {
+	check_large_calls(CPHT_ICEBERG, 1200000, 800000);
+	check_large_calls(CPHT_CUCKOO, 1200000, 800000);
+	if (device == CPHT_DEVICE_GPU)
+		check_large_calls(CPHT_ICEBERG, 40000000, 30000000);
 	check_empty_log_then_no_inserts();
 	check_rollback_deletes_when_full(CPHT_ICEBERG);
 	check_rollback_deletes_when_full(CPHT_CUCKOO);
