@@ -1,0 +1,69 @@
+/*
+ * test_threads.c — cpu_parallel_for: every item is visited exactly once,
+ * whatever the number of threads, while two threads call it at once (one
+ * gets the worker pool, the other starts threads of its own), thousands of
+ * times in a row (a lost wake-up would hang: an alarm then kills the test,
+ * which fails).
+ */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu_ops.h"
+#include "unit.h"
+
+#define ROUNDS 5000
+#define MAXN 6000
+
+typedef struct visit
+{
+	unsigned char *seen;		/* one counter per item */
+} visit;
+
+static void
+visit_range(void *ctx, size_t begin, size_t end)
+{
+	visit	   *v = ctx;
+
+	for (size_t i = begin; i < end; i++)
+		__atomic_fetch_add(&v->seen[i], 1, __ATOMIC_RELAXED);
+}
+
+static void *
+caller(void *arg)
+{
+	int		   *bad = arg;
+	unsigned char seen[MAXN];
+	visit		v = {seen};
+
+	for (int r = 0; r < ROUNDS; r++)
+	{
+		int			threads = 1 + r % 17;
+		size_t		n = 1 + (size_t) (r * 7919) % MAXN;
+
+		memset(seen, 0, n);
+		cpu_parallel_for_min(threads, n, 1, visit_range, &v);
+		for (size_t i = 0; i < n; i++)
+			*bad += seen[i] != 1;
+	}
+	return NULL;
+}
+
+int
+main(void)
+{
+	pthread_t	a,
+				b;
+	int			bad_a = 0,
+				bad_b = 0;
+
+	alarm(300);
+
+	CHECK(pthread_create(&a, NULL, caller, &bad_a) == 0, "start caller a");
+	CHECK(pthread_create(&b, NULL, caller, &bad_b) == 0, "start caller b");
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	CHECK(bad_a == 0, "caller a: %d items not visited exactly once", bad_a);
+	CHECK(bad_b == 0, "caller b: %d items not visited exactly once", bad_b);
+	UNIT_DONE();
+}
