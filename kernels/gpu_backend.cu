@@ -24,9 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "gpu_ops.h"
 
@@ -359,25 +357,6 @@ parallel_copy(const cpht_table *t, void *dst, const void *src, size_t n, size_t 
 	cpu_parallel_for(t->params.cpu_threads, n, copy_range, &j);
 }
 
-/*
- * A large result array is fresh memory (PostgreSQL just allocated it): ask
- * for huge pages, so the copy-out faults in one page per 2 MB rather than
- * per 4 kB.  Advice only: where transparent huge pages are off nothing
- * changes.
- */
-static void
-advise_huge_pages(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-	const uintptr_t huge = (uintptr_t) 2 << 20;
-	uintptr_t	lo = ((uintptr_t) p + huge - 1) & ~(huge - 1);
-	uintptr_t	hi = ((uintptr_t) p + bytes) & ~(huge - 1);
-
-	if (hi > lo)
-		(void) madvise((void *) lo, hi - lo, MADV_HUGEPAGE);
-#endif
-}
-
 static double
 clock_ms(void)
 {
@@ -413,8 +392,6 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 		return rc;
 	cap = st->chunk_cap;
 	chunks = (n + cap - 1) / cap;
-	if (n >= ((size_t) 8 << 20))
-		advise_huge_pages(out, n);
 
 	for (size_t i = 0; i <= chunks; i++)
 	{

@@ -1,9 +1,9 @@
 /*
  * test_threads.c — cpu_parallel_for: every item is visited exactly once,
- * whatever the number of threads, while two threads call it at once (one
- * gets the worker pool, the other starts threads of its own), thousands of
- * times in a row (a lost wake-up would hang: an alarm then kills the test,
- * which fails).
+ * whatever the number of threads (up to more than there are items), while
+ * two threads call it at once (a stream's helper thread and the backend do),
+ * thousands of times in a row (a hang would be stopped by an alarm, which
+ * fails the test).
  */
 #include <pthread.h>
 #include <string.h>
