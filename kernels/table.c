@@ -741,6 +741,14 @@ typedef struct log_job
 	uint64_t   *offsets;		/* per block: matches, then first entry */
 } log_job;
 
+/* Block b covers keys [*lo, *hi). */
+static inline void
+log_block(const log_job *j, size_t b, size_t *lo, size_t *hi)
+{
+	*lo = b * LOG_BLOCK;
+	*hi = *lo + LOG_BLOCK < j->n ? *lo + LOG_BLOCK : j->n;
+}
+
 static void
 log_count_blocks(void *ctx, size_t begin, size_t end)
 {
@@ -748,10 +756,11 @@ log_count_blocks(void *ctx, size_t begin, size_t end)
 
 	for (size_t b = begin; b < end; b++)
 	{
-		size_t		lo = b * LOG_BLOCK;
-		size_t		hi = lo + LOG_BLOCK < j->n ? lo + LOG_BLOCK : j->n;
+		size_t		lo,
+					hi;
 		uint64_t	c = 0;
 
+		log_block(j, b, &lo, &hi);
 		for (size_t i = lo; i < hi; i++)
 			c += j->flags[i] == j->which;
 		j->offsets[b] = c;
@@ -765,10 +774,11 @@ log_copy_blocks(void *ctx, size_t begin, size_t end)
 
 	for (size_t b = begin; b < end; b++)
 	{
-		size_t		lo = b * LOG_BLOCK;
-		size_t		hi = lo + LOG_BLOCK < j->n ? lo + LOG_BLOCK : j->n;
+		size_t		lo,
+					hi;
 		uint64_t   *out = j->out + j->offsets[b];
 
+		log_block(j, b, &lo, &hi);
 		/* A branch, not the spare-slot trick: the slot past this block's
 		 * last entry is the next block's first, written by another thread. */
 		for (size_t i = lo; i < hi; i++)

@@ -16,75 +16,15 @@ CREATE TEMP TABLE a50 AS SELECT array(SELECT hashint8extended(g, 3) FROM generat
 SELECT cpht_create(100000000) AS w \gset
 SELECT cardinality(cpht_fop(:w, array_cat(a, '{}'))) FROM a50;
 \echo == rep 0
-SELECT cpht_create(100000000) AS h \gset
-SELECT cpht_create(100000000, transactional => false) AS hn \gset
-\echo == table column, transactional, new keys
-SELECT cardinality(cpht_fop(:h, a)) FROM a50;
-\echo == in memory, transactional, all present
-SELECT cardinality(cpht_fop(:h, array_cat(a, '{}'))) FROM a50;
-\echo == in memory, non-transactional, new keys
-SELECT cardinality(cpht_fop(:hn, array_cat(a, '{}'))) FROM a50;
-\echo == in memory, non-transactional, all present
-SELECT cardinality(cpht_fop(:hn, array_cat(a, '{}'))) FROM a50;
-BEGIN;
-SELECT cpht_drop(:h), cpht_drop(:hn);
-COMMIT;
+\ir sql-call-timing-rep.sql
 \echo == rep 1
-SELECT cpht_create(100000000) AS h \gset
-SELECT cpht_create(100000000, transactional => false) AS hn \gset
-\echo == table column, transactional, new keys
-SELECT cardinality(cpht_fop(:h, a)) FROM a50;
-\echo == in memory, transactional, all present
-SELECT cardinality(cpht_fop(:h, array_cat(a, '{}'))) FROM a50;
-\echo == in memory, non-transactional, new keys
-SELECT cardinality(cpht_fop(:hn, array_cat(a, '{}'))) FROM a50;
-\echo == in memory, non-transactional, all present
-SELECT cardinality(cpht_fop(:hn, array_cat(a, '{}'))) FROM a50;
-BEGIN;
-SELECT cpht_drop(:h), cpht_drop(:hn);
-COMMIT;
+\ir sql-call-timing-rep.sql
 \echo == rep 2
-SELECT cpht_create(100000000) AS h \gset
-SELECT cpht_create(100000000, transactional => false) AS hn \gset
-\echo == table column, transactional, new keys
-SELECT cardinality(cpht_fop(:h, a)) FROM a50;
-\echo == in memory, transactional, all present
-SELECT cardinality(cpht_fop(:h, array_cat(a, '{}'))) FROM a50;
-\echo == in memory, non-transactional, new keys
-SELECT cardinality(cpht_fop(:hn, array_cat(a, '{}'))) FROM a50;
-\echo == in memory, non-transactional, all present
-SELECT cardinality(cpht_fop(:hn, array_cat(a, '{}'))) FROM a50;
-BEGIN;
-SELECT cpht_drop(:h), cpht_drop(:hn);
-COMMIT;
+\ir sql-call-timing-rep.sql
 \echo == rep 3
-SELECT cpht_create(100000000) AS h \gset
-SELECT cpht_create(100000000, transactional => false) AS hn \gset
-\echo == table column, transactional, new keys
-SELECT cardinality(cpht_fop(:h, a)) FROM a50;
-\echo == in memory, transactional, all present
-SELECT cardinality(cpht_fop(:h, array_cat(a, '{}'))) FROM a50;
-\echo == in memory, non-transactional, new keys
-SELECT cardinality(cpht_fop(:hn, array_cat(a, '{}'))) FROM a50;
-\echo == in memory, non-transactional, all present
-SELECT cardinality(cpht_fop(:hn, array_cat(a, '{}'))) FROM a50;
-BEGIN;
-SELECT cpht_drop(:h), cpht_drop(:hn);
-COMMIT;
+\ir sql-call-timing-rep.sql
 \echo == rep 4
-SELECT cpht_create(100000000) AS h \gset
-SELECT cpht_create(100000000, transactional => false) AS hn \gset
-\echo == table column, transactional, new keys
-SELECT cardinality(cpht_fop(:h, a)) FROM a50;
-\echo == in memory, transactional, all present
-SELECT cardinality(cpht_fop(:h, array_cat(a, '{}'))) FROM a50;
-\echo == in memory, non-transactional, new keys
-SELECT cardinality(cpht_fop(:hn, array_cat(a, '{}'))) FROM a50;
-\echo == in memory, non-transactional, all present
-SELECT cardinality(cpht_fop(:hn, array_cat(a, '{}'))) FROM a50;
-BEGIN;
-SELECT cpht_drop(:h), cpht_drop(:hn);
-COMMIT;
+\ir sql-call-timing-rep.sql
 \echo == in memory, transactional, new keys, then abort
 SELECT cpht_create(100000000) AS ht \gset
 BEGIN;
