@@ -250,6 +250,65 @@ gpu_slot_cas(void *slots, uint64_t index, gpu_lane<SW, B> &v, int t,
 	}
 }
 
+/*
+ * The lane holding slot `at` of the tile's bucket (whose first slot is
+ * `first` in the level) tries to change it from what the snapshot shows to
+ * `to`, with gpu_slot_cas.  On that lane it returns GPU_CLAIM_TOOK, or
+ * GPU_CLAIM_SAME when the slot already held `to` (a concurrent call wrote
+ * the same value), or GPU_CLAIM_LOST (the snapshot now shows the slot's new
+ * value); other lanes get GPU_CLAIM_LOST.  Callers broadcast it from lane
+ * at / S.
+ */
+enum
+{
+	GPU_CLAIM_LOST = 0,
+	GPU_CLAIM_TOOK = 1,
+	GPU_CLAIM_SAME = 2
+};
+
+template <int SW, int B, int W>
+__device__ __forceinline__ int
+gpu_claim_slot(const gpu_tile<W> &g, void *slots, uint64_t first, gpu_lane<SW, B> &s,
+			   int at, uint64_t to)
+{
+	uint64_t	seen;
+
+	if (g.rank != at / gpu_geom<SW, B>::S)
+		return GPU_CLAIM_LOST;
+	if (gpu_slot_cas<SW, B>(slots, first + at, s, at % gpu_geom<SW, B>::S, to, &seen))
+		return GPU_CLAIM_TOOK;
+	return seen == to ? GPU_CLAIM_SAME : GPU_CLAIM_LOST;
+}
+
+/*
+ * A level's permutation for hash choice c (0, 1 or 2), a key's bucket
+ * address and its slot value there: layout.h's arithmetic, with the seed
+ * picked by comparisons rather than seeds[c] (a run-time index into the
+ * level, which kernels hold in registers, can move it to local memory).
+ */
+__device__ __forceinline__ layout_perm
+gpu_level_perm(const layout_level &lv, int key_bits, int c)
+{
+	layout_perm p;
+
+	p.seed = c == 0 ? lv.seeds[0] : c == 1 ? lv.seeds[1] : lv.seeds[2];
+	p.key_bits = key_bits;
+	p.addr_bits = lv.addr_bits;
+	return p;
+}
+
+__device__ __forceinline__ uint64_t
+gpu_level_address(const layout_level &lv, int key_bits, uint64_t k, int c)
+{
+	return layout_address(gpu_level_perm(lv, key_bits, c), k);
+}
+
+__device__ __forceinline__ uint64_t
+gpu_level_slot(const layout_level &lv, int key_bits, uint64_t k, int c)
+{
+	return slot_encode(layout_remainder(gpu_level_perm(lv, key_bits, c), k), c, lv.choice_bits);
+}
+
 /* Atomically replace a slot, returning its old value (cuckoo eviction). */
 template <int SW>
 __device__ __forceinline__ uint64_t

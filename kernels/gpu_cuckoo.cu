@@ -44,22 +44,13 @@ struct ck_base
 
 	explicit ck_base(const ck_args &args) : a(args), smem(NULL) {}
 
-	__device__ __forceinline__ layout_perm perm(int c) const
-	{
-		layout_perm p;
-
-		p.seed = c == 0 ? a.lv.seeds[0] : c == 1 ? a.lv.seeds[1] : a.lv.seeds[2];
-		p.key_bits = a.key_bits;
-		p.addr_bits = a.lv.addr_bits;
-		return p;
-	}
 	__device__ __forceinline__ uint64_t address(uint64_t k, int c) const
 	{
-		return layout_address(perm(c), k);
+		return gpu_level_address(a.lv, a.key_bits, k, c);
 	}
 	__device__ __forceinline__ uint64_t want(uint64_t k, int c) const
 	{
-		return slot_encode(layout_remainder(perm(c), k), c, a.lv.choice_bits);
+		return gpu_level_slot(a.lv, a.key_bits, k, c);
 	}
 	__device__ __forceinline__ uint32_t begin(uint32_t n, uint32_t *shared)
 	{
@@ -131,15 +122,10 @@ struct ck_erase : ck_base<SW, B>
 
 			if (at < B)
 			{
-				if (g.rank == at / G::S)
-				{
-					uint64_t	seen;
-
-					code = gpu_slot_cas<SW, B>(this->a.lv.slots, this->address(k, c) * B + at, s,
-											   at % G::S, CPHT_SLOT_TOMBSTONE, &seen);
-				}
+				code = g.shfl(gpu_claim_slot<SW, B>(g, this->a.lv.slots, this->address(k, c) * B, s, at,
+													CPHT_SLOT_TOMBSTONE), at / G::S);
 				/* Removed it. */
-				if (g.shfl(code, at / G::S))
+				if (code == GPU_CLAIM_TOOK)
 					return 1;
 				/* A duplicate removed it first, or a neighbour changed; the
 				 * snapshot now shows it: look again. */
@@ -180,14 +166,9 @@ struct ck_put : ck_base<SW, B>
 			{
 				int			code = 0;
 
-				if (g.rank == at / G::S)
-				{
-					uint64_t	seen;
-
-					code = gpu_slot_cas<SW, B>(this->a.lv.slots, address * B + at, s, at % G::S, want, &seen);
-				}
+				code = g.shfl(gpu_claim_slot<SW, B>(g, this->a.lv.slots, address * B, s, at, want), at / G::S);
 				/* Took a free slot: the chain ends here. */
-				if (g.shfl(code, at / G::S))
+				if (code == GPU_CLAIM_TOOK)
 					return CPHT_PUT;
 				/* Lost it to another put; the snapshot now shows the winner:
 				 * look again (counts as a step, as on the CPU). */
@@ -204,7 +185,7 @@ struct ck_put : ck_base<SW, B>
 				return CPHT_PUT;
 			/* Continue with the evicted key at its next choice. */
 			c = slot_choice(old, cb);
-			k = layout_key(this->perm(c), address, slot_remainder(old, cb));
+			k = layout_key(gpu_level_perm(this->a.lv, this->a.key_bits, c), address, slot_remainder(old, cb));
 			c = layout_next_choice(c, CPHT_CUCKOO_CHOICES);
 			gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), g.rank);
 		}

@@ -48,22 +48,13 @@ struct ice_level1
 
 	explicit ice_level1(const ice_args &args) : a(args) {}
 
-	__device__ __forceinline__ layout_perm perm() const
-	{
-		layout_perm p;
-
-		p.seed = a.lv.seeds[0];
-		p.key_bits = a.key_bits;
-		p.addr_bits = a.lv.addr_bits;
-		return p;
-	}
 	__device__ __forceinline__ uint64_t address(uint64_t k) const
 	{
-		return layout_address(perm(), k);
+		return gpu_level_address(a.lv, a.key_bits, k, 0);
 	}
 	__device__ __forceinline__ uint64_t want(uint64_t k) const
 	{
-		return slot_encode(layout_remainder(perm(), k), 0, a.lv.choice_bits);
+		return gpu_level_slot(a.lv, a.key_bits, k, 0);
 	}
 	__device__ __forceinline__ uint32_t begin(uint32_t n, uint32_t *)
 	{
@@ -114,19 +105,12 @@ struct ice_fop1 : ice_level1<SW, B>
 			/* Full primary bucket without the key: only level 2 can hold it. */
 			if (at == B)
 				return GPU_NEXT;
-			if (g.rank == at / G::S)
-			{
-				uint64_t	seen;
-
-				code = gpu_slot_cas<SW, B>(this->a.lv.slots, addr * B + at, s, at % G::S, want, &seen)
-					? 1 : seen == want ? 2 : 0;
-			}
-			code = g.shfl(code, at / G::S);
+			code = g.shfl(gpu_claim_slot<SW, B>(g, this->a.lv.slots, addr * B, s, at, want), at / G::S);
 			/* Took the first empty slot. */
-			if (code == 1)
+			if (code == GPU_CLAIM_TOOK)
 				return CPHT_PUT;
 			/* A concurrent find-or-put of the same key took it first. */
-			if (code == 2)
+			if (code == GPU_CLAIM_SAME)
 				return CPHT_FOUND;
 			/* Another key took the slot; the snapshot now shows it: go on. */
 		}
@@ -185,14 +169,9 @@ struct ice_erase1 : ice_level1<SW, B>
 					return 0;
 				return GPU_NEXT;
 			}
-			if (g.rank == at / G::S)
-			{
-				uint64_t	seen;
-
-				code = gpu_slot_cas<SW, B>(this->a.lv.slots, addr * B + at, s, at % G::S, repl, &seen);
-			}
+			code = g.shfl(gpu_claim_slot<SW, B>(g, this->a.lv.slots, addr * B, s, at, repl), at / G::S);
 			/* Removed it. */
-			if (g.shfl(code, at / G::S))
+			if (code == GPU_CLAIM_TOOK)
 				return 1;
 			/* A duplicate in the batch removed it first (or a 16-bit
 			 * neighbour changed); the snapshot now shows it: look again. */
@@ -218,22 +197,14 @@ struct ice_level2
 
 	explicit ice_level2(const ice_args &args) : a(args), smem(NULL) {}
 
-	__device__ __forceinline__ layout_perm perm(int c) const
-	{
-		layout_perm p;
-
-		p.seed = c ? a.lv.seeds[1] : a.lv.seeds[0];
-		p.key_bits = a.key_bits;
-		p.addr_bits = a.lv.addr_bits;
-		return p;
-	}
 	__device__ __forceinline__ uint64_t address(uint64_t k, int c) const
 	{
-		return layout_address(perm(c), k);
+		/* c != 0: two choices, so the compiler drops the third seed */
+		return gpu_level_address(a.lv, a.key_bits, k, c != 0);
 	}
 	__device__ __forceinline__ uint64_t want(uint64_t k, int c) const
 	{
-		return slot_encode(layout_remainder(perm(c), k), c, a.lv.choice_bits);
+		return gpu_level_slot(a.lv, a.key_bits, k, c != 0);
 	}
 	__device__ __forceinline__ uint32_t begin(uint32_t, uint32_t *shared)
 	{
@@ -291,21 +262,19 @@ struct ice_fop2 : ice_level2<SW, B>
 			/* The less full bucket is full, so both are: no slot for the key. */
 			if (at == B)
 				return CPHT_FULL;
-			if (g.rank == at / G::S)
 			{
-				uint64_t	seen;
-				uint64_t	want = this->want(k, c);
-				uint64_t	index = this->address(k, c) * B + at;
-				int			ok = c ? gpu_slot_cas<SW, B>(this->a.lv.slots, index, s.b1, at % G::S, want, &seen)
-					: gpu_slot_cas<SW, B>(this->a.lv.slots, index, s.b0, at % G::S, want, &seen);
+				const uint64_t want = this->want(k, c);
+				const uint64_t first = this->address(k, c) * B;
 
-				code = ok ? 1 : seen == want ? 2 : 0;
+				/* Each snapshot by name: c is the same on every lane. */
+				code = g.shfl(c ? gpu_claim_slot<SW, B>(g, this->a.lv.slots, first, s.b1, at, want)
+							  : gpu_claim_slot<SW, B>(g, this->a.lv.slots, first, s.b0, at, want),
+							  at / G::S);
 			}
-			code = g.shfl(code, at / G::S);
-			if (code == 1)
+			if (code == GPU_CLAIM_TOOK)
 				return CPHT_PUT;
 			/* A concurrent find-or-put of the same key took the slot. */
-			if (code == 2)
+			if (code == GPU_CLAIM_SAME)
 				return CPHT_FOUND;
 			/* Another key took it; the snapshot now shows it, and the loads
 			 * are recomputed from it. */
@@ -351,15 +320,14 @@ struct ice_erase2 : ice_level2<SW, B>
 			/* In neither secondary bucket: not in the table. */
 			if (at == B)
 				return 0;
-			if (g.rank == at / G::S)
 			{
-				uint64_t	seen;
-				uint64_t	index = this->address(k, c) * B + at;
+				const uint64_t first = this->address(k, c) * B;
 
-				code = c ? gpu_slot_cas<SW, B>(this->a.lv.slots, index, s.b1, at % G::S, repl, &seen)
-					: gpu_slot_cas<SW, B>(this->a.lv.slots, index, s.b0, at % G::S, repl, &seen);
+				code = g.shfl(c ? gpu_claim_slot<SW, B>(g, this->a.lv.slots, first, s.b1, at, repl)
+							  : gpu_claim_slot<SW, B>(g, this->a.lv.slots, first, s.b0, at, repl),
+							  at / G::S);
 			}
-			if (g.shfl(code, at / G::S))
+			if (code == GPU_CLAIM_TOOK)
 				return 1;
 			/* A duplicate removed it first, or a neighbour changed; the
 			 * snapshot now shows it: look again. */
