@@ -716,7 +716,6 @@ log_mark(cpht_table *t, int deleted, uint64_t added)
 		t->log_nruns++;
 	}
 	t->log_len += added;
-	t->log_deletes += deleted ? added : 0;
 }
 
 /*
@@ -849,23 +848,11 @@ cpht_table_log_position(cpht_table *t)
 void
 cpht_table_truncate_log(cpht_table *t, uint64_t position)
 {
-	uint64_t	end;
-
 	settle(t);
-	end = t->log_len;
-	/* Drop runs from the newest down to the one holding position. */
-	while (position < end && t->log_nruns > 0)
-	{
-		cpht_log_run *r = &t->log_runs[t->log_nruns - 1];
-		uint64_t	lo = r->start > position ? r->start : position;
-
-		if (r->deleted)
-			t->log_deletes -= end - lo;
-		if (r->start < position)
-			break;
-		end = r->start;
+	/* Drop the runs that begin at or after position (the one holding it
+	 * just ends there now). */
+	while (t->log_nruns > 0 && t->log_runs[t->log_nruns - 1].start >= position)
 		t->log_nruns--;
-	}
 	if (position < t->log_len)
 		t->log_len = position;
 	if (t->log_len == 0)

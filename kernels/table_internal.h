@@ -65,7 +65,6 @@ struct cpht_table
 	cpht_log_run *log_runs;
 	size_t		log_nruns;
 	size_t		log_runs_cap;
-	uint64_t	log_deletes;	/* deletes among the entries */
 	int			log_moved;		/* keys moved (rebuild, re-put by a rollback)
 								 * since the log began: undo by tombstones */
 	cpht_call_times times;		/* where the last call spent its time */

@@ -85,17 +85,6 @@ key_of(uint64_t i, uint64_t salt)
 	return x;
 }
 
-__host__ __device__ static inline uint64_t
-hash64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 /* keys[j] = key number first + j. */
 __global__ void
 gen_unique(uint64_t *keys, uint64_t n, uint64_t first, uint64_t salt)
@@ -111,10 +100,10 @@ gen_fop(uint64_t *keys, uint32_t *rank, uint64_t n, uint64_t u, uint64_t salt, u
 {
 	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n; j += (uint64_t) gridDim.x * blockDim.x)
 	{
-		uint64_t	num = j < u ? j : hash64(j ^ seed) % u;
+		uint64_t	num = j < u ? j : layout_mix64(j ^ seed) % u;
 
 		keys[j] = key_of(num, salt);
-		rank[j] = (uint32_t) hash64(j * 31 + seed);
+		rank[j] = (uint32_t) layout_mix64(j * 31 + seed);
 	}
 }
 
@@ -125,7 +114,7 @@ gen_range(uint64_t *keys, uint32_t *rank, uint64_t n, uint64_t lo, uint64_t salt
 	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n; j += (uint64_t) gridDim.x * blockDim.x)
 	{
 		keys[j] = key_of(lo + j, salt);
-		rank[j] = (uint32_t) hash64(j * 31 + seed);
+		rank[j] = (uint32_t) layout_mix64(j * 31 + seed);
 	}
 }
 
@@ -139,10 +128,10 @@ gen_queries(uint64_t *keys, uint64_t n, uint64_t present, double pos, uint64_t s
 
 	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n; j += (uint64_t) gridDim.x * blockDim.x)
 	{
-		uint64_t	r = hash64(j ^ seed);
+		uint64_t	r = layout_mix64(j ^ seed);
 		bool		hit = (double) (r >> 11) * (1.0 / 9007199254740992.0) < pos;
 
-		keys[j] = hit ? key_of(hash64(r) % present, salt) : key_of(present + hash64(r) % ((uint64_t) 1 << 30), salt);
+		keys[j] = hit ? key_of(layout_mix64(r) % present, salt) : key_of(present + layout_mix64(r) % ((uint64_t) 1 << 30), salt);
 		h += hit;
 	}
 	atomicAdd(hits, h);
@@ -160,7 +149,7 @@ ceil_read(const uint4 *buf, uint64_t mask, uint64_t n, uint64_t seed, unsigned *
 
 	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n; j += (uint64_t) gridDim.x * blockDim.x)
 	{
-		const uint4 *p = buf + (hash64(j ^ seed) & mask) * (uint64_t) VECS;
+		const uint4 *p = buf + (layout_mix64(j ^ seed) & mask) * (uint64_t) VECS;
 		uint4		x[VECS];
 
 #pragma unroll
@@ -185,7 +174,7 @@ ceil_tile(const uint4 *buf, uint64_t mask, uint64_t n, uint64_t seed, unsigned *
 
 	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n * LANES; j += (uint64_t) gridDim.x * blockDim.x)
 	{
-		uint4		x = __ldcg(buf + (hash64((j / LANES) ^ seed) & mask) * LANES + (j % LANES));
+		uint4		x = __ldcg(buf + (layout_mix64((j / LANES) ^ seed) & mask) * LANES + (j % LANES));
 
 		acc ^= x.x ^ x.w;
 	}
@@ -197,7 +186,7 @@ __global__ void
 ceil_cas(unsigned long long *buf, uint64_t mask, uint64_t n, uint64_t seed)
 {
 	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n; j += (uint64_t) gridDim.x * blockDim.x)
-		atomicCAS(buf + (hash64(j ^ seed) & mask), 0ull, j | 1);
+		atomicCAS(buf + (layout_mix64(j ^ seed) & mask), 0ull, j | 1);
 }
 
 /* ---- timing helpers ------------------------------------------------------ */
