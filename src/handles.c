@@ -19,6 +19,10 @@ static int32 nentries = 0;
 static int32 maxentries = 0;
 static bool exit_callback_registered = false;
 
+/* Slot memory of the live tables (entries whose table is set), kept as
+ * tables come and go so that checking the memory cap costs nothing. */
+static uint64 live_bytes = 0;
+
 static void
 cpht_handles_at_exit(int code, Datum arg)
 {
@@ -71,6 +75,8 @@ cpht_handles_add(const CphtHandle *entry)
 	slot = &entries[nentries++];
 	*slot = *entry;
 	slot->handle = nentries;
+	if (slot->table != NULL)
+		live_bytes += slot->bytes;
 	return slot->handle;
 }
 
@@ -116,12 +122,17 @@ cpht_handles_entry(int32 handle)
 uint64
 cpht_handles_total_bytes(void)
 {
-	uint64		total = 0;
+	return live_bytes;
+}
 
-	for (int32 h = 0; h < nentries; h++)
-		if (entries[h].table != NULL)
-			total += entries[h].bytes;
-	return total;
+void
+cpht_handles_set_table(CphtHandle *entry, cpht_table *table)
+{
+	if (entry->table != NULL)
+		live_bytes -= entry->bytes;
+	entry->table = table;
+	if (table != NULL)
+		live_bytes += entry->bytes;
 }
 
 void
@@ -132,7 +143,7 @@ cpht_handles_drop(int32 handle)
 
 	/* Forget the table first: should destroy ever fail to return, the
 	 * handle must not point at freed memory. */
-	entry->table = NULL;
+	cpht_handles_set_table(entry, NULL);
 	cpht_table_destroy(table);
 }
 
@@ -148,7 +159,7 @@ cpht_handles_drop_all(void)
 
 		if (table != NULL)
 		{
-			entries[h].table = NULL;
+			cpht_handles_set_table(&entries[h], NULL);
 			cpht_table_destroy(table);
 			dropped++;
 		}

@@ -45,6 +45,10 @@ extern CphtHandle *cpht_handles_entry(int32 handle);
 /* Bytes of slot memory all live tables of the session hold. */
 extern uint64 cpht_handles_total_bytes(void);
 
+/* Points an entry at its table, or at none (NULL), keeping the total of
+ * cpht_handles_total_bytes(); every change of entry->table goes through it. */
+extern void cpht_handles_set_table(CphtHandle *entry, cpht_table *table);
+
 extern void cpht_handles_drop(int32 handle);
 extern int	cpht_handles_drop_all(void);
 

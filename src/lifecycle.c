@@ -178,10 +178,14 @@ Datum
 cpht_drop_all(PG_FUNCTION_ARGS)
 {
 	int32		dropped = 0;
+	int32		after = 0;
 	CphtHandle *h;
 
-	while ((h = cpht_handles_next(0)) != NULL)
+	/* A cancel midway aborts the transaction, which undoes the drops. */
+	while ((h = cpht_handles_next(after)) != NULL)
 	{
+		CHECK_FOR_INTERRUPTS();
+		after = h->handle;
 		cpht_txn_drop(h->handle);
 		dropped++;
 	}

@@ -22,9 +22,9 @@ SELECT is(
 		'cpht_drop_all() -> integer, kind f, volatility v, parallel u, strict t',
 		'cpht_find(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel r, strict t',
 		'cpht_fop(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
-		-- an aggregate's own volatility is not used (always i): its
-		-- transition and final functions below are volatile
-		'cpht_fop_agg(handle integer, key bigint) -> bigint, kind a, volatility i, parallel u, strict f',
+		-- the planner reads the aggregate's own volatility (CREATE
+		-- AGGREGATE records i; the extension script sets v)
+		'cpht_fop_agg(handle integer, key bigint) -> bigint, kind a, volatility v, parallel u, strict f',
 		'cpht_fop_agg_final(internal) -> bigint, kind f, volatility v, parallel u, strict f',
 		'cpht_fop_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel u, strict f',
 		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel u, strict t',
