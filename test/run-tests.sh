@@ -16,6 +16,15 @@
 #                                          (2000), for CI; set it high
 #                                          (100000) for a long run on the
 #                                          GPU machine
+#   CPHT_ROLLBACK_REPEAT=N test/run-tests.sh
+#                                          runs the 120 rounds of the rollback
+#                                          property (test/pgtap/rollback.sql)
+#                                          N times; once without it
+#
+# A throwaway server runs the whole suite twice: first as a plain server
+# (the library loaded by the sessions that use it), then restarted with
+# shared_preload_libraries = 'cpht'.  Against a running server the suite
+# runs once, in whatever mode that server is in.
 #
 # Exits non-zero when anything fails.
 set -euo pipefail
@@ -26,6 +35,7 @@ ROOT=$PWD
 : "${CPHT_TEST_SERVER:=throwaway}"
 : "${CPHT_TEST_DEVICE:=}"
 : "${CPHT_FUZZ_OPS:=}"
+: "${CPHT_ROLLBACK_REPEAT:=}"
 TAP_DB=cpht_tap
 
 case "$CPHT_TEST_SERVER" in
@@ -38,6 +48,10 @@ case "$CPHT_TEST_DEVICE" in
 esac
 if [ -n "$CPHT_FUZZ_OPS" ] && ! [[ "$CPHT_FUZZ_OPS" =~ ^[1-9][0-9]{0,8}$ ]]; then
 	echo "CPHT_FUZZ_OPS must be a positive integer, not '$CPHT_FUZZ_OPS'" >&2
+	exit 2
+fi
+if [ -n "$CPHT_ROLLBACK_REPEAT" ] && ! [[ "$CPHT_ROLLBACK_REPEAT" =~ ^[1-9][0-9]{0,5}$ ]]; then
+	echo "CPHT_ROLLBACK_REPEAT must be a positive integer, not '$CPHT_ROLLBACK_REPEAT'" >&2
 	exit 2
 fi
 
@@ -76,6 +90,10 @@ run_suite() {
 	else
 		echo "== differential fuzz: 2000 operations per table kind (the default; CPHT_FUZZ_OPS=N for more)"
 	fi
+	if [ -n "$CPHT_ROLLBACK_REPEAT" ]; then
+		fuzz_set+=(--set "rollback_repeat=$CPHT_ROLLBACK_REPEAT")
+		echo "== rollback property: $((120 * CPHT_ROLLBACK_REPEAT)) rounds (CPHT_ROLLBACK_REPEAT)"
+	fi
 	# --directives and --comments show skipped tests with their reason and
 	# the diagnostics (which GPU ran), so nothing is skipped unseen.
 	if ! pg_prove -d $TAP_DB --failures --directives --comments ${fuzz_set[@]+"${fuzz_set[@]}"} test/pgtap/*.sql; then
@@ -90,8 +108,19 @@ run_suite() {
 	echo "== all tests passed"
 }
 
-if [ "${1:-}" = --suite ]; then
+# Both modes on the throwaway server: plain, then preloaded.
+run_both_modes() {
+	echo "== mode 1 of 2: plain server (cpht loaded by the sessions that use it)"
 	run_suite
+	echo "== mode 2 of 2: server restarted with shared_preload_libraries = 'cpht'"
+	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "ALTER SYSTEM SET shared_preload_libraries = 'cpht'"
+	pg_ctlcluster "$PGVERSION" regress restart
+	psql -X -q -At -d postgres -c "SHOW shared_preload_libraries" | grep -qx cpht
+	run_suite
+}
+
+if [ "${1:-}" = --suite ]; then
+	run_both_modes
 	exit
 fi
 
