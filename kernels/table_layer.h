@@ -28,15 +28,19 @@ int			table_stash_remove(cpht_table *t, uint64_t key);
 int			table_log_on_backend(const cpht_table *t);
 void		table_log_free(cpht_table *t);
 cpht_status table_log_reserve(cpht_table *t, uint64_t pending, uint64_t extra);
+cpht_status table_log_reserve_where(cpht_table *t, uint64_t extra);
 void		table_log_mark(cpht_table *t, int deleted, uint64_t added);
 void		table_log_append(cpht_table *t, const uint64_t *keys, size_t n,
 							 const uint8_t *flags, uint8_t which, int deleted,
 							 uint64_t matches);
 
-/* table_rollback.c: take a failed call's keys out again */
+/* table_rollback.c: take a failed call's keys out again; put deleted keys
+ * back where they were */
 cpht_status table_undo_call(cpht_table *t, const uint64_t *keys, size_t n,
 							const uint8_t *status, uint64_t *homeless,
 							size_t nhomeless);
+cpht_status table_put_back(cpht_table *t, const uint64_t *keys,
+						   const uint8_t *where, size_t n);
 
 /* table_ops.c: the operations, for rebuild, streams and rollback */
 cpht_status table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys,

@@ -59,6 +59,11 @@ table_log_free(cpht_table *t)
 	t->log_runs = NULL;
 	t->log_nruns = 0;
 	t->log_runs_cap = 0;
+	free(t->log_where);
+	t->log_where = NULL;
+	t->log_nwhere = 0;
+	t->log_where_cap = 0;
+	t->keep_tombstones = 0;
 }
 
 /*
@@ -111,7 +116,31 @@ table_log_reserve(cpht_table *t, uint64_t pending, uint64_t extra)
 	return CPHT_OK;
 }
 
-/* The store holds `added` more entries of one kind: extend the runs. */
+/* Room for the places of `extra` more deleted entries (log_where). */
+cpht_status
+table_log_reserve_where(cpht_table *t, uint64_t extra)
+{
+	uint64_t	want = t->log_nwhere + extra;
+	uint64_t	cap = t->log_where_cap ? t->log_where_cap : 4096;
+	uint8_t    *grown;
+
+	if (!t->logging || want <= t->log_where_cap)
+		return CPHT_OK;
+	while (cap < want)
+		cap *= 2;
+	grown = realloc(t->log_where, (size_t) cap);
+	if (grown == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the undo log (%llu deleted keys)",
+						  (unsigned long long) want);
+	t->log_where = grown;
+	t->log_where_cap = cap;
+	return CPHT_OK;
+}
+
+/*
+ * The store holds `added` more entries of one kind: extend the runs.  For
+ * deleted entries the caller wrote their places at log_where[log_nwhere...].
+ */
 void
 table_log_mark(cpht_table *t, int deleted, uint64_t added)
 {
@@ -122,9 +151,13 @@ table_log_mark(cpht_table *t, int deleted, uint64_t added)
 		/* table_log_reserve made room for this run */
 		t->log_runs[t->log_nruns].start = t->log_len;
 		t->log_runs[t->log_nruns].deleted = deleted;
+		t->log_runs[t->log_nruns].where_at = t->log_nwhere;
 		t->log_nruns++;
 	}
 	t->log_len += added;
+	if (deleted)
+		t->log_nwhere += added;
+	t->keep_tombstones = t->log_nwhere > 0;
 }
 
 /*
@@ -264,6 +297,15 @@ cpht_table_truncate_log(cpht_table *t, uint64_t position)
 		t->log_nruns--;
 	if (position < t->log_len)
 		t->log_len = position;
+	if (t->log_nruns == 0)
+		t->log_nwhere = 0;
+	else
+	{
+		const cpht_log_run *last = &t->log_runs[t->log_nruns - 1];
+
+		t->log_nwhere = last->where_at + (last->deleted ? t->log_len - last->start : 0);
+	}
+	t->keep_tombstones = t->log_nwhere > 0;
 	if (t->log_len == 0)
 		t->log_moved = 0;
 	/* A finished transaction gives back a large log's memory. */

@@ -208,64 +208,89 @@ cpht_table_put(cpht_table *t, const uint64_t *keys, size_t n, uint64_t *inserted
 	return table_call_end(t, rc);
 }
 
+/*
+ * Erase, chunk by chunk (an interrupt is looked for between chunks).  Every
+ * key a chunk removed is kept with its place (the backend's CPHT_WHERE, or
+ * CPHT_WHERE_STASH), so that a call failing or canceled part way puts the
+ * earlier chunks' keys back exactly where they were, and the undo log,
+ * kept here in the same way for both devices, lets a rollback do the same.
+ */
 cpht_status
 table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 {
-	int			on_backend = t->logging && table_log_on_backend(t);
-	cpht_tally	tally = {0, 0};
-	uint64_t   *stashed = NULL;
-	size_t		nstashed = 0;
+	size_t		most = t->params.device == CPHT_DEVICE_GPU ? GPU_CHUNK_KEYS_PER_CALL : CPU_CHUNK_KEYS;
+	uint64_t   *gone = NULL;		/* removed keys, in removal order */
+	uint8_t    *where = NULL;		/* ... and their places */
+	size_t		ngone = 0,
+				done = 0;
 	cpht_status rc = table_log_reserve(t, 0, n);
 
+	if (rc == CPHT_OK)
+		rc = table_log_reserve_where(t, n);
 	if (rc != CPHT_OK)
 		return rc;
-	if (on_backend && t->nstash > 0)
+	gone = malloc(n * sizeof(uint64_t));
+	where = malloc(n);
+	if (gone == NULL || where == NULL)
 	{
-		stashed = malloc(n * sizeof(uint64_t));
-		if (stashed == NULL)
-			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+		free(gone);
+		free(where);
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
 	}
-	rc = t->backend->erase(t, keys, n, present, 0, &tally, on_backend ? t->log_len : CPHT_NO_LOG);
-	if (rc != CPHT_OK)
+	while (done < n)
 	{
-		free(stashed);
-		return rc;
-	}
-	for (size_t i = 0; t->nstash > 0 && i < n; i++)
-	{
-		if (!present[i] && table_stash_remove(t, keys[i]))
-		{
-			present[i] = 1;
-			tally.hits++;
-			if (stashed)
-				stashed[nstashed++] = keys[i];
-		}
-	}
-	/*
-	 * A backend store holds the buckets' deletions already; the keys taken
-	 * from the stash follow them.  If they cannot be logged they go back
-	 * into the stash (not deleted, the call fails), so nothing is deleted
-	 * without a log entry.
-	 */
-	if (nstashed > 0)
-	{
-		rc = t->backend->log_write(t, t->log_len + tally.hits - nstashed, stashed, nstashed);
-		if (rc != CPHT_OK)
-		{
-			char		why[sizeof(t->errmsg)];
+		size_t		m = n - done < most ? n - done : most;
+		cpht_tally	tally = {0, 0};
 
-			memcpy(why, t->errmsg, sizeof(why));
-			(void) table_stash_add(t, stashed, nstashed);
+		if (done > 0 && table_interrupted())
+			rc = table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", done, n);
+		else
+			rc = t->backend->erase(t, keys + done, m, present + done, 0, &tally, CPHT_NO_LOG);
+		if (rc != CPHT_OK)
+			break;
+		for (size_t i = done; i < done + m; i++)
+		{
+			if (present[i] == 0 && t->nstash > 0 && table_stash_remove(t, keys[i]))
+				present[i] = CPHT_WHERE_STASH;
+			if (present[i] != 0)
+			{
+				gone[ngone] = keys[i];
+				where[ngone++] = present[i];
+				present[i] = 1;
+			}
+		}
+		done += m;
+	}
+	/* The backend store takes the keys from host memory. */
+	if (rc == CPHT_OK && t->logging && ngone > 0 && table_log_on_backend(t))
+		rc = t->backend->log_write(t, t->log_len, gone, ngone);
+	if (rc != CPHT_OK)
+	{
+		char		why[sizeof(t->errmsg)];
+		cpht_status undo;
+
+		/* Nothing is deleted without a log entry: put the keys back. */
+		memcpy(why, t->errmsg, sizeof(why));
+		t->count -= ngone;		/* table_put_back counts them in again */
+		undo = table_put_back(t, gone, where, ngone);
+		if (undo == CPHT_OK)
 			memcpy(t->errmsg, why, sizeof(why));
-			tally.hits -= nstashed;
+		else
+			rc = undo;
+	}
+	else
+	{
+		t->count -= ngone;
+		if (t->logging && ngone > 0)
+		{
+			if (!table_log_on_backend(t))
+				memcpy(t->log_keys + t->log_len, gone, ngone * sizeof(uint64_t));
+			memcpy(t->log_where + t->log_nwhere, where, ngone);
+			table_log_mark(t, 1, ngone);
 		}
 	}
-	free(stashed);
-	t->count -= tally.hits;
-	if (on_backend)
-		table_log_mark(t, 1, tally.hits);
-	else
-		table_log_append(t, keys, n, present, 1, 1, tally.hits);
+	free(gone);
+	free(where);
 	return rc;
 }
 

@@ -70,44 +70,70 @@ done:
 }
 
 /*
- * Put back keys whose deletion is rolled back, into the first free slot
- * along their buckets: the tombstones their deletions left make the room,
- * so a full table (or one full of tombstones) still takes them.  A key can
- * find none when another revived key took the tombstone it needed, or a
- * rebuild removed it: those go through a normal insert (cuckoo evictions
- * reach further), and if that finds the table full, the table is rebuilt
- * without tombstones and they are inserted again.  The table held all these
- * keys before.
+ * Put back deleted keys (known to be absent) each into the slot it was
+ * deleted from, `where` as erase reported it.  That slot still holds the
+ * key's tombstone: undo runs newest first, so everything done to the table
+ * after the deletion is undone already, iceberg find-or-put never takes a
+ * tombstone, cuckoo puts and evictions leave tombstones alone while the
+ * log holds deleted keys (keep_tombstones), and a rebuild keeps the
+ * tombstones the log refers to and tells the log where they went.  So a
+ * rollback needs no free space.  A key whose slot was no tombstone after
+ * all (a broken rule) goes to the stash, which holds any number of keys:
+ * still found, never dropped.
  */
-static cpht_status
-revive_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+cpht_status
+table_put_back(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n)
 {
-	uint64_t   *rest;
-	size_t		nrest = 0;
-	cpht_status rc = t->backend->revive(t, keys, n, status);
+	uint64_t   *slotted = malloc((n ? n : 1) * sizeof(uint64_t));
+	uint8_t    *places = malloc(n ? n : 1);
+	uint8_t    *status = malloc(n ? n : 1);
+	uint64_t   *stashed = malloc((n ? n : 1) * sizeof(uint64_t));
+	size_t		nslotted = 0,
+				nstashed = 0;
+	cpht_status rc = CPHT_OK;
+
+	if (!slotted || !places || !status || !stashed)
+		rc = table_fail(t, CPHT_ERR_NOMEM, "out of host memory while putting deleted keys back");
+	for (size_t i = 0; rc == CPHT_OK && i < n; i++)
+	{
+		if (where[i] == CPHT_WHERE_STASH)
+			stashed[nstashed++] = keys[i];
+		else
+		{
+			slotted[nslotted] = keys[i];
+			places[nslotted++] = where[i];
+		}
+	}
+	if (rc == CPHT_OK && nslotted > 0)
+		rc = t->backend->revive(t, slotted, places, nslotted, status);
+	for (size_t i = 0; rc == CPHT_OK && i < nslotted; i++)
+		if (status[i] != CPHT_PUT)
+			stashed[nstashed++] = slotted[i];
+	if (rc == CPHT_OK && nstashed > 0)
+		rc = table_stash_add(t, stashed, nstashed);
+	if (rc == CPHT_OK)
+		t->count += n;
+	free(slotted);
+	free(places);
+	free(status);
+	free(stashed);
+	return rc;
+}
+
+/* Take inserted keys out again (a rollback: no chunks, no interrupt). */
+static cpht_status
+take_out(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *flags)
+{
+	cpht_tally	tally = {0, 0};
+	cpht_status rc = t->backend->erase(t, keys, n, flags, 0, &tally, CPHT_NO_LOG);
 
 	if (rc != CPHT_OK)
 		return rc;
-	for (size_t i = 0; i < n; i++)
-		t->count += status[i] == CPHT_PUT;
-	if (memchr(status, CPHT_FULL, n) == NULL)
-		return CPHT_OK;
-
-	rest = malloc(n * sizeof(uint64_t));
-	if (rest == NULL)
-		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory while rolling back");
-	for (size_t i = 0; i < n; i++)
-		if (status[i] == CPHT_FULL)
-			rest[nrest++] = keys[i];
-	rc = table_find_or_put_in_buckets(t, rest, nrest, status);
-	if (rc == CPHT_ERR_FULL)
-	{
-		rc = cpht_table_rebuild(t);
-		if (rc == CPHT_OK)
-			rc = table_find_or_put_in_buckets(t, rest, nrest, status);
-	}
-	free(rest);
-	return rc;
+	for (size_t i = 0; t->nstash > 0 && i < n; i++)
+		if (flags[i] == 0 && table_stash_remove(t, keys[i]))
+			tally.hits++;
+	t->count -= tally.hits;
+	return CPHT_OK;
 }
 
 cpht_status
@@ -172,18 +198,14 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 		{
 			uint64_t	lo = t->log_runs[r].start > position ? t->log_runs[r].start : position;
 
-			/*
-			 * A deleted key comes back in a new slot, possibly after slots
-			 * that older log entries filled: emptying those later would
-			 * hide it, so from now on rollbacks use tombstones.
-			 */
+			/* A deleted key goes back into its own slot, so the table is
+			 * as it was at the start of the run, slot for slot. */
 			if (t->log_runs[r].deleted)
-			{
-				rc = revive_keys(t, keys + (lo - position), hi - lo, flags);
-				t->log_moved = 1;
-			}
+				rc = table_put_back(t, keys + (lo - position),
+									t->log_where + t->log_runs[r].where_at + (lo - t->log_runs[r].start),
+									hi - lo);
 			else
-				rc = table_erase_keys(t, keys + (lo - position), hi - lo, flags);
+				rc = take_out(t, keys + (lo - position), hi - lo, flags);
 			hi = lo;
 		}
 	}
