@@ -179,7 +179,9 @@ void		cpht_stream_close(cpht_stream *stream);
  * a savepoint.  rollback_to undoes everything recorded after the position
  * (newest first: inserted keys are deleted, deleted keys inserted again)
  * and forgets it; truncate forgets entries after the position without
- * undoing them (a commit).  When everything undone was an insert, an
+ * undoing them (a commit).  A deleted key goes back into the very slot it
+ * was deleted from, so a rollback needs no free space: it fails only for
+ * host memory or a device fault.  When everything undone was an insert, an
  * iceberg table gets its slots back as EMPTY, bit for bit as it was;
  * otherwise undone inserts leave tombstones.
  */
@@ -191,9 +193,13 @@ void		cpht_table_truncate_log(cpht_table *table, uint64_t position);
 uint64_t	cpht_table_count(cpht_table *table);
 
 /*
- * Rebuild the table from its live keys: tombstones (and stashed cuckoo
- * keys) are gone afterwards.  Needs a second table's memory while it runs;
- * on failure the table is unchanged.
+ * Rebuild the table in place: tombstones are gone afterwards (except those
+ * of keys deleted inside the running transaction, which a rollback puts
+ * back), keys move up to earlier buckets where room opened, and stashed
+ * cuckoo keys go into the buckets where they find room.  It never needs
+ * more slots than the table has, so it fails only for host memory (a host
+ * copy of the slots), a device fault or an interrupt (checked while it
+ * works, CPHT_ERR_CANCELED); on failure the table is unchanged.
  */
 cpht_status cpht_table_rebuild(cpht_table *table);
 cpht_status cpht_table_stats(cpht_table *table, cpht_stats *out);

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 
 #include "cpu_ops.h"
+#include "cpu_slots.h"
 
 #define PREFETCH_AHEAD 16
 
@@ -124,7 +125,7 @@ iceberg_erase_range(void *arg, size_t begin, size_t end)
 	batch_job  *job = arg;
 
 	for (size_t i = begin; i < end; i++)
-		job->out[i] = (uint8_t) iceberg_erase(job->t, job->keys[i], job->replacement);
+		job->out[i] = iceberg_erase(job->t, job->keys[i], job->replacement);
 }
 
 /* ---- cuckoo ------------------------------------------------------------- */
@@ -164,7 +165,7 @@ cuckoo_erase_range(void *arg, size_t begin, size_t end)
 	batch_job  *job = arg;
 
 	for (size_t i = begin; i < end; i++)
-		job->out[i] = (uint8_t) cuckoo_erase(job->t, job->keys[i]);
+		job->out[i] = cuckoo_erase(job->t, job->keys[i]);
 }
 
 /*
@@ -244,7 +245,7 @@ nomem:
 typedef struct tally_job
 {
 	const uint8_t *out;
-	uint8_t		hit;
+	uint8_t		hit;			/* CPHT_WHERE(0, 0): any place code counts */
 	uint64_t	hits;			/* summed atomically by the threads */
 	uint64_t	full;
 } tally_job;
@@ -258,7 +259,7 @@ tally_range(void *arg, size_t begin, size_t end)
 
 	for (size_t i = begin; i < end; i++)
 	{
-		hits += job->out[i] == job->hit;
+		hits += job->hit == CPHT_WHERE(0, 0) ? CPHT_IS_WHERE(job->out[i]) : job->out[i] == job->hit;
 		full += job->out[i] == CPHT_FULL;
 	}
 	__atomic_fetch_add(&job->hits, hits, __ATOMIC_RELAXED);
@@ -317,7 +318,7 @@ cpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int t
 	cpu_parallel_for(t->params.cpu_threads, n,
 					 t->params.kind == CPHT_CUCKOO ? cuckoo_erase_range : iceberg_erase_range,
 					 &job);
-	tally_status(t, present, n, 1, tally);
+	tally_status(t, present, n, CPHT_WHERE(0, 0), tally);
 	return CPHT_OK;
 }
 
@@ -356,21 +357,47 @@ cpu_staging_bytes(cpht_table *t)
 	return 0;
 }
 
+/* Put a key back into the slot its erase reported (table_internal.h). */
+static uint8_t
+revive_at(const cpht_table *t, uint64_t key, uint8_t where)
+{
+	int			level,
+				c;
+	const layout_level *lv;
+	layout_perm p;
+	uint64_t	expected = CPHT_SLOT_TOMBSTONE;
+
+	layout_where_bucket(t->levels, CPHT_WHERE_ORDER(where), &level, &c);
+	lv = &t->level[level];
+	if (c >= lv->choices || CPHT_WHERE_SLOT(where) >= lv->bucket_slots)
+		return CPHT_FULL;
+	p = layout_level_perm(lv, t->params.key_bits, c);
+	return cpu_slot_cas(lv, layout_bucket_start(lv, layout_address(p, key)) + CPHT_WHERE_SLOT(where),
+						&expected, slot_encode(layout_remainder(p, key), c, lv->choice_bits))
+		? CPHT_PUT : CPHT_FULL;
+}
+
+typedef struct revive_job
+{
+	const cpht_table *t;
+	const uint64_t *keys;
+	const uint8_t *where;
+	uint8_t    *status;
+} revive_job;
+
 static void
 revive_range(void *arg, size_t begin, size_t end)
 {
-	batch_job  *job = arg;
+	revive_job *job = arg;
 
 	for (size_t i = begin; i < end; i++)
-		job->out[i] = job->t->params.kind == CPHT_CUCKOO
-			? cuckoo_revive(job->t, job->keys[i])
-			: iceberg_revive(job->t, job->keys[i]);
+		job->status[i] = revive_at(job->t, job->keys[i], job->where[i]);
 }
 
 static cpht_status
-cpu_revive(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+cpu_revive(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n, uint8_t *status)
 {
-	batch_job	job = {.t = t, .keys = keys, .out = status};
+	revive_job	job = {t, keys, where, status};
 
 	cpu_parallel_for(t->params.cpu_threads, n, revive_range, &job);
 	return CPHT_OK;
@@ -382,6 +409,15 @@ cpu_copy_slots(cpht_table *t, int level, void *host)
 	const layout_level *lv = &t->level[level];
 
 	memcpy(host, lv->slots, (size_t) level_bytes(lv));
+	return CPHT_OK;
+}
+
+static cpht_status
+cpu_write_slots(cpht_table *t, int level, const void *host)
+{
+	const layout_level *lv = &t->level[level];
+
+	memcpy(lv->slots, host, (size_t) level_bytes(lv));
 	return CPHT_OK;
 }
 
@@ -397,4 +433,5 @@ const cpht_backend cpht_cpu_backend = {
 	.staging_bytes = cpu_staging_bytes,
 	.copy_slots = cpu_copy_slots,
 	.revive = cpu_revive,
+	.write_slots = cpu_write_slots,
 };

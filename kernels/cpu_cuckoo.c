@@ -6,8 +6,10 @@
  * Invariant behind the early stop: a key sits in bucket h_j only if buckets
  * h_0..h_{j-1} were full when it went there, and a full bucket stays full
  * (evictions swap slots, deletions leave tombstones).  So find may stop at
- * the first bucket with an EMPTY slot.  Put may reuse tombstones: filling
- * one keeps its bucket full.
+ * the first bucket with an EMPTY slot.  Put may reuse tombstones (filling
+ * one keeps its bucket full), except while the undo log holds deleted keys
+ * (t->keep_tombstones): a rollback puts each back into its own tombstone,
+ * so then put takes EMPTY slots only and evicts live keys only.
  *
  * The cuckoo table is static in the paper's sense: put and find must not
  * run concurrently (an eviction briefly takes a key out of the table).
@@ -70,7 +72,7 @@ cuckoo_find(const cpht_table *t, uint64_t key)
 	return 0;
 }
 
-int
+uint8_t
 cuckoo_erase(const cpht_table *t, uint64_t key)
 {
 	for (int c = 0; c < t->level[0].choices; c++)
@@ -83,7 +85,8 @@ cuckoo_erase(const cpht_table *t, uint64_t key)
 			uint64_t	expected = slot_encode(layout_remainder(perm_of(t, c), key), c,
 											   t->level[0].choice_bits);
 
-			return cpu_slot_cas(&t->level[0], (uint64_t) i, &expected, CPHT_SLOT_TOMBSTONE);
+			return cpu_slot_cas(&t->level[0], (uint64_t) i, &expected, CPHT_SLOT_TOMBSTONE)
+				? CPHT_WHERE(c, (int) ((uint64_t) i % (uint64_t) t->level[0].bucket_slots)) : 0;
 		}
 		if (open)
 			return 0;
@@ -95,6 +98,7 @@ int
 cuckoo_put(const cpht_table *t, uint64_t key, uint64_t *homeless)
 {
 	const layout_level *lv = &t->level[0];
+	int			keep = t->keep_tombstones;
 	int			c = 0;
 
 	for (int step = 0; step < t->params.max_evictions; step++)
@@ -106,12 +110,12 @@ cuckoo_put(const cpht_table *t, uint64_t key, uint64_t *homeless)
 		uint64_t	old;
 		int			i;
 
-		/* A free slot (empty or tombstone)?  Take the first one. */
+		/* A free slot (empty, or tombstone unless kept)?  Take the first. */
 		for (i = 0; i < lv->bucket_slots; i++)
 		{
 			uint64_t	s = cpu_slot_load(lv, start + i);
 
-			if (!slot_is_live(s))
+			if (s == CPHT_SLOT_EMPTY || (!keep && s == CPHT_SLOT_TOMBSTONE))
 			{
 				if (cpu_slot_cas(lv, start + i, &s, want))
 					return 1;
@@ -127,6 +131,26 @@ cuckoo_put(const cpht_table *t, uint64_t key, uint64_t *homeless)
 		 * between the same two slots.
 		 */
 		i = (int) (layout_mix64(key ^ ((uint64_t) step << 40) ^ lv->seeds[3]) % (uint64_t) lv->bucket_slots);
+		if (keep)
+		{
+			/*
+			 * Tombstones are kept: the victim is the first live slot from
+			 * i on, cyclically (concurrent puts never turn a live slot
+			 * into anything else).  A bucket of tombstones only: try the
+			 * key's next choice.
+			 */
+			int			j = 0;
+
+			while (j < lv->bucket_slots &&
+				   !slot_is_live(cpu_slot_load(lv, start + (uint64_t) ((i + j) % lv->bucket_slots))))
+				j++;
+			if (j == lv->bucket_slots)
+			{
+				c = layout_next_choice(c, lv->choices);
+				continue;
+			}
+			i = (i + j) % lv->bucket_slots;
+		}
 		old = cpu_slot_swap(lv, start + i, want);
 		if (!slot_is_live(old))
 			return 1;			/* the slot had just been freed: no victim */
@@ -138,32 +162,4 @@ cuckoo_put(const cpht_table *t, uint64_t key, uint64_t *homeless)
 	}
 	*homeless = key;
 	return 0;
-}
-
-/*
- * Put back a key whose deletion is being rolled back (it is absent): into
- * the first free slot (EMPTY or TOMBSTONE) of the first of its buckets that
- * has one — the buckets before it are then full, as find's early stop
- * needs.  No eviction here (a failed chain would leave another key
- * homeless): CPHT_FULL sends the key to the table layer's fallback.
- */
-uint8_t
-cuckoo_revive(const cpht_table *t, uint64_t key)
-{
-	const layout_level *lv = &t->level[0];
-	for (int c = 0; c < lv->choices; c++)
-	{
-		layout_perm p = perm_of(t, c);
-		uint64_t	start = layout_bucket_start(lv, layout_address(p, key));
-		uint64_t	want = slot_encode(layout_remainder(p, key), c, lv->choice_bits);
-
-		for (int i = 0; i < lv->bucket_slots; i++)
-		{
-			uint64_t	s = cpu_slot_load(lv, start + i);
-
-			if (!slot_is_live(s) && cpu_slot_cas(lv, start + i, &s, want))
-				return CPHT_PUT;
-		}
-	}
-	return CPHT_FULL;
 }

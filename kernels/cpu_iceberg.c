@@ -134,13 +134,14 @@ iceberg_find(const cpht_table *t, uint64_t key)
 
 /*
  * Replace the key's slot by `replacement` (a tombstone, or EMPTY when
- * undoing the latest call).  Returns 1 when this call removed the key.
+ * undoing the latest call).  Returns where the key was (CPHT_WHERE) when
+ * this call removed it, else 0.
  *
  * Undoing empties slots in no particular order, so a bucket may already
  * have a hole before the key's slot: then every slot of all three buckets
  * is searched instead of stopping at the first empty one.
  */
-int
+uint8_t
 iceberg_erase(const cpht_table *t, uint64_t key, uint64_t replacement)
 {
 	int			undoing = replacement == CPHT_SLOT_EMPTY;
@@ -166,7 +167,8 @@ iceberg_erase(const cpht_table *t, uint64_t key, uint64_t replacement)
 			else
 				i = bucket_scan(lv, b, &load);
 			if (i >= 0)
-				return cpu_slot_cas(lv, b.start + i, &expected, replacement);
+				return cpu_slot_cas(lv, b.start + i, &expected, replacement)
+					? CPHT_WHERE(level == 0 ? 0 : 1 + c, i) : 0;
 			if (!undoing && load < lv->bucket_slots)
 				full = 0;
 		}
@@ -175,35 +177,4 @@ iceberg_erase(const cpht_table *t, uint64_t key, uint64_t replacement)
 			return 0;
 	}
 	return 0;
-}
-
-/*
- * Put back a key whose deletion is being rolled back (it is absent), into
- * the first free slot — EMPTY or TOMBSTONE — of its primary bucket, else of
- * a secondary bucket when the primary has no free slot at all.  Its own
- * tombstone is in one of these buckets, so there is always room.  Reusing a
- * tombstone is safe here because rollbacks run alone on the table; the
- * slot is non-empty before and after, so no bucket's prefix changes.
- */
-uint8_t
-iceberg_revive(const cpht_table *t, uint64_t key)
-{
-	for (int level = 0; level < t->levels; level++)
-	{
-		const layout_level *lv = &t->level[level];
-
-		for (int c = 0; c < lv->choices; c++)
-		{
-			bucket_ref	b = bucket_of(t, level, c, key);
-
-			for (int i = 0; i < lv->bucket_slots; i++)
-			{
-				uint64_t	s = cpu_slot_load(lv, b.start + i);
-
-				if (!slot_is_live(s) && cpu_slot_cas(lv, b.start + i, &s, b.want))
-					return CPHT_PUT;
-			}
-		}
-	}
-	return CPHT_FULL;
 }

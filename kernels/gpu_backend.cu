@@ -495,18 +495,47 @@ chunk_erase(cpht_table *t, void *ctx, const uint64_t *dkeys, uint32_t n, uint8_t
 	return gpu_iceberg_erase(t, dkeys, n, dout, *(const int *) ctx);
 }
 
+/* Rare and small next to a table: keys and places go up through the
+ * scratch area in one piece, no pipeline. */
 static cpht_status
-chunk_revive(cpht_table *t, void *, const uint64_t *dkeys, uint32_t n, uint8_t *dout)
+gpu_revive_keys(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n, uint8_t *status)
 {
-	return gpu_revive(t, dkeys, n, dout);
-}
+	gpu_state  *st = gpu_state_of(t);
+	gpu_carve	c = {NULL, 0};
+	uint64_t   *dkeys;
+	uint8_t    *dwhere,
+			   *dstatus;
+	cpht_status rc;
 
-static cpht_status
-gpu_revive_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
-{
 	if (n == 0)
 		return CPHT_OK;
-	return pipeline_run(t, keys, n, status, chunk_revive, NULL, NULL);
+	if (n > UINT32_MAX)
+		return table_fail(t, CPHT_ERR_INVALID, "too many keys to put back at once (%zu)", n);
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	for (int pass = 0; pass < 2; pass++)
+	{
+		dkeys = carve<uint64_t>(&c, n);
+		dwhere = carve<uint8_t>(&c, n);
+		dstatus = carve<uint8_t>(&c, n);
+		if (pass == 0)
+		{
+			rc = gpu_scratch_reserve(t, c.off);
+			if (rc != CPHT_OK)
+				return rc;
+			c.base = st->scratch;
+			c.off = 0;
+		}
+	}
+	GPU_TRY(t, cudaMemcpyAsync(dkeys, keys, n * sizeof(uint64_t), cudaMemcpyHostToDevice, st->comp),
+			"uploading keys");
+	GPU_TRY(t, cudaMemcpyAsync(dwhere, where, n, cudaMemcpyHostToDevice, st->comp), "uploading keys");
+	rc = gpu_revive(t, dkeys, dwhere, (uint32_t) n, dstatus);
+	if (rc != CPHT_OK)
+		return rc;
+	GPU_TRY(t, cudaMemcpyAsync(status, dstatus, n, cudaMemcpyDeviceToHost, st->comp),
+			"downloading results");
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "putting keys back");
+	return CPHT_OK;
 }
 
 static cpht_status
@@ -535,7 +564,7 @@ static cpht_status
 gpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int to_empty,
 		  cpht_tally *tally, uint64_t log_at)
 {
-	pipeline_tally want = {1, log_at, tally};
+	pipeline_tally want = {CPHT_WHERE(0, 0), log_at, tally};
 
 	tally->hits = tally->full = 0;
 	if (n == 0)
@@ -592,6 +621,7 @@ extern "C" const cpht_backend cpht_gpu_backend = {
 	gpu_staging_bytes,
 	gpu_copy_level,
 	gpu_revive_keys,
+	gpu_write_level,
 	gpu_log_reserve,
 	gpu_log_write,
 	gpu_log_read,

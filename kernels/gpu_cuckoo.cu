@@ -4,9 +4,12 @@
  * erase by tombstone, and the sort-based find-or-put.
  *
  * Semantics match kernels/cpu_cuckoo.c: CPHT_CUCKOO_CHOICES hash choices;
- * put takes the first free slot (EMPTY or TOMBSTONE) of the bucket, else
- * evicts the slot mix64(key ^ step << 40 ^ seed3) mod B and carries the
- * evicted key to its next choice; find stops at the first bucket with an
+ * put takes the first free slot (EMPTY or TOMBSTONE; EMPTY only while the
+ * undo log holds deleted keys, whose tombstones are kept) of the bucket,
+ * else evicts the slot mix64(key ^ step << 40 ^ seed3) mod B (while
+ * tombstones are kept, the first live slot from there on, cyclically) and
+ * carries the evicted key to its next choice; erase reports where the key
+ * was (CPHT_WHERE); find stops at the first bucket with an
  * EMPTY slot.  Put and find never run in one kernel: an eviction takes a
  * key out of the table for a moment.
  */
@@ -23,6 +26,7 @@ struct ck_args
 	layout_level lv;
 	int			key_bits;
 	int			max_evictions;
+	int			keep;			/* put: tombstones are kept (not free) */
 	uint8_t		hit;			/* find: what a present key reports */
 	uint8_t		miss;			/* ... and an absent one */
 	const uint64_t *keys;		/* input keys, or NULL: the keys of `list` */
@@ -124,9 +128,9 @@ struct ck_erase : ck_base<SW, B>
 			{
 				code = g.shfl(gpu_claim_slot<SW, B>(g, this->a.lv.slots, this->address(k, c) * B, s, at,
 													CPHT_SLOT_TOMBSTONE), at / G::S);
-				/* Removed it. */
+				/* Removed it: say where it was. */
 				if (code == GPU_CLAIM_TOOK)
-					return 1;
+					return CPHT_WHERE(c, at);
 				/* A duplicate removed it first, or a neighbour changed; the
 				 * snapshot now shows it: look again. */
 				continue;
@@ -159,7 +163,8 @@ struct ck_put : ck_base<SW, B>
 		{
 			const uint64_t address = this->address(k, c);
 			const uint64_t want = this->want(k, c);
-			int			at = gpu_first_slot<SW, B>(g, gpu_lane_free<SW, B>(s));
+			int			at = gpu_first_slot<SW, B>(g, this->a.keep ? gpu_lane_eq<SW, B>(s, CPHT_SLOT_EMPTY)
+												   : gpu_lane_free<SW, B>(s));
 			uint64_t	old = 0;
 
 			if (at < B)
@@ -177,6 +182,33 @@ struct ck_put : ck_base<SW, B>
 
 			/* The bucket is full: evict a pseudo-random victim. */
 			at = (int) (layout_mix64(k ^ ((uint64_t) step << 40) ^ this->a.lv.seeds[3]) % (uint64_t) B);
+			if (this->a.keep)
+			{
+				/* Live slots only (puts never make a live slot free): the
+				 * first from `at` on, cyclically; none: the next choice. */
+				unsigned	from = 0,
+							live = 0;
+				int			v;
+
+#pragma unroll
+				for (int u = 0; u < G::S; u++)
+				{
+					unsigned	l = (unsigned) (s.s[u] & 1);
+
+					live |= l << u;
+					from |= (l && g.rank * G::S + u >= at) << u;
+				}
+				v = gpu_first_slot<SW, B>(g, from);
+				if (v >= B)
+					v = gpu_first_slot<SW, B>(g, live);
+				if (v >= B)
+				{
+					c = layout_next_choice(c, CPHT_CUCKOO_CHOICES);
+					gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), g.rank);
+					continue;
+				}
+				at = v;
+			}
 			if (g.rank == at / G::S)
 				old = gpu_slot_swap<SW>(this->a.lv.slots, address * B + at, want);
 			old = g.shfl(old, at / G::S);
@@ -215,6 +247,7 @@ args_of(const cpht_table *t)
 	a.lv = t->level[0];
 	a.key_bits = t->params.key_bits;
 	a.max_evictions = t->params.max_evictions > 0 ? t->params.max_evictions : CPHT_DEFAULT_MAX_EVICTIONS;
+	a.keep = t->keep_tombstones;
 	a.hit = 1;
 	a.miss = 0;
 	return a;

@@ -170,9 +170,9 @@ struct ice_erase1 : ice_level1<SW, B>
 				return GPU_NEXT;
 			}
 			code = g.shfl(gpu_claim_slot<SW, B>(g, this->a.lv.slots, addr * B, s, at, repl), at / G::S);
-			/* Removed it. */
+			/* Removed it: say where it was. */
 			if (code == GPU_CLAIM_TOOK)
-				return 1;
+				return CPHT_WHERE(0, at);
 			/* A duplicate in the batch removed it first (or a 16-bit
 			 * neighbour changed); the snapshot now shows it: look again. */
 		}
@@ -328,7 +328,7 @@ struct ice_erase2 : ice_level2<SW, B>
 							  at / G::S);
 			}
 			if (code == GPU_CLAIM_TOOK)
-				return 1;
+				return CPHT_WHERE(1 + c, at);
 			/* A duplicate removed it first, or a neighbour changed; the
 			 * snapshot now shows it: look again. */
 		}

@@ -11,14 +11,15 @@
  * (every entry of a run is undone the same way), so the kernel appends
  * with one atomic per warp, in any order.
  *
- * The log array grows like a vector (table.c decides the capacity): a new
+ * The log array grows like a vector (table_log.c decides the capacity): a new
  * cudaMalloc, a device-to-device copy, the old one freed.  Growing it is
  * the one device allocation that happens in the middle of a large call; if
  * it fails, the table layer undoes the chunks already done.
  */
 #include "gpu_ops.h"
 
-/* counters[0]: keys whose result is `hit`; counters[1]: CPHT_FULL. */
+/* counters[0]: keys whose result is `hit` (CPHT_WHERE(0, 0): any place
+ * code, for an erase); counters[1]: CPHT_FULL. */
 __global__ static void
 tally_kernel(const uint64_t *keys, const uint8_t *out, uint32_t n, uint8_t hit,
 			 uint64_t *log, unsigned long long *counters)
@@ -32,7 +33,8 @@ tally_kernel(const uint64_t *keys, const uint8_t *out, uint32_t n, uint8_t hit,
 	for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < bound; i += stride)
 	{
 		uint8_t		r = i < n ? out[i] : 0xff;
-		unsigned	hits = __ballot_sync(0xffffffffu, r == hit);
+		bool		is_hit = hit == CPHT_WHERE(0, 0) ? i < n && CPHT_IS_WHERE(r) : r == hit;
+		unsigned	hits = __ballot_sync(0xffffffffu, is_hit);
 		unsigned	full = __ballot_sync(0xffffffffu, r == CPHT_FULL);
 		unsigned long long base = 0;
 
@@ -43,7 +45,7 @@ tally_kernel(const uint64_t *keys, const uint8_t *out, uint32_t n, uint8_t hit,
 		if (log == NULL)
 			continue;
 		base = __shfl_sync(0xffffffffu, base, 0);
-		if (r == hit)
+		if (is_hit)
 			log[base + __popc(hits & ((1u << lane) - 1))] = keys[i];
 	}
 }

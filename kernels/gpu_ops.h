@@ -100,12 +100,14 @@ cpht_status gpu_group_results(cpht_table *t, const gpu_group *g, uint32_t n, uin
 
 /* ---- rollback and rebuild support (gpu_revive.cu) ------------------------ */
 
-/* Put back distinct absent keys into the first free slot (EMPTY or
- * TOMBSTONE) along their buckets; status[i] = CPHT_PUT or CPHT_FULL. */
-cpht_status gpu_revive(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatus);
+/* Put back distinct absent keys, each into the slot where[i] names, which
+ * must hold a tombstone; status[i] = CPHT_PUT, or CPHT_FULL if it did not. */
+cpht_status gpu_revive(cpht_table *t, const uint64_t *dkeys, const uint8_t *dwhere, uint32_t n,
+					   uint8_t *dstatus);
 
-/* Copy a level's slot array to host memory.  Waits for the device. */
+/* Copy a level's slot array to or from host memory.  Wait for the device. */
 cpht_status gpu_copy_level(cpht_table *t, int level, void *host);
+cpht_status gpu_write_level(cpht_table *t, int level, const void *host);
 
 /* ---- scan (gpu_scan.cu) -------------------------------------------------- */
 

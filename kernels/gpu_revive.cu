@@ -1,15 +1,12 @@
 /*
  * gpu_revive.cu — putting back keys whose deletion a rollback undoes, and
- * reading a level's slots back for a rebuild.
+ * moving a level's slots between device and host for a rebuild.
  *
  * Revive is rare and runs alone on the table (rollbacks never overlap other
- * calls), so it is one thread per key walking its buckets in the order
- * find visits them — primary bucket, then the secondary ones (iceberg), or
- * the cuckoo choices in order — and taking the first free slot (EMPTY or
- * TOMBSTONE).  Every bucket it passes has no free slot, i.e. is full, as
- * both finds' early stops require; the key's own tombstone lies in one of
- * its buckets, so a free slot is there to be found.  The CPU twins are
- * iceberg_revive and cuckoo_revive.
+ * calls), so it is one thread per key: the key goes back into the very slot
+ * its erase reported (CPHT_WHERE: its bucket in find's order and the slot
+ * in it), which still holds the key's tombstone (table_rollback.c says
+ * why).  The CPU twin is revive_at in cpu_backend.c.
  */
 #include "gpu_ops.h"
 
@@ -63,42 +60,32 @@ revive_cas(const layout_level &lv, uint64_t i, uint64_t expect, uint64_t want)
 
 static __global__ void __launch_bounds__(GPU_BLOCK)
 revive_kernel(layout_level l0, layout_level l1, int levels, int key_bits,
-			  const uint64_t *keys, uint32_t n, uint8_t *status)
+			  const uint64_t *keys, const uint8_t *where, uint32_t n, uint8_t *status)
 {
 	uint32_t	i = blockIdx.x * blockDim.x + threadIdx.x;
-	uint64_t	key;
+	int			level,
+				c,
+				j;
 
 	if (i >= n)
 		return;
-	key = keys[i];
-	for (int level = 0; level < levels; level++)
+	layout_where_bucket(levels, CPHT_WHERE_ORDER(where[i]), &level, &c);
+	j = CPHT_WHERE_SLOT(where[i]);
 	{
 		const layout_level &lv = level == 0 ? l0 : l1;
+		layout_perm p = layout_level_perm(&lv, key_bits, c);
+		uint64_t	at = layout_bucket_start(&lv, layout_address(p, keys[i])) + (uint64_t) j;
 
-		for (int c = 0; c < lv.choices; c++)
-		{
-			layout_perm p = layout_level_perm(&lv, key_bits, c);
-			uint64_t	start = layout_bucket_start(&lv, layout_address(p, key));
-			uint64_t	want = slot_encode(layout_remainder(p, key), c, lv.choice_bits);
-
-			for (int j = 0; j < lv.bucket_slots; j++)
-			{
-				uint64_t	s = revive_load(lv, start + j);
-
-				if (!slot_is_live(s) && revive_cas(lv, start + j, s, want))
-				{
-					status[i] = CPHT_PUT;
-					return;
-				}
-			}
-		}
+		status[i] = c < lv.choices && j < lv.bucket_slots &&
+			revive_load(lv, at) == CPHT_SLOT_TOMBSTONE &&
+			revive_cas(lv, at, CPHT_SLOT_TOMBSTONE,
+					   slot_encode(layout_remainder(p, keys[i]), c, lv.choice_bits))
+			? CPHT_PUT : CPHT_FULL;
 	}
-	/* No free slot anywhere (only after a rebuild): the caller falls back. */
-	status[i] = CPHT_FULL;
 }
 
 cpht_status
-gpu_revive(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatus)
+gpu_revive(cpht_table *t, const uint64_t *dkeys, const uint8_t *dwhere, uint32_t n, uint8_t *dstatus)
 {
 	gpu_state  *st = gpu_state_of(t);
 	uint32_t	blocks = (n + GPU_BLOCK - 1) / GPU_BLOCK;
@@ -106,8 +93,9 @@ gpu_revive(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatus)
 	if (n == 0)
 		return CPHT_OK;
 	revive_kernel<<<blocks, GPU_BLOCK, 0, st->comp>>>(t->level[0], t->level[t->levels > 1 ? 1 : 0],
-													  t->levels, t->params.key_bits, dkeys, n, dstatus);
-	GPU_LAUNCHED(t, "reviving keys");
+													  t->levels, t->params.key_bits, dkeys, dwhere, n,
+													  dstatus);
+	GPU_LAUNCHED(t, "putting keys back");
 	return CPHT_OK;
 }
 
@@ -122,5 +110,19 @@ gpu_copy_level(cpht_table *t, int level, void *host)
 	GPU_TRY(t, cudaMemcpyAsync(host, lv->slots, bytes, cudaMemcpyDeviceToHost, st->comp),
 			"copying slots to the host");
 	GPU_TRY(t, cudaStreamSynchronize(st->comp), "copying slots to the host");
+	return CPHT_OK;
+}
+
+cpht_status
+gpu_write_level(cpht_table *t, int level, const void *host)
+{
+	gpu_state  *st = gpu_state_of(t);
+	const layout_level *lv = &t->level[level];
+	size_t		bytes = (size_t) (lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8));
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	GPU_TRY(t, cudaMemcpyAsync(lv->slots, host, bytes, cudaMemcpyHostToDevice, st->comp),
+			"copying slots to the device");
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "copying slots to the device");
 	return CPHT_OK;
 }

@@ -195,6 +195,18 @@ layout_bucket_start(const layout_level *lv, uint64_t address)
 	return address * (uint64_t) lv->bucket_slots;
 }
 
+/*
+ * A key's buckets in the order find visits them, numbered from 0: the
+ * iceberg's primary bucket, then its secondary choices; the cuckoo's
+ * choices.  Bucket `order` is choice *choice of level *level.
+ */
+CPHT_HD void
+layout_where_bucket(int levels, int order, int *level, int *choice)
+{
+	*level = levels > 1 && order > 0 ? 1 : 0;
+	*choice = levels > 1 && order > 0 ? order - 1 : order;
+}
+
 /* Which of the cuckoo's choices follows `choice` after an eviction. */
 CPHT_HD int
 layout_next_choice(int choice, int choices)

@@ -1,8 +1,8 @@
 /*
- * table_internal.h — what the table layer (table.c) and the two
+ * table_internal.h — what the table layer (table*.c) and the two
  * implementations (cpu_*.c, gpu_*.cu) share behind cpht_table.h.
  *
- * table.c owns everything that is the same on both devices: parameter
+ * The table layer owns everything that is the same on both devices: parameter
  * checks and sizing, the key count, undoing a call that ran out of room and
  * the cuckoo stash.  A backend owns the slot memory and runs the algorithms.
  */
@@ -25,7 +25,25 @@ typedef struct cpht_log_run
 {
 	uint64_t	start;
 	int			deleted;		/* 1: keys deleted, 0: keys inserted */
+	uint64_t	where_at;		/* deleted entries logged before this run:
+								 * entry start + i of a deleted run has its
+								 * place at log_where[where_at + i] */
 } cpht_log_run;
+
+/*
+ * Where an erase found a key, one byte: 0 when absent, else
+ * CPHT_WHERE(order, slot) with `order` the key's bucket in find's order
+ * (layout_where_bucket) and `slot` its slot in that bucket.  Erase reports
+ * it per key, the undo log keeps it with each deleted key, and rollback
+ * puts the key back into exactly that slot.  CPHT_WHERE_STASH: the key was
+ * in the cuckoo stash.  Codes are at least 0x80, so they never equal the
+ * other result bytes (CPHT_FOUND, CPHT_PUT, CPHT_FULL, GPU_NEXT).
+ */
+#define CPHT_WHERE(order, slot) ((uint8_t) (0x80 | ((order) << 5) | (slot)))
+#define CPHT_WHERE_ORDER(code) (((code) >> 5) & 3)
+#define CPHT_WHERE_SLOT(code) ((code) & 31)
+#define CPHT_WHERE_STASH ((uint8_t) 0xff)
+#define CPHT_IS_WHERE(code) (((code) & 0x80) != 0)
 
 /*
  * What a backend tells about a find_or_put or erase it ran: `hits` keys
@@ -65,6 +83,15 @@ struct cpht_table
 	cpht_log_run *log_runs;
 	size_t		log_nruns;
 	size_t		log_runs_cap;
+	uint8_t    *log_where;		/* host: place of each deleted entry */
+	uint64_t	log_nwhere;		/* deleted entries in the log */
+	uint64_t	log_where_cap;
+	/*
+	 * While the log holds deleted keys, their tombstones are where a
+	 * rollback puts them back: nothing may take them (cuckoo puts and
+	 * evictions then take EMPTY slots only).  Kept by the log code.
+	 */
+	int			keep_tombstones;
 	int			log_moved;		/* keys moved (rebuild, re-put by a rollback)
 								 * since the log began: undo by tombstones */
 	cpht_call_times times;		/* where the last call spent its time */
@@ -89,7 +116,8 @@ struct cpht_table
  *     homeless[0..*nhomeless), which has room for n keys.
  *   The table layer then undoes the call.  *tally counts the outcome and,
  *   with log_at set, the inserted keys go to the log store.
- * erase: present[i] = 1 where the key was found and removed; to_empty = 1
+ * erase: present[i] = CPHT_WHERE(...) where the key was found and removed
+ *   (its place before the call), 0 where absent; to_empty = 1
  *   writes EMPTY instead of a tombstone, which is only correct when undoing
  *   the latest call on an iceberg table (its keys took slots that were
  *   empty before, and nothing was inserted after them).  *tally and log_at
@@ -98,8 +126,11 @@ struct cpht_table
  * copy_slots: copy level l's slot array to host memory (rebuild reads the
  *   keys back out of it).
  * revive: put back distinct keys known to be absent whose deletion a
- *   rollback undoes, into the first free slot (EMPTY or TOMBSTONE) along
- *   their buckets in find's order; status[i] = CPHT_PUT or CPHT_FULL.
+ *   rollback undoes, each into the slot erase reported (where[i], never
+ *   CPHT_WHERE_STASH), which holds its tombstone; status[i] = CPHT_PUT, or
+ *   CPHT_FULL when that slot is not a tombstone (never, while the rules
+ *   above hold).
+ * write_slots: copy level l's slots from host memory (rebuild).
  * log_reserve, log_write, log_read, log_release: a log store kept by the
  *   backend (all NULL: the table layer keeps the log in host memory).
  *   reserve makes room for `entries` in all, keeping the first `keep`
@@ -125,7 +156,9 @@ struct cpht_backend
 	void		(*device_name) (cpht_table *t, char *buf, size_t len);
 	uint64_t	(*staging_bytes) (cpht_table *t);
 	cpht_status (*copy_slots) (cpht_table *t, int level, void *host);
-	cpht_status (*revive) (cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status);
+	cpht_status (*revive) (cpht_table *t, const uint64_t *keys, const uint8_t *where,
+						   size_t n, uint8_t *status);
+	cpht_status (*write_slots) (cpht_table *t, int level, const void *host);
 	cpht_status (*log_reserve) (cpht_table *t, uint64_t entries, uint64_t keep);
 	cpht_status (*log_write) (cpht_table *t, uint64_t at, const uint64_t *keys, size_t n);
 	cpht_status (*log_read) (cpht_table *t, uint64_t at, size_t n, uint64_t *keys);
