@@ -152,6 +152,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	if (nnew == 0)
 	{
 		pfree(status);
+		clock_report("cpht_fop_new", &clock, n, entry->table);
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
 	}
 

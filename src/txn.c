@@ -202,6 +202,10 @@ at_subxact_event(SubXactEvent event, SubTransactionId mySubid,
 			}
 			if (e->created == mySubid)
 			{
+				CphtHandle *h = cpht_handles_entry(e->handle);
+
+				if (h)
+					h->rolled_back = true;
 				destroy_entry_table(e);
 				e->created = InvalidSubTransactionId;
 				e->depth = 0;
@@ -263,7 +267,13 @@ at_xact_event(XactEvent event, void *arg)
 					e->dropped_table = NULL;
 				}
 				if (e->created != InvalidSubTransactionId)
+				{
+					CphtHandle *h = cpht_handles_entry(e->handle);
+
+					if (h)
+						h->rolled_back = true;
 					destroy_entry_table(e);
+				}
 				forget_entry(i);
 			}
 			break;
