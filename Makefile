@@ -17,7 +17,7 @@ PGFILEDESC = "cpht - compact GPU hash sets of bigint keys"
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(filter-out sql/$(EXTENSION)--%,$(wildcard sql/*.sql))))
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
-KERNEL_C = kernels/table.c kernels/cpu_backend.c kernels/cpu_iceberg.c kernels/cpu_cuckoo.c kernels/cpu_threads.c kernels/radix_sort.c
+KERNEL_C = $(sort $(wildcard kernels/table*.c)) kernels/cpu_backend.c kernels/cpu_iceberg.c kernels/cpu_cuckoo.c kernels/cpu_threads.c kernels/radix_sort.c
 SRC_C = $(sort $(wildcard src/*.c))
 OBJS = $(SRC_C:.c=.o) $(KERNEL_C:.c=.o)
 
@@ -67,7 +67,7 @@ else ifneq ($(filter-out test demo deps unit,$(or $(MAKECMDGOALS),all)),)
 $(error PostgreSQL server headers not found ($(PG_CONFIG) --pgxs): install postgresql-server-dev-15, or run test/install-deps.sh)
 endif
 
-$(OBJS): kernels/cpht_table.h kernels/layout.h kernels/table_internal.h
+$(OBJS): kernels/cpht_table.h kernels/layout.h kernels/table_internal.h kernels/table_layer.h
 
 # ---- tests and demo --------------------------------------------------------
 .PHONY: test demo unit bench-cpu deps

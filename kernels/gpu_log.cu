@@ -11,7 +11,7 @@
  * (every entry of a run is undone the same way), so the kernel appends
  * with one atomic per warp, in any order.
  *
- * The log array grows like a vector (table.c decides the capacity): a new
+ * The log array grows like a vector (table_log.c decides the capacity): a new
  * cudaMalloc, a device-to-device copy, the old one freed.  Growing it is
  * the one device allocation that happens in the middle of a large call; if
  * it fails, the table layer undoes the chunks already done.

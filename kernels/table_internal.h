@@ -1,8 +1,8 @@
 /*
- * table_internal.h — what the table layer (table.c) and the two
+ * table_internal.h — what the table layer (table*.c) and the two
  * implementations (cpu_*.c, gpu_*.cu) share behind cpht_table.h.
  *
- * table.c owns everything that is the same on both devices: parameter
+ * The table layer owns everything that is the same on both devices: parameter
  * checks and sizing, the key count, undoing a call that ran out of room and
  * the cuckoo stash.  A backend owns the slot memory and runs the algorithms.
  */

@@ -1,0 +1,52 @@
+/*
+ * table_layer.h — what the files of the table layer (table*.c) share among
+ * themselves.  The backends do not see it: they meet the layer in
+ * table_internal.h.
+ */
+#ifndef CPHT_TABLE_LAYER_H
+#define CPHT_TABLE_LAYER_H
+
+#include "table_internal.h"
+
+/* table.c: timing of the public calls and the interrupt check */
+double		table_clock_ms(void);
+void		table_call_begin(cpht_table *t);
+cpht_status table_call_end(cpht_table *t, cpht_status rc);
+int			table_interrupted(void);
+
+/* table_stream.c: wait for a stream's running batch; cut streams loose */
+void		table_settle(cpht_table *t);
+void		table_streams_detach(cpht_table *t);
+
+/* table_stash.c: sorted key arrays and the cuckoo stash */
+int			table_cmp_u64(const void *a, const void *b);
+int			table_in_sorted(const uint64_t *v, size_t n, uint64_t key);
+cpht_status table_stash_add(cpht_table *t, const uint64_t *keys, size_t n);
+int			table_stash_remove(cpht_table *t, uint64_t key);
+
+/* table_log.c: the undo log's store and runs */
+int			table_log_on_backend(const cpht_table *t);
+void		table_log_free(cpht_table *t);
+cpht_status table_log_reserve(cpht_table *t, uint64_t pending, uint64_t extra);
+void		table_log_mark(cpht_table *t, int deleted, uint64_t added);
+void		table_log_append(cpht_table *t, const uint64_t *keys, size_t n,
+							 const uint8_t *flags, uint8_t which, int deleted,
+							 uint64_t matches);
+
+/* table_rollback.c: take a failed call's keys out again */
+cpht_status table_undo_call(cpht_table *t, const uint64_t *keys, size_t n,
+							const uint8_t *status, uint64_t *homeless,
+							size_t nhomeless);
+
+/* table_ops.c: the operations, for rebuild, streams and rollback */
+cpht_status table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys,
+										 size_t n, uint8_t *status);
+cpht_status table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
+							  uint8_t *status);
+cpht_status table_find_or_put_counted(cpht_table *t, const uint64_t *keys,
+									  size_t n, uint8_t *status,
+									  uint64_t *inserted);
+cpht_status table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n,
+							 uint8_t *present);
+
+#endif							/* CPHT_TABLE_LAYER_H */

@@ -1,0 +1,280 @@
+/*
+ * table_ops.c — the batch operations (find-or-put, find, put, erase): split
+ * into chunks, with the stash, the undo log and the all-or-nothing rule.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "table_layer.h"
+
+/* Keys per backend call in a long find-or-put: between chunks the call
+ * looks for an interrupt, a fraction of a second apart (a GPU chunk takes
+ * tens of milliseconds; larger chunks let it overlap transfers longer). */
+#define CPU_CHUNK_KEYS ((size_t) 1 << 21)
+#define GPU_CHUNK_KEYS_PER_CALL ((size_t) 1 << 24)
+
+/*
+ * Find-or-put in the buckets (not the stash), chunk by chunk.  If a chunk
+ * finds the table full, a device call fails or an interrupt arrives, the
+ * chunks done so far are undone too, so the call is all or nothing.
+ */
+cpht_status
+table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	uint64_t   *homeless = NULL;
+	size_t		most = t->params.device == CPHT_DEVICE_GPU ? GPU_CHUNK_KEYS_PER_CALL : CPU_CHUNK_KEYS;
+	size_t		chunk = n < most ? n : most;
+	size_t		done = 0;
+	uint64_t	puts = 0;
+	int			on_backend = t->logging && table_log_on_backend(t);
+	cpht_status rc = CPHT_OK;
+
+	if (t->params.kind == CPHT_CUCKOO)
+	{
+		homeless = malloc(chunk * sizeof(uint64_t));
+		if (homeless == NULL)
+			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+	}
+	while (done < n && rc == CPHT_OK)
+	{
+		size_t		m = n - done < chunk ? n - done : chunk;
+		size_t		nhomeless = 0;
+		cpht_tally	tally = {0, 0};
+		char		why[sizeof(t->errmsg)];
+
+		if (done > 0 && table_interrupted())
+		{
+			rc = table_undo_call(t, keys, done, status, NULL, 0);
+			if (rc == CPHT_OK)
+				rc = table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", done, n);
+			break;
+		}
+		/*
+		 * A backend store takes this chunk's inserts after the earlier
+		 * chunks' (it grows chunk by chunk, so running out of device memory
+		 * for it can happen in the middle of a call, undone like the rest).
+		 */
+		rc = on_backend ? table_log_reserve(t, puts, m) : CPHT_OK;
+		if (rc == CPHT_OK)
+			rc = t->backend->find_or_put(t, keys + done, m, status + done, homeless, &nhomeless,
+										 &tally, on_backend ? t->log_len + puts : CPHT_NO_LOG);
+		if (rc != CPHT_OK)
+		{
+			/* Keep the device's message; undo what earlier chunks put. */
+			memcpy(why, t->errmsg, sizeof(why));
+			if (table_undo_call(t, keys, done, status, NULL, 0) == CPHT_OK)
+			{
+				if (done > 0)
+					snprintf(t->errmsg, sizeof(t->errmsg),
+							 "%s (after %zu of %zu keys, which were taken out again)", why, done, n);
+				else
+					memcpy(t->errmsg, why, sizeof(why));
+			}
+			break;
+		}
+		puts += tally.hits;
+		done += m;
+		if (tally.full > 0 || nhomeless > 0)
+		{
+			rc = table_undo_call(t, keys, done, status, homeless, nhomeless);
+			if (rc == CPHT_OK)
+				rc = table_fail(t, CPHT_ERR_FULL,
+								"the table is full: a key found no free slot after %llu keys",
+								(unsigned long long) t->count);
+		}
+	}
+	/* Host store: log what the call inserted; without room, undo the call. */
+	if (rc == CPHT_OK && !on_backend && table_log_reserve(t, 0, puts) != CPHT_OK)
+	{
+		char		why[sizeof(t->errmsg)];
+
+		memcpy(why, t->errmsg, sizeof(why));
+		rc = table_undo_call(t, keys, n, status, NULL, 0);
+		if (rc == CPHT_OK)
+		{
+			memcpy(t->errmsg, why, sizeof(why));
+			rc = CPHT_ERR_NOMEM;
+		}
+	}
+	if (rc == CPHT_OK)
+	{
+		double		log_start = table_clock_ms();
+
+		t->count += puts;
+		if (on_backend)
+			table_log_mark(t, 0, puts);
+		else
+			table_log_append(t, keys, n, status, CPHT_PUT, 0, puts);
+		t->times.undo_log += table_clock_ms() - log_start;
+	}
+	free(homeless);
+	return rc;
+}
+
+cpht_status
+table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	uint64_t   *rest;
+	size_t	   *where;
+	uint8_t    *sub;
+	size_t		nrest = 0;
+	cpht_status rc;
+
+	if (n == 0)
+		return CPHT_OK;
+	if (t->nstash == 0)
+		return table_find_or_put_in_buckets(t, keys, n, status);
+
+	/* Stashed keys are present; the buckets see only the others. */
+	rest = malloc(n * sizeof(uint64_t));
+	where = malloc(n * sizeof(size_t));
+	sub = malloc(n);
+	if (!rest || !where || !sub)
+		rc = table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+	else
+	{
+		for (size_t i = 0; i < n; i++)
+		{
+			status[i] = CPHT_FOUND;
+			if (!table_in_sorted(t->stash, t->nstash, keys[i]))
+			{
+				rest[nrest] = keys[i];
+				where[nrest++] = i;
+			}
+		}
+		rc = nrest ? table_find_or_put_in_buckets(t, rest, nrest, sub) : CPHT_OK;
+		for (size_t j = 0; rc == CPHT_OK && j < nrest; j++)
+			status[where[j]] = sub[j];
+	}
+	free(rest);
+	free(where);
+	free(sub);
+	return rc;
+}
+
+/* table_find_or_put, also telling how many keys it inserted. */
+cpht_status
+table_find_or_put_counted(cpht_table *t, const uint64_t *keys, size_t n,
+					uint8_t *status, uint64_t *inserted)
+{
+	uint64_t	before = t->count;
+	cpht_status rc = table_find_or_put(t, keys, n, status);
+
+	*inserted = rc == CPHT_OK ? t->count - before : 0;
+	return rc;
+}
+
+cpht_status
+cpht_table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	table_settle(t);
+	table_call_begin(t);
+	return table_call_end(t, table_find_or_put(t, keys, n, status));
+}
+
+cpht_status
+cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
+{
+	cpht_status rc;
+
+	table_settle(t);
+	table_call_begin(t);
+	if (n == 0)
+		return table_call_end(t, CPHT_OK);
+	rc = t->backend->find(t, keys, n, found);
+	for (size_t i = 0; rc == CPHT_OK && t->nstash > 0 && i < n; i++)
+		if (!found[i])
+			found[i] = (uint8_t) table_in_sorted(t->stash, t->nstash, keys[i]);
+	return table_call_end(t, rc);
+}
+
+cpht_status
+cpht_table_put(cpht_table *t, const uint64_t *keys, size_t n, uint64_t *inserted)
+{
+	uint8_t    *status;
+	cpht_status rc;
+
+	table_settle(t);
+	table_call_begin(t);
+	*inserted = 0;
+	if (n == 0)
+		return table_call_end(t, CPHT_OK);
+	status = malloc(n);
+	if (status == NULL)
+		return table_call_end(t, table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n));
+	rc = table_find_or_put_counted(t, keys, n, status, inserted);
+	free(status);
+	return table_call_end(t, rc);
+}
+
+cpht_status
+table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
+{
+	int			on_backend = t->logging && table_log_on_backend(t);
+	cpht_tally	tally = {0, 0};
+	uint64_t   *stashed = NULL;
+	size_t		nstashed = 0;
+	cpht_status rc = table_log_reserve(t, 0, n);
+
+	if (rc != CPHT_OK)
+		return rc;
+	if (on_backend && t->nstash > 0)
+	{
+		stashed = malloc(n * sizeof(uint64_t));
+		if (stashed == NULL)
+			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+	}
+	rc = t->backend->erase(t, keys, n, present, 0, &tally, on_backend ? t->log_len : CPHT_NO_LOG);
+	if (rc != CPHT_OK)
+	{
+		free(stashed);
+		return rc;
+	}
+	for (size_t i = 0; t->nstash > 0 && i < n; i++)
+	{
+		if (!present[i] && table_stash_remove(t, keys[i]))
+		{
+			present[i] = 1;
+			tally.hits++;
+			if (stashed)
+				stashed[nstashed++] = keys[i];
+		}
+	}
+	/*
+	 * A backend store holds the buckets' deletions already; the keys taken
+	 * from the stash follow them.  If they cannot be logged they go back
+	 * into the stash (not deleted, the call fails), so nothing is deleted
+	 * without a log entry.
+	 */
+	if (nstashed > 0)
+	{
+		rc = t->backend->log_write(t, t->log_len + tally.hits - nstashed, stashed, nstashed);
+		if (rc != CPHT_OK)
+		{
+			char		why[sizeof(t->errmsg)];
+
+			memcpy(why, t->errmsg, sizeof(why));
+			(void) table_stash_add(t, stashed, nstashed);
+			memcpy(t->errmsg, why, sizeof(why));
+			tally.hits -= nstashed;
+		}
+	}
+	free(stashed);
+	t->count -= tally.hits;
+	if (on_backend)
+		table_log_mark(t, 1, tally.hits);
+	else
+		table_log_append(t, keys, n, present, 1, 1, tally.hits);
+	return rc;
+}
+
+cpht_status
+cpht_table_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
+{
+	table_settle(t);
+	table_call_begin(t);
+	if (n == 0)
+		return table_call_end(t, CPHT_OK);
+	return table_call_end(t, table_erase_keys(t, keys, n, present));
+}

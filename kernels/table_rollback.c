@@ -1,0 +1,196 @@
+/*
+ * table_rollback.c — taking changes out again: undoing a call that failed
+ * part way (full table, device fault, interrupt) and rolling the undo log
+ * back to a savepoint.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "table_layer.h"
+
+#define MAX_STASH_RETRIES 4
+
+/*
+ * The call put the keys marked CPHT_PUT and then some key found no slot.
+ * Take the call's keys out again so the table holds exactly what it held
+ * before.  Iceberg: the call's keys took slots that were empty and nothing
+ * came after them, so emptying those slots restores the table bit for bit.
+ * Cuckoo: evictions moved older keys, so the call's keys become tombstones
+ * and any older key that an eviction chain left homeless is put back (or,
+ * if no chain finds it a slot, kept in the stash, never dropped).
+ */
+cpht_status
+table_undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *status,
+		  uint64_t *homeless, size_t nhomeless)
+{
+	uint64_t   *added = malloc((n ? n : 1) * sizeof(uint64_t));
+	uint8_t    *flags = malloc(n ? n : 1);
+	size_t		nadded = 0,
+				nold = 0;
+	cpht_tally	tally;
+	cpht_status rc;
+
+	if (added == NULL || flags == NULL)
+	{
+		free(added);
+		free(flags);
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory while undoing a failed call");
+	}
+	for (size_t i = 0; i < n; i++)
+		if (status[i] == CPHT_PUT)
+			added[nadded++] = keys[i];
+
+	rc = t->backend->erase(t, added, nadded, flags, t->params.kind == CPHT_ICEBERG,
+						   &tally, CPHT_NO_LOG);
+	if (rc != CPHT_OK || t->params.kind == CPHT_ICEBERG)
+		goto done;
+
+	qsort(added, nadded, sizeof(uint64_t), table_cmp_u64);
+	for (size_t h = 0; h < nhomeless; h++)
+		if (!table_in_sorted(added, nadded, homeless[h]))
+			homeless[nold++] = homeless[h];
+
+	for (int attempt = 0; attempt < MAX_STASH_RETRIES && nold > 0 && rc == CPHT_OK; attempt++)
+	{
+		size_t		still = 0;
+
+		/* These keys are absent, so the backend inserts every one of them. */
+		rc = t->backend->find_or_put(t, homeless, nold, flags, added, &still,
+									 &tally, CPHT_NO_LOG);
+		memcpy(homeless, added, still * sizeof(uint64_t));
+		nold = still;
+	}
+	if (rc == CPHT_OK && nold > 0)
+		rc = table_stash_add(t, homeless, nold);
+
+done:
+	free(added);
+	free(flags);
+	return rc;
+}
+
+/*
+ * Put back keys whose deletion is rolled back, into the first free slot
+ * along their buckets: the tombstones their deletions left make the room,
+ * so a full table (or one full of tombstones) still takes them.  A key can
+ * find none when another revived key took the tombstone it needed, or a
+ * rebuild removed it: those go through a normal insert (cuckoo evictions
+ * reach further), and if that finds the table full, the table is rebuilt
+ * without tombstones and they are inserted again.  The table held all these
+ * keys before.
+ */
+static cpht_status
+revive_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	uint64_t   *rest;
+	size_t		nrest = 0;
+	cpht_status rc = t->backend->revive(t, keys, n, status);
+
+	if (rc != CPHT_OK)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		t->count += status[i] == CPHT_PUT;
+	if (memchr(status, CPHT_FULL, n) == NULL)
+		return CPHT_OK;
+
+	rest = malloc(n * sizeof(uint64_t));
+	if (rest == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory while rolling back");
+	for (size_t i = 0; i < n; i++)
+		if (status[i] == CPHT_FULL)
+			rest[nrest++] = keys[i];
+	rc = table_find_or_put_in_buckets(t, rest, nrest, status);
+	if (rc == CPHT_ERR_FULL)
+	{
+		rc = cpht_table_rebuild(t);
+		if (rc == CPHT_OK)
+			rc = table_find_or_put_in_buckets(t, rest, nrest, status);
+	}
+	free(rest);
+	return rc;
+}
+
+cpht_status
+cpht_table_rollback_to(cpht_table *t, uint64_t position)
+{
+	int			logging = t->logging;
+	uint64_t	end,
+				deletes = 0;
+	const uint64_t *keys;
+	uint64_t   *copied = NULL;
+	uint8_t    *flags;
+	cpht_tally	tally;
+	cpht_status rc = CPHT_OK;
+
+	table_settle(t);
+	end = t->log_len;
+	if (position >= end)
+		return CPHT_OK;
+	for (size_t r = 0; r < t->log_nruns; r++)
+	{
+		uint64_t	lo = t->log_runs[r].start > position ? t->log_runs[r].start : position;
+		uint64_t	hi = r + 1 < t->log_nruns ? t->log_runs[r + 1].start : end;
+
+		if (t->log_runs[r].deleted && hi > lo)
+			deletes += hi - lo;
+	}
+	flags = malloc((size_t) (end - position));
+	if (table_log_on_backend(t))
+		copied = malloc((size_t) (end - position) * sizeof(uint64_t));
+	if (flags == NULL || (table_log_on_backend(t) && copied == NULL))
+	{
+		free(flags);
+		free(copied);
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory while rolling back");
+	}
+	/* keys[i] is entry position + i. */
+	if (copied)
+	{
+		rc = t->backend->log_read(t, position, (size_t) (end - position), copied);
+		keys = copied;
+	}
+	else
+		keys = t->log_keys + position;
+	t->logging = 0;
+
+	if (rc != CPHT_OK)
+		;
+	else if (deletes == 0 && t->params.kind == CPHT_ICEBERG && !t->log_moved)
+	{
+		/* Only inserts since the savepoint: they took slots that were empty
+		 * then, so emptying them restores the table bit for bit. */
+		rc = t->backend->erase(t, keys, end - position, flags, 1, &tally, CPHT_NO_LOG);
+		if (rc == CPHT_OK)
+			t->count -= end - position;
+	}
+	else
+	{
+		/* Newest first, one run of inserts or deletes at a time. */
+		uint64_t	hi = end;
+
+		for (size_t r = t->log_nruns; rc == CPHT_OK && r-- > 0 && hi > position;)
+		{
+			uint64_t	lo = t->log_runs[r].start > position ? t->log_runs[r].start : position;
+
+			/*
+			 * A deleted key comes back in a new slot, possibly after slots
+			 * that older log entries filled: emptying those later would
+			 * hide it, so from now on rollbacks use tombstones.
+			 */
+			if (t->log_runs[r].deleted)
+			{
+				rc = revive_keys(t, keys + (lo - position), hi - lo, flags);
+				t->log_moved = 1;
+			}
+			else
+				rc = table_erase_keys(t, keys + (lo - position), hi - lo, flags);
+			hi = lo;
+		}
+	}
+	free(flags);
+	free(copied);
+	t->logging = logging;
+	if (rc == CPHT_OK)
+		cpht_table_truncate_log(t, position);
+	return rc;
+}

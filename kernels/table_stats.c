@@ -1,0 +1,44 @@
+/*
+ * table_stats.c — what a table reports about itself: its key count and
+ * cpht_table_stats.
+ */
+#include <string.h>
+
+#include "table_layer.h"
+
+uint64_t
+cpht_table_count(cpht_table *t)
+{
+	table_settle(t);
+	return t->count;
+}
+
+cpht_status
+cpht_table_stats(cpht_table *t, cpht_stats *out)
+{
+	cpht_status rc;
+
+	table_settle(t);
+	memset(out, 0, sizeof(*out));
+	out->kind = t->params.kind;
+	out->device = t->params.device;
+	out->key_bits = t->params.key_bits;
+	out->levels = t->levels;
+	for (int l = 0; l < t->levels; l++)
+	{
+		out->slots[l] = t->params.slots[l];
+		out->bucket_slots[l] = t->level[l].bucket_slots;
+		out->slot_bits[l] = t->level[l].slot_bits;
+		out->table_bytes += t->params.slots[l] * (uint64_t) (t->level[l].slot_bits / 8);
+	}
+	out->stashed = t->nstash;
+	out->log_entries = t->log_len;
+	out->log_bytes = t->log_cap * sizeof(uint64_t) + t->log_runs_cap * sizeof(cpht_log_run);
+	out->count = t->count;
+	out->staging_bytes = t->backend->staging_bytes(t);
+	if (t->backend->device_memory)
+		t->backend->device_memory(t, &out->device_free_bytes, &out->device_total_bytes);
+	t->backend->device_name(t, out->device_name, sizeof(out->device_name));
+	rc = t->backend->scan(t, out->live, out->tombstones);
+	return rc;
+}
