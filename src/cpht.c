@@ -95,4 +95,5 @@ _PG_init(void)
 	cpht_memory_settle();
 
 	cpht_set_interrupt_check(cpht_interrupt_pending);
+	cpht_memory_init();
 }

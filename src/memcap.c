@@ -3,11 +3,15 @@
  * cap a superuser set is the one in force.
  *
  * Counting.  Tables are counted by their slot memory (handles.c, and
- * txn.c for tables whose drop has not committed yet).  Everything else
- * cpht allocates for the session — the batch buffers of the streaming
- * functions, the rows cpht_fop_rows holds per batch — is reserved here
- * before it is allocated and released when it is freed, so a single
- * check covers the sum.
+ * txn.c for tables whose drop has not committed yet).  The batch buffers
+ * of the streaming functions and the rows cpht_fop_rows holds per batch are
+ * reserved here before they are allocated and released when freed.  The
+ * undo logs grow inside the kernels, possibly on a stream's helper thread,
+ * so the kernels ask memory_hook() (cpht_set_memory_hook) first: it weighs
+ * the growth against the cap using an atomic count of what the kernels
+ * hold and a snapshot of the rest, which this thread refreshes
+ * (cpht_memory_sync) before every table call, and a refusal becomes
+ * CPHT_ERR_LIMIT, 53400, with the call undone.
  *
  * Keeping the cap.  A cap set by a superuser for a role or database
  * (ALTER ROLE/DATABASE ... SET) or in the configuration files must hold
@@ -37,6 +41,7 @@
 #include "catalog/indexing.h"
 #include "catalog/pg_db_role_setting.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -52,6 +57,12 @@
 
 /* Bytes reserved by cpht_memory_reserve() and not released yet. */
 static uint64 buffers_held = 0;
+
+/* Undo log bytes the kernels hold (changed from any thread). */
+static pg_atomic_uint64 kernel_held;
+
+/* Everything else, as of the last cpht_memory_sync(), for memory_hook. */
+static pg_atomic_uint64 other_held;
 
 /* Whether the superuser-set values have been applied again. */
 static bool cap_settled = false;
@@ -160,10 +171,51 @@ cpht_memory_settle(void)
 	table_close(rel, AccessShareLock);
 }
 
+/* The kernels' question: may they take delta more bytes?  Only atomics
+ * and a plain read of the setting: it may run on a helper thread. */
+static int
+memory_hook(int64_t delta)
+{
+	uint64		old;
+	int			cap_kb = cpht_max_memory_kb;
+
+	if (delta <= 0)
+	{
+		pg_atomic_fetch_sub_u64(&kernel_held, (uint64) -delta);
+		return 1;
+	}
+	old = pg_atomic_read_u64(&kernel_held);
+	for (;;)
+	{
+		if (cap_kb > 0 &&
+			old + (uint64) delta + pg_atomic_read_u64(&other_held) > (uint64) cap_kb * 1024)
+			return 0;
+		if (pg_atomic_compare_exchange_u64(&kernel_held, &old, old + (uint64) delta))
+			return 1;
+	}
+}
+
+void
+cpht_memory_init(void)
+{
+	pg_atomic_init_u64(&kernel_held, 0);
+	pg_atomic_init_u64(&other_held, 0);
+	cpht_set_memory_hook(memory_hook);
+}
+
+void
+cpht_memory_sync(void)
+{
+	/* Summing the tables costs a pass over the handles: only under a cap. */
+	pg_atomic_write_u64(&other_held, cpht_max_memory_kb > 0 ?
+						cpht_handles_total_bytes() + cpht_txn_pending_drop_bytes() + buffers_held : 0);
+}
+
 uint64
 cpht_memory_held(void)
 {
-	return cpht_handles_total_bytes() + cpht_txn_pending_drop_bytes() + buffers_held;
+	return cpht_handles_total_bytes() + cpht_txn_pending_drop_bytes() + buffers_held +
+		pg_atomic_read_u64(&kernel_held);
 }
 
 void
@@ -191,6 +243,7 @@ cpht_memory_reserve(uint64 bytes, const char *what)
 {
 	cpht_memory_check(bytes, what);
 	buffers_held += bytes;
+	cpht_memory_sync();
 }
 
 void
@@ -198,4 +251,5 @@ cpht_memory_release(uint64 bytes)
 {
 	Assert(bytes <= buffers_held);
 	buffers_held -= Min(bytes, buffers_held);
+	cpht_memory_sync();
 }

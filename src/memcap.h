@@ -13,8 +13,15 @@
  */
 extern void cpht_memory_settle(void);
 
+/* Registers the kernels' memory hook (from _PG_init). */
+extern void cpht_memory_init(void);
+
+/* Call before a table call that may grow an undo log: lets the kernels'
+ * memory hook see what the session holds besides its undo logs. */
+extern void cpht_memory_sync(void);
+
 /* Bytes the session holds: tables (those dropped by the open transaction
- * included) and reserved buffers. */
+ * included), reserved buffers and undo logs. */
 extern uint64 cpht_memory_held(void);
 
 /* ERROR 53400 when `bytes` more would pass cpht.max_memory; `what` names

@@ -149,6 +149,7 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 	if (n < 0 || n > st->batch_keys)
 		elog(ERROR, "cpht stream batch of %d keys exceeds its %d-key buffers", n, st->batch_keys);
 	cpht_txn_before_write(h);
+	cpht_memory_sync();
 	cpht_check_status(cpht_stream_finish(st->stream, &done, &got, &inserted),
 					  st->handle, cpht_table_error(h->table));
 	if (status)

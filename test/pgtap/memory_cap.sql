@@ -5,7 +5,7 @@
 -- Runs at top level: the capped role must be committed before another
 -- session can log in with it.
 SET client_min_messages = warning;
-SELECT plan(11);
+SELECT plan(15);
 
 -- ---- a role's cap against its connection options ---------------------------
 -- A new session through dblink, logging in as a non-superuser that passes
@@ -78,6 +78,23 @@ SELECT throws_ok(format('SELECT count(*) FROM cpht_fop_rows(%s, NULL::wide, %L)'
 	'SELECT g::bigint + 6000 AS id, repeat(''x'', 10000) AS payload FROM generate_series(1, 3000) g'),
 	'53400', NULL, 'cpht_fop_rows: rows beyond cpht.max_memory');
 SELECT is(cpht_count(:h), 6000::bigint, '... and the failed statement left no key behind');
+
+ROLLBACK;
+
+-- ---- the undo log counts against the cap ----------------------------------
+BEGIN;
+SELECT cpht_create(300000) AS t, cpht_create(300000, transactional => false) AS nt \gset
+-- the tables and 512 kB more: 200000 logged keys take 2 MB of undo log
+SELECT set_config('cpht.max_memory', ((SELECT sum(bytes) FROM cpht_tables()) / 1024 + 512)::text, true)
+	IS NOT NULL AS set \gset
+SELECT throws_ok(format('SELECT cpht_put(%s, array_agg(g)) FROM generate_series(1, 200000) g', :t),
+	'53400', format('cpht table %s would exceed cpht.max_memory', :t),
+	'an undo log that would pass cpht.max_memory');
+SELECT is(cpht_count(:t), 0::bigint, '... fails the call untouched');
+SELECT is(cpht_put(:nt, array_agg(g)), 200000::bigint, 'a table with transactional => false keeps no undo log')
+FROM generate_series(1, 200000) g;
+SELECT is(cpht_put(:t, array_agg(g)), 20000::bigint, 'an undo log within the cap')
+FROM generate_series(1, 20000) g;
 
 SELECT * FROM finish();
 ROLLBACK;
