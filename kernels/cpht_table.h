@@ -40,7 +40,8 @@ typedef enum cpht_status
 	CPHT_ERR_INVALID,			/* bad parameters */
 	CPHT_ERR_NODEVICE,			/* GPU requested but none usable */
 	CPHT_ERR_DEVICE,			/* a device call failed (message has details) */
-	CPHT_ERR_CANCELED			/* the interrupt check asked to stop; undone */
+	CPHT_ERR_CANCELED,			/* the interrupt check asked to stop; undone */
+	CPHT_ERR_LIMIT				/* the memory hook refused an allocation; undone */
 } cpht_status;
 
 /* Per-key outcome of find_or_put (one byte per key). */
@@ -215,6 +216,19 @@ const char *cpht_table_error(const cpht_table *table);
  */
 typedef int (*cpht_interrupt_fn) (void);
 void		cpht_set_interrupt_check(cpht_interrupt_fn fn);
+
+/*
+ * Memory accounting.  Before the kernels grow an undo log (host or device
+ * memory) they ask this function (process-wide; NULL = always yes) with
+ * the bytes they are about to add; if it returns 0 the call fails with
+ * CPHT_ERR_LIMIT before changing anything.  When such memory is freed, or
+ * its allocation failed after the hook said yes, they call it with the
+ * negative amount (its answer is then ignored).  It may run on a stream's
+ * helper thread, so it must not call back into the host process's error
+ * handling.
+ */
+typedef int (*cpht_memory_fn) (int64_t delta_bytes);
+void		cpht_set_memory_hook(cpht_memory_fn fn);
 
 /*
  * Sizing policy: parameters for a table that holds `capacity` distinct keys

@@ -21,6 +21,7 @@
 #define MAX_ADDR_BITS 48
 
 static cpht_interrupt_fn interrupt_check = NULL;
+static cpht_memory_fn memory_hook = NULL;
 
 double
 table_clock_ms(void)
@@ -56,6 +57,25 @@ void
 cpht_set_interrupt_check(cpht_interrupt_fn fn)
 {
 	interrupt_check = fn;
+}
+
+void
+cpht_set_memory_hook(cpht_memory_fn fn)
+{
+	memory_hook = fn;
+}
+
+int
+table_memory_take(uint64_t bytes)
+{
+	return memory_hook == NULL || memory_hook((int64_t) bytes);
+}
+
+void
+table_memory_give(uint64_t bytes)
+{
+	if (memory_hook != NULL && bytes > 0)
+		(void) memory_hook(-(int64_t) bytes);
 }
 
 int

@@ -53,6 +53,7 @@ table_log_free(cpht_table *t)
 		munmap(t->log_keys, t->log_cap * sizeof(uint64_t));
 	else if (t->log_cap && table_log_on_backend(t))
 		t->backend->log_release(t);
+	table_memory_give(t->log_cap * sizeof(uint64_t));
 	t->log_keys = NULL;
 	t->log_cap = 0;
 	free(t->log_runs);
@@ -96,20 +97,29 @@ table_log_reserve(cpht_table *t, uint64_t pending, uint64_t extra)
 		return CPHT_OK;
 	while (cap < want)
 		cap *= 2;
+	if (!table_memory_take((cap - t->log_cap) * sizeof(uint64_t)))
+		return table_fail(t, CPHT_ERR_LIMIT, "growing the undo log to %llu entries (%llu bytes) would pass the memory limit",
+						  (unsigned long long) cap, (unsigned long long) (cap * sizeof(uint64_t)));
 	if (table_log_on_backend(t))
 	{
 		cpht_status rc = t->backend->log_reserve(t, cap, t->log_len + pending);
 
 		if (rc != CPHT_OK)
+		{
+			table_memory_give((cap - t->log_cap) * sizeof(uint64_t));
 			return rc;
+		}
 	}
 	else
 	{
 		uint64_t   *keys = log_grow(t->log_keys, t->log_cap * sizeof(uint64_t), cap * sizeof(uint64_t));
 
 		if (keys == NULL)
+		{
+			table_memory_give((cap - t->log_cap) * sizeof(uint64_t));
 			return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for the undo log (%llu entries)",
 							  (unsigned long long) want);
+		}
 		t->log_keys = keys;
 	}
 	t->log_cap = cap;

@@ -29,6 +29,7 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 	uint64_t	puts = 0;
 	int			on_backend = t->logging && table_log_on_backend(t);
 	cpht_status rc = CPHT_OK;
+	cpht_status log_rc;
 
 	if (t->params.kind == CPHT_CUCKOO)
 	{
@@ -85,7 +86,7 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 		}
 	}
 	/* Host store: log what the call inserted; without room, undo the call. */
-	if (rc == CPHT_OK && !on_backend && table_log_reserve(t, 0, puts) != CPHT_OK)
+	if (rc == CPHT_OK && !on_backend && (log_rc = table_log_reserve(t, 0, puts)) != CPHT_OK)
 	{
 		char		why[sizeof(t->errmsg)];
 
@@ -94,7 +95,7 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 		if (rc == CPHT_OK)
 		{
 			memcpy(t->errmsg, why, sizeof(why));
-			rc = CPHT_ERR_NOMEM;
+			rc = log_rc;		/* out of memory, or past the memory hook's limit */
 		}
 	}
 	if (rc == CPHT_OK)

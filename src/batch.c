@@ -19,6 +19,7 @@
 #include "errors.h"
 #include "handles.h"
 #include "keys.h"
+#include "memcap.h"
 #include "txn.h"
 #include "cpht.h"
 #include "portability/instr_time.h"
@@ -109,6 +110,7 @@ cpht_fop(PG_FUNCTION_ARGS)
 	result = cpht_bool_array(n);
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
+	cpht_memory_sync();
 	clock_mark(&clock.read);
 	check_table(cpht_table_find_or_put(entry->table, keys, n,
 									   (uint8 *) ARR_DATA_PTR(result)),
@@ -142,6 +144,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	status = palloc(n);
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
+	cpht_memory_sync();
 	clock_mark(&clock.read);
 	check_table(cpht_table_find_or_put(entry->table, keys, n, status), entry);
 	clock_mark(&clock.table);
@@ -152,6 +155,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	if (nnew == 0)
 	{
 		pfree(status);
+		clock_report("cpht_fop_new", &clock, n, entry->table);
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
 	}
 
@@ -206,6 +210,7 @@ cpht_put(PG_FUNCTION_ARGS)
 
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
+	cpht_memory_sync();
 	check_table(cpht_table_put(entry->table, keys, n, &inserted), entry);
 	PG_RETURN_INT64((int64) inserted);
 }
@@ -226,6 +231,7 @@ cpht_delete(PG_FUNCTION_ARGS)
 	result = cpht_bool_array(n);
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
+	cpht_memory_sync();
 	check_table(cpht_table_erase(entry->table, keys, n,
 								 (uint8 *) ARR_DATA_PTR(result)),
 				entry);

@@ -14,6 +14,7 @@
 
 #include "cpht.h"
 #include "cpht_table.h"
+#include "memcap.h"
 #include "stream.h"
 #include "txn.h"
 
@@ -89,5 +90,10 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("cpht");
 
+	/* Loaded by a function call: restore a cap a superuser set, now (see
+	 * memcap.c); otherwise the first cpht_create does. */
+	cpht_memory_settle();
+
 	cpht_set_interrupt_check(cpht_interrupt_pending);
+	cpht_memory_init();
 }

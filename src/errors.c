@@ -91,6 +91,14 @@ cpht_check_status(cpht_status status, int32 handle, const char *message)
 							   cpht_sentence(message))));
 			break;
 
+		case CPHT_ERR_LIMIT:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("cpht table %d would exceed cpht.max_memory", handle),
+					 errdetail("%s No key of this call was stored.", cpht_sentence(message)),
+					 errhint("Commit to free the undo log, use a table with transactional => false, or ask a superuser to raise cpht.max_memory.")));
+			break;
+
 		case CPHT_ERR_DEVICE:
 			ereport(ERROR,
 					(errcode(ERRCODE_SYSTEM_ERROR),

@@ -93,6 +93,8 @@ cpht_handles_get(int32 handle)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("cpht table %d does not exist", handle),
+				 entries[handle - 1].rolled_back ?
+				 errdetail("The transaction that created it rolled back.") :
 				 errdetail("It was dropped.")));
 
 	return &entries[handle - 1];

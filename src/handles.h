@@ -20,6 +20,8 @@ typedef struct CphtHandle
 	int64		capacity;		/* as asked for in cpht_create() */
 	uint64		bytes;			/* slot memory of the table */
 	bool		transactional;	/* changes follow transactions (txn.c) */
+	bool		rolled_back;	/* gone because its creating transaction
+								 * rolled back (txn.c), not dropped */
 } CphtHandle;
 
 /* Makes room for one more table; call before creating it, so that

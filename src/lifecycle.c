@@ -14,6 +14,7 @@
 #include "cpht_table.h"
 #include "errors.h"
 #include "handles.h"
+#include "memcap.h"
 #include "txn.h"
 
 PG_FUNCTION_INFO_V1(cpht_create);
@@ -88,7 +89,6 @@ cpht_create(PG_FUNCTION_ARGS)
 	int32		key_bits = PG_GETARG_INT32(2);
 	bool		transactional = PG_GETARG_BOOL(3);
 	uint64		bytes;
-	uint64		held;
 	cpht_kind	kind;
 	cpht_params params;
 	cpht_status status;
@@ -127,14 +127,7 @@ cpht_create(PG_FUNCTION_ARGS)
 
 	/* The session's memory cap, checked before any memory is taken. */
 	bytes = cpht_params_table_bytes(&params);
-	held = cpht_handles_total_bytes() + cpht_txn_pending_drop_bytes();
-	if (cpht_max_memory_kb > 0 && held + bytes > (uint64) cpht_max_memory_kb * 1024)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("cpht table of " UINT64_FORMAT " bytes would exceed cpht.max_memory", bytes),
-				 errdetail("This session's tables hold " UINT64_FORMAT " bytes (dropped ones until their transaction commits) and cpht.max_memory is %d kB.",
-						   held, cpht_max_memory_kb),
-				 errhint("Drop tables with cpht_drop(), create a smaller table, or ask a superuser to raise cpht.max_memory.")));
+	cpht_memory_check(bytes, "cpht table");
 
 	params.device = choose_device();
 	params.seed = new_seed();

@@ -17,25 +17,28 @@
  * (cpht_stream_start / cpht_stream_finish).  The stream copies each batch,
  * so a batch in flight never points into memory the executor frees on an
  * error; the next call on the table waits for it.
+ *
+ * This file holds the stream shared by both and the aggregate; fop_rows.c
+ * holds cpht_fop_rows.  Settings are read once, when a stream opens: a
+ * query may change them while it runs, and every buffer is sized from the
+ * values read then.
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
+#include <limits.h>
+
 #include "fmgr.h"
-#include "funcapi.h"
-#include "miscadmin.h"
-#include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/tuplestore.h"
 
 #include "cpht_table.h"
 #include "errors.h"
 #include "handles.h"
+#include "memcap.h"
 #include "stream.h"
 #include "txn.h"
 
 int			cpht_batch_size = 1 << 20;
+int			cpht_batch_memory_kb = 128 * 1024;
 
 void
 cpht_stream_define_gucs(void)
@@ -48,11 +51,19 @@ cpht_stream_define_gucs(void)
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("cpht.batch_memory",
+							"Memory the rows of one cpht_fop_rows() batch may take.",
+							"A batch ends early once its rows take this much.",
+							&cpht_batch_memory_kb,
+							128 * 1024, 64, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
 }
 
-/* Rejects a key outside the table's domain, as the array functions do. */
-static inline void
-check_key(uint64 key, int key_bits)
+void
+cpht_stream_check_key(uint64 key, int key_bits)
 {
 	if (key_bits < 64 && (key >> key_bits) != 0)
 		ereport(ERROR,
@@ -63,19 +74,12 @@ check_key(uint64 key, int key_bits)
 }
 
 /*
- * One stream of batches into a table.  The kernels' stream object is
- * malloc'ed and a helper thread may still be working on its buffers when an
- * ERROR unwinds the statement, so it is closed by a callback of the memory
- * context the caller's state lives in: whether the statement ends normally
- * or by an error, the batch is waited for and the buffers freed.
+ * The kernels' stream object is malloc'ed and a helper thread may still be
+ * working on its buffers when an ERROR unwinds the statement, so it is
+ * closed by a callback of the memory context the caller's state lives in:
+ * whether the statement ends normally or by an error, the batch is waited
+ * for, the buffers freed and their bytes released from cpht.max_memory.
  */
-typedef struct Stream
-{
-	int32		handle;
-	cpht_stream *stream;
-	MemoryContextCallback closer;
-} Stream;
-
 static void
 stream_close_callback(void *arg)
 {
@@ -83,39 +87,69 @@ stream_close_callback(void *arg)
 
 	cpht_stream_close(st->stream);
 	st->stream = NULL;
+	cpht_memory_release(st->reserved);
+	st->reserved = 0;
 }
 
-static Stream *
-stream_open(MemoryContext cxt, CphtHandle *h)
+Stream *
+cpht_stream_begin(MemoryContext cxt, CphtHandle *h, uint64 caller_bytes_per_key)
 {
 	Stream	   *st = MemoryContextAllocZero(cxt, sizeof(Stream));
+	uint64		bytes;
 
 	st->handle = h->handle;
+	st->key_bits = h->key_bits;
+	st->batch_keys = cpht_batch_size;
+	st->batch_bytes = (uint64) cpht_batch_memory_kb * 1024;
+
+	/*
+	 * The kernels' stream keeps two batches (one running, one whose result
+	 * is being read) of keys and one status byte per key, next to what the
+	 * caller holds.
+	 */
+	bytes = (uint64) st->batch_keys * (caller_bytes_per_key + 2 * (sizeof(uint64) + 1));
+	cpht_memory_reserve(bytes, "cpht stream buffer");
+	st->reserved = bytes;
+	st->closer.func = stream_close_callback;
+	st->closer.arg = st;
+	MemoryContextRegisterResetCallback(cxt, &st->closer);
+
 	st->stream = cpht_stream_open(h->table);
 	if (st->stream == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	st->closer.func = stream_close_callback;
-	st->closer.arg = st;
-	MemoryContextRegisterResetCallback(cxt, &st->closer);
 	return st;
 }
 
-/*
- * Hands a batch (n may be 0) to the table and collects the stream's
- * previous one: its status through status and nstatus when asked for, and
- * how many keys it inserted as the result.
- */
-static uint64
-batch_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
+void
+cpht_stream_reserve(Stream *st, uint64 bytes, const char *what)
+{
+	cpht_memory_reserve(bytes, what);
+	st->reserved += bytes;
+}
+
+void
+cpht_stream_release(Stream *st, uint64 bytes)
+{
+	Assert(bytes <= st->reserved);
+	cpht_memory_release(bytes);
+	st->reserved -= bytes;
+}
+
+uint64
+cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
 {
 	CphtHandle *h = cpht_handles_get(st->handle);
 	uint64		inserted = 0;
 	const uint8 *done;
 	size_t		got;
 
+	/* No batch may pass the buffers sized when the stream began. */
+	if (n < 0 || n > st->batch_keys)
+		elog(ERROR, "cpht stream batch of %d keys exceeds its %d-key buffers", n, st->batch_keys);
 	cpht_txn_before_write(h);
+	cpht_memory_sync();
 	cpht_check_status(cpht_stream_finish(st->stream, &done, &got, &inserted),
 					  st->handle, cpht_table_error(h->table));
 	if (status)
@@ -134,11 +168,9 @@ batch_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *
 typedef struct FopAggState
 {
 	Stream	   *stream;
-	int			key_bits;
-	int			n;
-	int			cap;
+	int			n;				/* keys collected, < stream->batch_keys */
 	uint64		inserted;
-	uint64	   *keys;
+	uint64	   *keys;			/* stream->batch_keys of them */
 } FopAggState;
 
 PG_FUNCTION_INFO_V1(cpht_fop_agg_step);
@@ -163,15 +195,17 @@ cpht_fop_agg_step(PG_FUNCTION_ARGS)
 					 errmsg("handle must not be null")));
 		h = cpht_handles_get(PG_GETARG_INT32(1));
 		state = MemoryContextAllocZero(aggcontext, sizeof(FopAggState));
-		state->stream = stream_open(aggcontext, h);
-		state->key_bits = h->key_bits;
-		state->cap = cpht_batch_size;
-		state->keys = MemoryContextAllocHuge(aggcontext, sizeof(uint64) * state->cap);
+		state->stream = cpht_stream_begin(aggcontext, h, sizeof(uint64));
+		state->keys = MemoryContextAllocHuge(aggcontext, sizeof(uint64) * state->stream->batch_keys);
 	}
 	else
 	{
 		state = (FopAggState *) PG_GETARG_POINTER(0);
-		if (PG_ARGISNULL(1) || PG_GETARG_INT32(1) != state->stream->handle)
+		if (PG_ARGISNULL(1))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("handle must not be null")));
+		if (PG_GETARG_INT32(1) != state->stream->handle)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("cpht_fop_agg must get the same handle in every row of a group")));
@@ -182,11 +216,11 @@ cpht_fop_agg_step(PG_FUNCTION_ARGS)
 	{
 		uint64		key = (uint64) PG_GETARG_INT64(2);
 
-		check_key(key, state->key_bits);
+		cpht_stream_check_key(key, state->stream->key_bits);
 		state->keys[state->n++] = key;
-		if (state->n == state->cap)
+		if (state->n == state->stream->batch_keys)
 		{
-			state->inserted += batch_swap(state->stream, state->keys, state->n, NULL, NULL);
+			state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
 			state->n = 0;
 		}
 	}
@@ -204,189 +238,8 @@ cpht_fop_agg_final(PG_FUNCTION_ARGS)
 	state = (FopAggState *) PG_GETARG_POINTER(0);
 
 	/* Send the last partial batch, then collect it too. */
-	state->inserted += batch_swap(state->stream, state->keys, state->n, NULL, NULL);
+	state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
 	state->n = 0;
-	state->inserted += batch_swap(state->stream, NULL, 0, NULL, NULL);
+	state->inserted += cpht_stream_swap(state->stream, NULL, 0, NULL, NULL);
 	PG_RETURN_INT64((int64) state->inserted);
-}
-
-/* ---- cpht_fop_rows ------------------------------------------------------ */
-
-/* Rows of one fetched batch and their keys. */
-typedef struct RowBatch
-{
-	SPITupleTable *tuples;
-	uint64	   *keys;
-	int			n;
-} RowBatch;
-
-/*
- * Emit the rows of a batch whose key the table reported new.  The query's
- * columns go to the row type's live columns in order; dropped columns of
- * the row type (still in its descriptor) get NULLs.
- */
-static void
-emit_new_rows(ReturnSetInfo *rsinfo, const RowBatch *b, const uint8 *status, size_t nstatus)
-{
-	TupleDesc	in,
-				out = rsinfo->setDesc;
-	Datum	   *qvalues,
-			   *values;
-	bool	   *qnulls,
-			   *nulls;
-
-	if (b->tuples == NULL || b->n == 0)
-		return;
-	Assert(nstatus == (size_t) b->n);
-	in = b->tuples->tupdesc;
-	qvalues = palloc(sizeof(Datum) * in->natts);
-	qnulls = palloc(sizeof(bool) * in->natts);
-	values = palloc(sizeof(Datum) * out->natts);
-	nulls = palloc(sizeof(bool) * out->natts);
-	for (int i = 0; i < b->n; i++)
-	{
-		int			q = 0;
-
-		if (status[i] != CPHT_PUT)
-			continue;
-		heap_deform_tuple(b->tuples->vals[i], in, qvalues, qnulls);
-		for (int a = 0; a < out->natts; a++)
-		{
-			if (TupleDescAttr(out, a)->attisdropped)
-			{
-				values[a] = (Datum) 0;
-				nulls[a] = true;
-				continue;
-			}
-			values[a] = qvalues[q];
-			nulls[a] = qnulls[q++];
-		}
-		tuplestore_putvalues(rsinfo->setResult, out, values, nulls);
-	}
-	pfree(qvalues);
-	pfree(qnulls);
-	pfree(values);
-	pfree(nulls);
-}
-
-/* The query must give the row type's live columns, in order. */
-static void
-check_row_type(TupleDesc query, TupleDesc result)
-{
-	int			q = 0;
-	bool		same = true;
-
-	for (int a = 0; same && a < result->natts; a++)
-	{
-		if (TupleDescAttr(result, a)->attisdropped)
-			continue;
-		same = q < query->natts &&
-			TupleDescAttr(query, q)->atttypid == TupleDescAttr(result, a)->atttypid;
-		q++;
-	}
-	if (!same || q != query->natts)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("query columns do not match the row type"),
-				 errdetail("The query must return the columns of the row type, in order and of the same types."),
-				 errhint("Select the columns explicitly, for example SELECT * FROM staging.")));
-}
-
-PG_FUNCTION_INFO_V1(cpht_fop_rows);
-Datum
-cpht_fop_rows(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	int32		handle;
-	char	   *query;
-	char	   *key_column;
-	int			key_bits;
-	MemoryContext outer = CurrentMemoryContext;
-	Stream	   *stream;
-	RowBatch	batch[2] = {{0}};
-	SPIPlanPtr	plan;
-	Portal		portal;
-	int			attno = 0;
-	int			cur = 0;
-
-	/* Not STRICT, since the row type is given as a typed NULL. */
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("handle, query and key_column of cpht_fop_rows must not be null")));
-	handle = PG_GETARG_INT32(0);
-	query = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	key_column = text_to_cstring(PG_GETARG_TEXT_PP(3));
-	key_bits = cpht_handles_get(handle)->key_bits;
-	stream = stream_open(outer, cpht_handles_get(handle));
-
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	plan = SPI_prepare(query, 0, NULL);
-	if (plan == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_SYNTAX_ERROR),
-				 errmsg("could not prepare the query of cpht_fop_rows: %s",
-						SPI_result_code_string(SPI_result))));
-	if (!SPI_is_cursor_plan(plan))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the query of cpht_fop_rows must return rows")));
-	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
-
-	for (int b = 0; b < 2; b++)
-		batch[b].keys = MemoryContextAllocHuge(outer, sizeof(uint64) * cpht_batch_size);
-
-	for (;;)
-	{
-		RowBatch   *b = &batch[cur];
-		const uint8 *status;
-		size_t		nstatus;
-
-		CHECK_FOR_INTERRUPTS();
-		SPI_cursor_fetch(portal, true, cpht_batch_size);
-		b->tuples = SPI_tuptable;
-		b->n = (int) SPI_processed;
-		if (attno == 0)
-		{
-			attno = SPI_fnumber(b->tuples->tupdesc, key_column);
-			if (attno <= 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_UNDEFINED_COLUMN),
-						 errmsg("the query of cpht_fop_rows has no column \"%s\"", key_column)));
-			if (SPI_gettypeid(b->tuples->tupdesc, attno) != INT8OID)
-				ereport(ERROR,
-						(errcode(ERRCODE_DATATYPE_MISMATCH),
-						 errmsg("key column \"%s\" must be of type bigint", key_column)));
-			check_row_type(b->tuples->tupdesc, rsinfo->setDesc);
-		}
-		for (int i = 0; i < b->n; i++)
-		{
-			bool		isnull;
-			Datum		d = SPI_getbinval(b->tuples->vals[i], b->tuples->tupdesc, attno, &isnull);
-
-			if (isnull)
-				ereport(ERROR,
-						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						 errmsg("key column \"%s\" is null in row %d of a batch", key_column, i + 1),
-						 errhint("Filter out rows without a key, for example WHERE %s IS NOT NULL.", key_column)));
-			b->keys[i] = (uint64) DatumGetInt64(d);
-			check_key(b->keys[i], key_bits);
-		}
-
-		/* Start this batch, then emit the rows of the one before it. */
-		batch_swap(stream, b->keys, b->n, &status, &nstatus);
-		emit_new_rows(rsinfo, &batch[1 - cur], status, nstatus);
-		if (batch[1 - cur].tuples)
-			SPI_freetuptable(batch[1 - cur].tuples);
-		batch[1 - cur].tuples = NULL;
-		if (b->n == 0)
-			break;
-		cur = 1 - cur;
-	}
-	SPI_cursor_close(portal);
-	SPI_finish();
-	return (Datum) 0;
 }

@@ -265,6 +265,10 @@ abort_sub_entry(TxnTable *e, SubTransactionId mySubid)
 		undo_drop(e);
 	if (e->created == mySubid)
 	{
+		CphtHandle *h = cpht_handles_entry(e->handle);
+
+		if (h)
+			h->rolled_back = true;
 		destroy_entry_table(e);
 		e->created = InvalidSubTransactionId;
 		e->depth = 0;
@@ -383,7 +387,13 @@ at_xact_event(XactEvent event, void *arg)
 					rollback_entry(e, e->stack[0].position);
 				undo_drop(e);
 				if (e->created != InvalidSubTransactionId)
+				{
+					CphtHandle *h = cpht_handles_entry(e->handle);
+
+					if (h)
+						h->rolled_back = true;
 					destroy_entry_table(e);
+				}
 			}
 			txn_reset();
 			break;

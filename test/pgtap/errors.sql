@@ -2,7 +2,7 @@
 -- them).  The GPU errors (55000 no usable GPU) are in gpu.sql; 58000 (a
 -- CUDA call failed) cannot be provoked from SQL.  Runs as a superuser.
 BEGIN;
-SELECT plan(70);
+SELECT plan(79);
 
 SELECT cpht_drop_all() >= 0 AS clean \gset
 SELECT cpht_create(1000, 'iceberg') AS hi, cpht_create(1000, 'cuckoo') AS hc,
@@ -117,9 +117,11 @@ SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L, %L)', :hi
 SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
 						'SELECT id::numeric AS id, payload FROM st'),
 	'42804', 'key column "id" must be of type bigint', 'cpht_fop_rows: key column not bigint');
-SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
-						'SELECT id, payload::varchar FROM st'),
-	'42804', 'query columns do not match the row type', 'cpht_fop_rows: a column of another type');
+CREATE TEMP TABLE st_int (id bigint, n int);
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st_int, %L)', :hi,
+						'SELECT id, payload FROM st'),
+	'42804', 'query column 2 is of type text, which cannot be stored in column "n" of type integer',
+	'cpht_fop_rows: a column with no assignment cast to the row type''s');
 SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
 						'SELECT id FROM st'),
 	'42804', 'query columns do not match the row type', 'cpht_fop_rows: fewer columns');
@@ -131,7 +133,17 @@ SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :h12,
 	'22003', 'key 4096 is out of range for a table with key_bits 12', 'cpht_fop_rows: a key outside key_bits');
 SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
 						'DELETE FROM st'),
-	'22023', 'the query of cpht_fop_rows must return rows', 'cpht_fop_rows: not a query');
+	'22023', 'the query of cpht_fop_rows must be a SELECT', 'cpht_fop_rows: not a query');
+SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi, q),
+	'22023', 'the query of cpht_fop_rows must be a SELECT', 'cpht_fop_rows: ' || what)
+FROM (VALUES
+	('a DELETE in WITH', 'WITH d AS (DELETE FROM st RETURNING *) SELECT * FROM d'),
+	('INSERT ... RETURNING', 'INSERT INTO st VALUES (3, ''c'') RETURNING *'),
+	('EXPLAIN', 'EXPLAIN SELECT * FROM st'),
+	('SELECT ... FOR UPDATE', 'SELECT * FROM st FOR UPDATE'),
+	('FOR SHARE in a subquery', 'SELECT * FROM (SELECT * FROM st FOR SHARE) s'),
+	('two statements', 'SELECT * FROM st; SELECT * FROM st')) AS w(what, q);
+SELECT is((SELECT count(*) FROM st), 2::bigint, 'the refused queries changed nothing');
 SELECT throws_ok(format('SELECT * FROM cpht_fop_rows(%s, NULL::st, %L)', :hi,
 						'SELEKT 1'),
 	'42601', NULL, 'cpht_fop_rows: a syntax error in the query');
@@ -146,6 +158,10 @@ SELECT throws_ok(format('SELECT cpht_fop_agg(%s, id * 4096) FROM st', :h12),
 	'22003', 'key 4096 is out of range for a table with key_bits 12', 'cpht_fop_agg: a key outside key_bits');
 SELECT throws_ok('SELECT cpht_fop_agg(NULL, id) FROM st',
 	'22004', 'handle must not be null', 'cpht_fop_agg: a NULL handle');
+SELECT throws_ok(format('SELECT cpht_fop_agg(CASE WHEN id = 1 THEN %s END, id ORDER BY id) FROM st', :hi),
+	'22004', 'handle must not be null', 'cpht_fop_agg: a NULL handle in a later row');
+SELECT throws_ok(format('SELECT cpht_fop_agg(CASE WHEN id = 1 THEN %s ELSE %s END, id ORDER BY id) FROM st', :hi, :h12),
+	'22023', 'cpht_fop_agg must get the same handle in every row of a group', 'cpht_fop_agg: another handle in a later row');
 SELECT is(cpht_count(:hi) + cpht_count(:h12), 0::bigint, 'the failing streams left no key');
 
 SELECT cpht_drop_all() >= 0 AS clean \gset

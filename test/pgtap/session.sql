@@ -2,7 +2,7 @@
 -- session that ends frees its tables (the exit callback runs without
 -- harm), and a canceled call leaves no key behind.
 BEGIN;
-SELECT plan(7);
+SELECT plan(10);
 
 SELECT cpht_drop_all() >= 0 AS clean \gset
 
@@ -68,9 +68,12 @@ SELECT pg_temp.other_sessions();
 
 -- A canceled call (here by statement_timeout) is all or nothing: the table
 -- holds either every key of the call or none.  The calls repeat until the
--- timeout strikes, wherever it lands.
+-- timeout strikes, wherever it lands.  On a transactional table the
+-- EXCEPTION block's rollback would undo a canceled call's leftovers as
+-- well, so the same runs on a table with transactional => false, where
+-- only the call itself can undo them.
 CREATE TEMP TABLE big AS SELECT array_agg(g) AS keys FROM generate_series(1, 5000000) g;
-CREATE FUNCTION pg_temp.cancel_test(h int) RETURNS SETOF text LANGUAGE plpgsql AS $$
+CREATE FUNCTION pg_temp.cancel_test(h int, what text) RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	state text := 'never canceled';
 	n bigint;
@@ -86,16 +89,21 @@ BEGIN
 	END;
 	n := cpht_count(h);
 	f := cpht_find(h, '{-1,-2,-3,1,2500000,5000000}');
-	RETURN NEXT is(state, 'canceled', 'statement_timeout cancels a long cpht call');
+	RETURN NEXT is(state, 'canceled', what || ': statement_timeout cancels a long cpht call');
 	RETURN NEXT ok((n = 3 AND f = '{t,t,t,f,f,f}') OR (n = 5000003 AND f = '{t,t,t,t,t,t}'),
-		format('a canceled call leaves all of its keys or none (count %s)', n));
-	RETURN NEXT is(cpht_fop(h, '{-1,-7}'), '{f,t}', 'the table works after the cancel');
+		format('%s: a canceled call leaves all of its keys or none (count %s)', what, n));
+	RETURN NEXT is(cpht_fop(h, '{-1,-7}'), '{f,t}', what || ': the table works after the cancel');
 END $$;
 
 SELECT cpht_create(6000000) AS ch \gset
 SELECT cpht_put(:ch, '{-1,-2,-3}') AS three \gset
 SET statement_timeout = '300ms';
-SELECT pg_temp.cancel_test(:ch);
+SELECT pg_temp.cancel_test(:ch, 'transactional');
+RESET statement_timeout;
+SELECT cpht_create(6000000, transactional => false) AS nch \gset
+SELECT cpht_put(:nch, '{-1,-2,-3}') AS three \gset
+SET statement_timeout = '300ms';
+SELECT pg_temp.cancel_test(:nch, 'transactional => false');
 RESET statement_timeout;
 
 SELECT cpht_drop_all() >= 0 AS clean \gset
