@@ -374,13 +374,69 @@ typedef struct pipeline_tally
 	cpht_tally *out;
 } pipeline_tally;
 
+/*
+ * After chunk `failed` (or a download) failed: let queued work finish, then
+ * bring back the results of the chunks not copied out yet, from
+ * `copied` on (their kernels ran, or ran part way: the failed chunk's
+ * result buffer was cleared before its kernels, so keys they did not reach
+ * read 0), and clear the results of the chunks never started.  The table
+ * layer then undoes exactly what the call did (table_internal.h).  Only a
+ * sticky error stops the results from coming back: the device is then lost
+ * for every table, and the message says so.
+ */
+static void
+recover_results(cpht_table *t, uint8_t *out, size_t n, size_t cap, size_t copied, size_t failed,
+				int failed_cleared)
+{
+	gpu_state  *st = gpu_state_of(t);
+	size_t		upto = failed_cleared ? failed + 1 : failed;
+	int			lost = 0;
+
+	drain(st);
+	for (size_t i = copied; i < upto && i * cap < n; i++)
+	{
+		size_t		off = i * cap;
+		size_t		len = n - off < cap ? n - off : cap;
+
+		if (cudaMemcpy(out + off, st->dout[i & 1], len, cudaMemcpyDeviceToHost) != cudaSuccess)
+		{
+			(void) cudaGetLastError();
+			memset(out + off, 0, len);
+			lost = 1;
+		}
+	}
+	if (upto * cap < n)
+		memset(out + upto * cap, 0, n - upto * cap);
+	if (lost)
+	{
+		size_t		len = strlen(t->errmsg);
+
+		snprintf(t->errmsg + len, sizeof(t->errmsg) - len,
+				 " (its results could not be read back, so keys of it may remain)");
+	}
+}
+
+/* Inside pipeline_run: a failing CUDA call ends the call through `failed`. */
+#define CHUNK_TRY(call, what) \
+	do { \
+		cudaError_t chunk_err_ = (call); \
+		if (chunk_err_ != cudaSuccess) \
+		{ \
+			rc = gpu_fail(t, chunk_err_, (what)); \
+			goto failed; \
+		} \
+	} while (0)
+
 static cpht_status
 pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_fn fn, void *ctx,
 			 const pipeline_tally *tally)
 {
 	gpu_state  *st = gpu_state_of(t);
 	size_t		cap,
-				chunks;
+				chunks,
+				copied = 0,		/* chunks whose results are in out */
+				current = 0;	/* the chunk being started */
+	int			cleared = 0;	/* its result buffer was cleared */
 	double		mark;
 	cpht_status rc;
 
@@ -395,6 +451,8 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 
 	for (size_t i = 0; i <= chunks; i++)
 	{
+		current = i;
+		cleared = 0;
 		if (i < chunks)
 		{
 			int			b = (int) (i & 1);
@@ -403,33 +461,37 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 
 			/* pin_keys[b] is free once chunk i-2 finished uploading. */
 			mark = clock_ms();
-			GPU_TRY(t, cudaEventSynchronize(st->ev_in[b]), "waiting for an upload");
+			CHUNK_TRY(cudaEventSynchronize(st->ev_in[b]), "waiting for an upload");
 			t->times.wait += clock_ms() - mark;
 			mark = clock_ms();
 			parallel_copy(t, st->pin_keys[b], keys + off, len, sizeof(uint64_t));
 			t->times.stage_in += clock_ms() - mark;
 			/* dkeys[b] is free once chunk i-2's kernels are done. */
-			GPU_TRY(t, cudaStreamWaitEvent(st->h2d, st->ev_k[b], 0), "ordering an upload");
-			GPU_TRY(t, cudaMemcpyAsync(st->dkeys[b], st->pin_keys[b], len * sizeof(uint64_t),
-									   cudaMemcpyHostToDevice, st->h2d), "uploading keys");
-			GPU_TRY(t, cudaEventRecord(st->ev_in[b], st->h2d), "recording an event");
+			CHUNK_TRY(cudaStreamWaitEvent(st->h2d, st->ev_k[b], 0), "ordering an upload");
+			CHUNK_TRY(cudaMemcpyAsync(st->dkeys[b], st->pin_keys[b], len * sizeof(uint64_t),
+									  cudaMemcpyHostToDevice, st->h2d), "uploading keys");
+			CHUNK_TRY(cudaEventRecord(st->ev_in[b], st->h2d), "recording an event");
 			/* Kernels wait for the keys, and for dout[b] to be downloaded. */
-			GPU_TRY(t, cudaStreamWaitEvent(st->comp, st->ev_in[b], 0), "ordering kernels");
-			GPU_TRY(t, cudaStreamWaitEvent(st->comp, st->ev_out[b], 0), "ordering kernels");
-			rc = fn(t, ctx, st->dkeys[b], (uint32_t) len, st->dout[b]);
+			CHUNK_TRY(cudaStreamWaitEvent(st->comp, st->ev_in[b], 0), "ordering kernels");
+			CHUNK_TRY(cudaStreamWaitEvent(st->comp, st->ev_out[b], 0), "ordering kernels");
+			/* Cleared first, so that a failure part way tells which keys
+			 * the chunk reached. */
+			CHUNK_TRY(cudaMemsetAsync(st->dout[b], 0, len, st->comp), "clearing results");
+			cleared = 1;
+			if (table_fault_step())
+				rc = table_fail(t, CPHT_ERR_DEVICE, "GPU: injected fault in chunk %zu of %zu", i + 1, chunks);
+			else
+				rc = fn(t, ctx, st->dkeys[b], (uint32_t) len, st->dout[b]);
 			if (rc == CPHT_OK && tally)
 				rc = gpu_tally_chunk(t, st->dkeys[b], st->dout[b], (uint32_t) len, tally->hit,
 									 tally->log_at);
 			if (rc != CPHT_OK)
-			{
-				drain(st);
-				return rc;
-			}
-			GPU_TRY(t, cudaEventRecord(st->ev_k[b], st->comp), "recording an event");
-			GPU_TRY(t, cudaStreamWaitEvent(st->d2h, st->ev_k[b], 0), "ordering a download");
-			GPU_TRY(t, cudaMemcpyAsync(st->pin_out[b], st->dout[b], len, cudaMemcpyDeviceToHost, st->d2h),
-					"downloading results");
-			GPU_TRY(t, cudaEventRecord(st->ev_out[b], st->d2h), "recording an event");
+				goto failed;
+			CHUNK_TRY(cudaEventRecord(st->ev_k[b], st->comp), "recording an event");
+			CHUNK_TRY(cudaStreamWaitEvent(st->d2h, st->ev_k[b], 0), "ordering a download");
+			CHUNK_TRY(cudaMemcpyAsync(st->pin_out[b], st->dout[b], len, cudaMemcpyDeviceToHost, st->d2h),
+					  "downloading results");
+			CHUNK_TRY(cudaEventRecord(st->ev_out[b], st->d2h), "recording an event");
 		}
 		if (i >= 1)
 		{
@@ -444,12 +506,14 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 			if (err != cudaSuccess)
 			{
 				rc = gpu_fail(t, err, "running a batch");
-				drain(st);
-				return rc;
+				/* chunk i started (results cleared) if i < chunks */
+				cleared = i < chunks;
+				goto failed;
 			}
 			mark = clock_ms();
 			parallel_copy(t, out + off, st->pin_out[b], len, 1);
 			t->times.copy_out += clock_ms() - mark;
+			copied = i;
 		}
 	}
 	if (tally)
@@ -459,7 +523,13 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 		t->times.wait += clock_ms() - mark;
 	}
 	return rc;
+
+failed:
+	recover_results(t, out, n, cap, copied, current, cleared);
+	return rc;
 }
+
+#undef CHUNK_TRY
 
 /* ---- the operations ------------------------------------------------------ */
 

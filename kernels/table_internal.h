@@ -11,6 +11,7 @@
 
 #include "cpht_table.h"
 #include "layout.h"
+#include "table_faults.h"
 
 #include <pthread.h>
 
@@ -106,6 +107,13 @@ struct cpht_table
 
 /*
  * A backend.  All arrays are host arrays; a GPU backend stages them.
+ *
+ * A find_or_put or erase that fails part way (a device fault) may have
+ * changed the table already: it leaves status/present[i] 0 for every key it
+ * did not get to, reports what it did for the others (find_or_put: CPHT_PUT
+ * for every key it may have inserted; erase: the places it removed keys
+ * from) and, on the cuckoo table, the homeless keys of its finished steps,
+ * so that the table layer can undo exactly that.
  *
  * find_or_put: status[i] as in cpht_table.h.  When a key finds no slot the
  *   call still runs to the end and reports it:

@@ -62,16 +62,15 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 										 &tally, on_backend ? t->log_len + puts : CPHT_NO_LOG);
 		if (rc != CPHT_OK)
 		{
-			/* Keep the device's message; undo what earlier chunks put. */
+			/*
+			 * Keep the device's message; undo what earlier chunks put and
+			 * what this one did before it failed (a backend reports that
+			 * part, table_internal.h), with the keys its evictions left
+			 * homeless.
+			 */
 			memcpy(why, t->errmsg, sizeof(why));
-			if (table_undo_call(t, keys, done, status, NULL, 0) == CPHT_OK)
-			{
-				if (done > 0)
-					snprintf(t->errmsg, sizeof(t->errmsg),
-							 "%s (after %zu of %zu keys, which were taken out again)", why, done, n);
-				else
-					memcpy(t->errmsg, why, sizeof(why));
-			}
+			if (table_undo_call(t, keys, done + m, status, homeless, nhomeless) == CPHT_OK)
+				memcpy(t->errmsg, why, sizeof(why));
 			break;
 		}
 		puts += tally.hits;
@@ -244,13 +243,24 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 		cpht_tally	tally = {0, 0};
 
 		if (done > 0 && table_interrupted())
+		{
 			rc = table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", done, n);
-		else
-			rc = t->backend->erase(t, keys + done, m, present + done, 0, &tally, CPHT_NO_LOG);
-		if (rc != CPHT_OK)
 			break;
+		}
+		rc = t->backend->erase(t, keys + done, m, present + done, 0, &tally, CPHT_NO_LOG);
 		for (size_t i = done; i < done + m; i++)
 		{
+			/* A failed chunk reports the keys it removed before failing
+			 * (table_internal.h): they go back with the others. */
+			if (rc != CPHT_OK)
+			{
+				if (present[i] != 0)
+				{
+					gone[ngone] = keys[i];
+					where[ngone++] = present[i];
+				}
+				continue;
+			}
 			if (present[i] == 0 && t->nstash > 0 && table_stash_remove(t, keys[i]))
 				present[i] = CPHT_WHERE_STASH;
 			if (present[i] != 0)
@@ -260,6 +270,8 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 				present[i] = 1;
 			}
 		}
+		if (rc != CPHT_OK)
+			break;
 		done += m;
 	}
 	/* The backend store takes the keys from host memory. */
