@@ -447,12 +447,23 @@ cpu_revive(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n, 
 	return CPHT_OK;
 }
 
+/* Bytes copied between interrupt checks: a level of a large table takes
+ * a few hundred milliseconds to copy (a rebuild reads it). */
+#define COPY_PIECE_BYTES ((size_t) 32 << 20)
+
 static cpht_status
 cpu_copy_slots(cpht_table *t, int level, void *host)
 {
 	const layout_level *lv = &t->level[level];
+	size_t		bytes = (size_t) level_bytes(lv);
 
-	memcpy(host, lv->slots, (size_t) level_bytes(lv));
+	for (size_t at = 0; at < bytes; at += COPY_PIECE_BYTES)
+	{
+		if (at > 0 && table_interrupted())
+			return table_fail(t, CPHT_ERR_CANCELED, "canceled while copying the table");
+		memcpy((char *) host + at, (const char *) lv->slots + at,
+			   bytes - at < COPY_PIECE_BYTES ? bytes - at : COPY_PIECE_BYTES);
+	}
 	return CPHT_OK;
 }
 
