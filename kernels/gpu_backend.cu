@@ -123,19 +123,41 @@ gpu_scratch_reserve(cpht_table *t, size_t bytes)
 		return CPHT_OK;
 	/* Kernels already queued may still use the old area. */
 	GPU_TRY(t, cudaStreamSynchronize(st->comp), "waiting for the table's kernels");
+	grown = bytes + bytes / 8;
+	/* cpht.max_memory counts it (the memory hook). */
+	if (!table_memory_take(grown - st->scratch_cap))
+		return table_fail(t, CPHT_ERR_LIMIT,
+						  "growing the GPU scratch area to %zu bytes would pass the memory limit", grown);
 	if (st->scratch)
-		GPU_TRY(t, cudaFree(st->scratch), "freeing scratch memory");
+		(void) cudaFree(st->scratch);
+	table_memory_give(st->scratch_cap);
 	st->scratch = NULL;
 	st->scratch_cap = 0;
-	grown = bytes + bytes / 8;
-	GPU_TRY(t, cudaMalloc((void **) &st->scratch, grown), "allocating scratch memory");
+	{
+		cudaError_t err = cudaMalloc((void **) &st->scratch, grown);
+
+		if (err != cudaSuccess)
+		{
+			table_memory_give(grown);
+			return gpu_fail(t, err, "allocating scratch memory");
+		}
+	}
 	st->scratch_cap = grown;
 	return CPHT_OK;
+}
+
+/* Bytes of the transfer buffers for chunks of `chunk` keys: pinned host
+ * keys and results, device keys and results, two of each. */
+static uint64_t
+staging_bytes_for(size_t chunk)
+{
+	return (uint64_t) chunk * (sizeof(uint64_t) + 1) * 4;
 }
 
 static void
 free_staging(gpu_state *st)
 {
+	table_memory_give(staging_bytes_for(st->chunk_cap));
 	for (int b = 0; b < 2; b++)
 	{
 		if (st->pin_keys[b])
@@ -168,6 +190,13 @@ ensure_staging(cpht_table *t, size_t n)
 	/* The old buffers may be in use by queued copies. */
 	GPU_TRY(t, cudaDeviceSynchronize(), "waiting for the device");
 	free_staging(st);
+	/* cpht.max_memory counts them (the memory hook); free_staging gives
+	 * them back. */
+	if (!table_memory_take(staging_bytes_for(want)))
+		return table_fail(t, CPHT_ERR_LIMIT,
+						  "GPU transfer buffers of %llu bytes would pass the memory limit",
+						  (unsigned long long) staging_bytes_for(want));
+	st->chunk_cap = want;
 	for (int b = 0; b < 2; b++)
 	{
 		cudaError_t err = cudaMallocHost((void **) &st->pin_keys[b], want * sizeof(uint64_t));
@@ -184,7 +213,6 @@ ensure_staging(cpht_table *t, size_t n)
 			return gpu_fail(t, err, "allocating transfer buffers");
 		}
 	}
-	st->chunk_cap = want;
 	return CPHT_OK;
 }
 
@@ -209,6 +237,7 @@ gpu_destroy(cpht_table *t)
 	free_staging(st);
 	if (st->scratch)
 		(void) cudaFree(st->scratch);
+	table_memory_give(st->scratch_cap);
 	if (st->pin_count)
 		(void) cudaFreeHost(st->pin_count);
 	if (st->pin_tally)
@@ -663,7 +692,7 @@ gpu_staging_bytes(cpht_table *t)
 	gpu_state  *st = gpu_state_of(t);
 
 	/* Pinned and device chunk buffers, two each, plus the scratch area. */
-	return (uint64_t) st->chunk_cap * (sizeof(uint64_t) + 1) * 4 + st->scratch_cap;
+	return staging_bytes_for(st->chunk_cap) + st->scratch_cap;
 }
 
 static void

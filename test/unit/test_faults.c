@@ -251,6 +251,49 @@ check_partial(cpht_kind kind, cpht_device dev)
 	cpht_table_destroy(t);
 }
 
+/*
+ * cpht.max_memory bounds a GPU table's transfer buffers and scratch area:
+ * with the memory hook refusing them, creating a GPU table fails with
+ * CPHT_ERR_LIMIT; with a generous one, every byte taken is given back.
+ */
+static int64_t hook_held = 0;
+static int64_t hook_cap = 0;
+
+static int
+memory_hook(int64_t delta)
+{
+	if (delta > 0 && hook_held + delta > hook_cap)
+		return 0;
+	hook_held += delta;
+	return 1;
+}
+
+static void
+check_gpu_memory_hook(void)
+{
+	cpht_params p;
+	cpht_table *t = NULL;
+	char		err[256];
+	uint64_t	inserted = 0;
+	cpht_stats	st;
+
+	cpht_params_for_capacity(CPHT_CUCKOO, 400000, KEY_BITS, &p, err, sizeof(err));
+	p.device = CPHT_DEVICE_GPU;
+	cpht_set_memory_hook(memory_hook);
+	hook_cap = 1 << 20;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_ERR_LIMIT, "GPU create under a 1 MB cap: %s", err);
+	CHECK(hook_held == 0, "GPU create refused: %lld bytes still held", (long long) hook_held);
+	hook_cap = (int64_t) 1 << 40;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "GPU create: %s", err);
+	CHECK(cpht_table_put(t, old_keys, OLD_KEYS, &inserted) == CPHT_OK, "GPU put");
+	CHECK(cpht_table_stats(t, &st) == CPHT_OK && hook_held >= (int64_t) st.staging_bytes &&
+		  st.staging_bytes > 0, "GPU: hook holds %lld bytes, staging is %llu", (long long) hook_held,
+		  (unsigned long long) st.staging_bytes);
+	cpht_table_destroy(t);
+	CHECK(hook_held == 0, "GPU table destroyed: %lld bytes still held", (long long) hook_held);
+	cpht_set_memory_hook(NULL);
+}
+
 int
 main(void)
 {
@@ -259,7 +302,10 @@ main(void)
 
 	draw_keys();
 	if (cpht_gpu_usable(why, sizeof(why)))
+	{
 		devices = 2;
+		check_gpu_memory_hook();
+	}
 	else
 		printf("test_faults: GPU part SKIPPED: %s\n", why);
 	for (int d = 0; d < devices; d++)
