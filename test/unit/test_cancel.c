@@ -19,7 +19,11 @@
 #include "unit.h"
 
 #define TABLE_KEYS 600000		/* a rebuild checks every 2^18 items */
-#define CALL_KEYS ((size_t) 1 << 20)	/* four CPU chunks of erase and find */
+/* Keys of an erase or find: four CPU chunks, three GPU chunks (2^24 keys) */
+#define CPU_CALL_KEYS ((size_t) 1 << 20)
+#define GPU_CALL_KEYS ((size_t) 40 << 20)
+
+static size_t call_keys = CPU_CALL_KEYS;
 #define KEY_BITS 48
 
 static unsigned checks_left = 0;	/* 0: never stop */
@@ -67,9 +71,9 @@ static cpht_status
 run_op(cpht_table *t, op o, const uint64_t *keys, uint8_t *out)
 {
 	if (o == OP_ERASE)
-		return cpht_table_erase(t, keys, CALL_KEYS, out);
+		return cpht_table_erase(t, keys, call_keys, out);
 	if (o == OP_FIND)
-		return cpht_table_find(t, keys, CALL_KEYS, out);
+		return cpht_table_find(t, keys, call_keys, out);
 	return cpht_table_rebuild(t);
 }
 
@@ -79,17 +83,22 @@ run_kind(cpht_kind kind, cpht_device dev)
 	cpht_params p;
 	cpht_table *t = NULL;
 	char		err[256];
-	uint64_t   *stored = malloc(TABLE_KEYS * sizeof(uint64_t));
-	uint64_t   *keys = malloc(CALL_KEYS * sizeof(uint64_t));
-	uint8_t    *out = malloc(CALL_KEYS);
+	uint64_t   *stored;
+	uint64_t   *keys;
+	uint8_t    *out;
 	uint64_t	rng = 3,
 				inserted = 0;
 	const char *kname = kind == CPHT_CUCKOO ? "cuckoo" : "iceberg";
 
+	call_keys = dev == CPHT_DEVICE_GPU ? GPU_CALL_KEYS : CPU_CALL_KEYS;
+	stored = malloc(TABLE_KEYS * sizeof(uint64_t));
+	keys = malloc(call_keys * sizeof(uint64_t));
+	out = malloc(call_keys);
+
 	for (size_t i = 0; i < TABLE_KEYS; i++)
 		stored[i] = (unit_rand(&rng) & ((1ULL << KEY_BITS) - 1) & ~((1ULL << 21) - 1)) | i;
 	/* The call's keys: the stored ones spread among absent ones. */
-	for (size_t i = 0; i < CALL_KEYS; i++)
+	for (size_t i = 0; i < call_keys; i++)
 		keys[i] = i % 4 == 0 && i / 4 < TABLE_KEYS ? stored[i / 4]
 			: (unit_rand(&rng) & ((1ULL << KEY_BITS) - 1)) | (1ULL << (KEY_BITS - 1));
 	cpht_params_for_capacity(kind, TABLE_KEYS * 11 / 10, KEY_BITS, &p, err, sizeof(err));
