@@ -60,10 +60,10 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 override with_llvm = no
 # On a fresh machine there is no PGXS until test/install-deps.sh has run;
 # make test, make demo and make deps install it first, so only they (and
-# make unit, which needs no PostgreSQL) go on without it.
+# make unit and its test binaries, which need no PostgreSQL) go on without it.
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
-else ifneq ($(filter-out test demo deps unit,$(or $(MAKECMDGOALS),all)),)
+else ifneq ($(filter-out test demo deps unit test/unit/%.bin,$(or $(MAKECMDGOALS),all)),)
 $(error PostgreSQL server headers not found ($(PG_CONFIG) --pgxs): install postgresql-server-dev-15, or run test/install-deps.sh)
 endif
 
