@@ -60,14 +60,15 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 override with_llvm = no
 # On a fresh machine there is no PGXS until test/install-deps.sh has run;
 # make test, make demo and make deps install it first, so only they (and
-# make unit, which needs no PostgreSQL) go on without it.
+# make unit and its test binaries, which need no PostgreSQL) go on without it.
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
-else ifneq ($(filter-out test demo deps unit,$(or $(MAKECMDGOALS),all)),)
+else ifneq ($(filter-out test demo deps unit test/unit/%.bin,$(or $(MAKECMDGOALS),all)),)
 $(error PostgreSQL server headers not found ($(PG_CONFIG) --pgxs): install postgresql-server-dev-15, or run test/install-deps.sh)
 endif
 
-$(OBJS): kernels/cpht_table.h kernels/layout.h kernels/table_internal.h kernels/table_layer.h
+$(OBJS): kernels/cpht_table.h kernels/layout.h kernels/table_internal.h kernels/table_layer.h kernels/table_faults.h
+$(KERNEL_C:.c=.o): $(wildcard kernels/*.h)
 
 # ---- tests and demo --------------------------------------------------------
 .PHONY: test demo unit bench-cpu deps
@@ -77,11 +78,29 @@ deps:
 
 # C unit tests of kernels/ (no PostgreSQL).  Exit status 77 means skipped
 # (the GPU tests where no GPU is usable), reported as such, never as passed.
+#
+# The tests link the kernel objects that ship: with PGXS present (always
+# under make test, which installs it first) they are the very kernels/*.o
+# the extension links, built by PGXS's rule with its CFLAGS (-fPIC
+# included) and PG_CPPFLAGS.  On a machine without the PostgreSQL server
+# headers make unit still runs: it then builds kernels/*.unit.o with the
+# flags below (those of Debian's PostgreSQL 15 build, and -fPIC), says so,
+# and never touches kernels/*.o, which only PGXS builds, so no object built
+# without PGXS can end up in the extension.
 UNIT_TESTS = $(patsubst %.c,%.bin,$(sort $(wildcard test/unit/test_*.c)))
-UNIT_OBJS = $(KERNEL_C:.c=.unit.o) $(if $(WITH_GPU),$(CUDA_SRC:.cu=.o))
-UNIT_LIBS = -lpthread -lm $(if $(WITH_GPU),-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++)
+ifneq ($(wildcard $(PGXS)),)
+UNIT_KERNEL_OBJS = $(KERNEL_C:.c=.o)
+UNIT_NOTE = unit tests link the extension's kernel objects (PGXS flags)
+else
+UNIT_KERNEL_OBJS = $(KERNEL_C:.c=.unit.o)
+UNIT_NOTE = no PGXS: unit tests link kernel objects built with cpht's fallback flags, not PGXS's
+UNIT_FALLBACK_CFLAGS = -Wall -Wmissing-prototypes -Wpointer-arith -Werror=vla -fno-strict-aliasing -fwrapv \
+	-fexcess-precision=standard -g -O2 -fstack-protector-strong -fno-omit-frame-pointer -fPIC -std=gnu11
 kernels/%.unit.o: kernels/%.c kernels/*.h
-	$(CC) -O2 -g -std=gnu11 -Wall -Wextra $(if $(WITH_GPU),-DCPHT_WITH_GPU) -Ikernels -c $< -o $@
+	$(CC) $(UNIT_FALLBACK_CFLAGS) $(if $(WITH_GPU),-DCPHT_WITH_GPU) -Ikernels -c $< -o $@
+endif
+UNIT_OBJS = $(UNIT_KERNEL_OBJS) $(if $(WITH_GPU),$(CUDA_SRC:.cu=.o))
+UNIT_LIBS = -lpthread -lm $(if $(WITH_GPU),-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++)
 test/unit/%.bin: test/unit/%.c $(UNIT_OBJS) kernels/*.h test/unit/*.h
 	$(CC) -O2 -g -std=gnu11 -Wall -Wextra $(if $(WITH_GPU),-DCPHT_WITH_GPU) -Ikernels -o $@ $< $(UNIT_OBJS) $(UNIT_LIBS)
 
@@ -89,6 +108,7 @@ test/unit/%.bin: test/unit/%.c $(UNIT_OBJS) kernels/*.h test/unit/*.h
 .SECONDARY: $(UNIT_OBJS)
 
 unit: $(UNIT_TESTS)
+	@echo "$(UNIT_NOTE)"
 	@set -e; for t in $(UNIT_TESTS); do \
 		echo "== $$t"; rc=0; ./$$t || rc=$$?; \
 		if [ $$rc -eq 77 ]; then echo "SKIPPED: $$t"; elif [ $$rc -ne 0 ]; then exit $$rc; fi; \

@@ -219,9 +219,11 @@ void		cpht_set_interrupt_check(cpht_interrupt_fn fn);
 
 /*
  * Memory accounting.  Before the kernels grow an undo log (host or device
- * memory) they ask this function (process-wide; NULL = always yes) with
+ * memory), or allocate a GPU table's transfer buffers (pinned host and
+ * device memory, at create) or grow its device scratch area, they ask
+ * this function (process-wide; NULL = always yes) with
  * the bytes they are about to add; if it returns 0 the call fails with
- * CPHT_ERR_LIMIT before changing anything.  When such memory is freed, or
+ * CPHT_ERR_LIMIT and, like any failing call, leaves the table as before.  When such memory is freed, or
  * its allocation failed after the hook said yes, they call it with the
  * negative amount (its answer is then ignored).  It may run on a stream's
  * helper thread, so it must not call back into the host process's error

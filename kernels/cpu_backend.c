@@ -128,6 +128,47 @@ iceberg_erase_range(void *arg, size_t begin, size_t end)
 		job->out[i] = iceberg_erase(job->t, job->keys[i], job->replacement);
 }
 
+/*
+ * A find-or-put or erase goes over its keys in steps of CPU_STEP_KEYS (all
+ * threads on one step at a time), and each step first asks the fault
+ * injection of the tests (table_faults.h), so a failure can strike a call
+ * part way as a device fault does on the GPU.  A step is milliseconds of
+ * work, next to which starting the threads (tens of microseconds) is little.
+ */
+#define CPU_STEP_KEYS ((size_t) 1 << 16)
+
+/*
+ * Run fn over job->keys[0, n) step by step (job->keys and job->out point at
+ * the step's part while it runs).  On a fault the steps done stay done and
+ * out[i] is 0 for every key not reached, as the backend interface asks.
+ */
+static cpht_status
+run_steps(cpht_table *t, batch_job *job, size_t n, cpu_range_fn fn)
+{
+	const uint64_t *keys = job->keys;
+	uint8_t    *out = job->out;
+	cpht_status rc = CPHT_OK;
+
+	for (size_t off = 0; off < n; off += CPU_STEP_KEYS)
+	{
+		size_t		m = n - off < CPU_STEP_KEYS ? n - off : CPU_STEP_KEYS;
+
+		if (table_fault_step())
+		{
+			if (out)
+				memset(out + off, 0, n - off);
+			rc = table_fail(t, CPHT_ERR_DEVICE, "injected fault after %zu of %zu keys", off, n);
+			break;
+		}
+		job->keys = keys + off;
+		job->out = out ? out + off : NULL;
+		cpu_parallel_for(t->params.cpu_threads, m, fn, job);
+	}
+	job->keys = keys;
+	job->out = out;
+	return rc;
+}
+
 /* ---- cuckoo ------------------------------------------------------------- */
 
 static void
@@ -185,6 +226,7 @@ cuckoo_fop_batch(cpht_table *t, const uint64_t *keys, size_t n,
 	batch_job	job = {.t = t};
 	size_t		nd = 0,
 				absent = 0;
+	cpht_status rc;
 
 	if (!items || !distinct || !first || !found)
 		goto nomem;
@@ -219,16 +261,18 @@ cuckoo_fop_batch(cpht_table *t, const uint64_t *keys, size_t n,
 			distinct[absent++] = distinct[d];
 		}
 
+	/* A fault part way leaves every absent key PUT: it may be inserted. */
 	job.keys = distinct;
+	job.out = NULL;
 	job.homeless = homeless;
 	atomic_init(&job.nhomeless, 0);
-	cpu_parallel_for(t->params.cpu_threads, absent, cuckoo_put_range, &job);
+	rc = run_steps(t, &job, absent, cuckoo_put_range);
 	*nhomeless = atomic_load(&job.nhomeless);
 
 	free(distinct);
 	free(first);
 	free(found);
-	return CPHT_OK;
+	return rc;
 
 nomem:
 	free(items);
@@ -290,7 +334,7 @@ cpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
 	if (t->params.kind == CPHT_CUCKOO)
 		rc = cuckoo_fop_batch(t, keys, n, status, homeless, nhomeless);
 	else
-		cpu_parallel_for(t->params.cpu_threads, n, iceberg_fop_range, &job);
+		rc = run_steps(t, &job, n, iceberg_fop_range);
 	if (rc == CPHT_OK)
 		tally_status(t, status, n, CPHT_PUT, tally);
 	return rc;
@@ -312,14 +356,14 @@ cpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int t
 		  cpht_tally *tally, uint64_t log_at)
 {
 	batch_job	job = {.t = t, .keys = keys, .out = present};
+	cpht_status rc;
 
 	(void) log_at;
 	job.replacement = to_empty ? CPHT_SLOT_EMPTY : CPHT_SLOT_TOMBSTONE;
-	cpu_parallel_for(t->params.cpu_threads, n,
-					 t->params.kind == CPHT_CUCKOO ? cuckoo_erase_range : iceberg_erase_range,
-					 &job);
-	tally_status(t, present, n, CPHT_WHERE(0, 0), tally);
-	return CPHT_OK;
+	rc = run_steps(t, &job, n, t->params.kind == CPHT_CUCKOO ? cuckoo_erase_range : iceberg_erase_range);
+	if (rc == CPHT_OK)
+		tally_status(t, present, n, CPHT_WHERE(0, 0), tally);
+	return rc;
 }
 
 static cpht_status
@@ -403,12 +447,23 @@ cpu_revive(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n, 
 	return CPHT_OK;
 }
 
+/* Bytes copied between interrupt checks: a level of a large table takes
+ * a few hundred milliseconds to copy (a rebuild reads it). */
+#define COPY_PIECE_BYTES ((size_t) 32 << 20)
+
 static cpht_status
 cpu_copy_slots(cpht_table *t, int level, void *host)
 {
 	const layout_level *lv = &t->level[level];
+	size_t		bytes = (size_t) level_bytes(lv);
 
-	memcpy(host, lv->slots, (size_t) level_bytes(lv));
+	for (size_t at = 0; at < bytes; at += COPY_PIECE_BYTES)
+	{
+		if (at > 0 && table_interrupted())
+			return table_fail(t, CPHT_ERR_CANCELED, "canceled while copying the table");
+		memcpy((char *) host + at, (const char *) lv->slots + at,
+			   bytes - at < COPY_PIECE_BYTES ? bytes - at : COPY_PIECE_BYTES);
+	}
 	return CPHT_OK;
 }
 

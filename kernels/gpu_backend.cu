@@ -123,19 +123,41 @@ gpu_scratch_reserve(cpht_table *t, size_t bytes)
 		return CPHT_OK;
 	/* Kernels already queued may still use the old area. */
 	GPU_TRY(t, cudaStreamSynchronize(st->comp), "waiting for the table's kernels");
+	grown = bytes + bytes / 8;
+	/* cpht.max_memory counts it (the memory hook). */
+	if (!table_memory_take(grown - st->scratch_cap))
+		return table_fail(t, CPHT_ERR_LIMIT,
+						  "growing the GPU scratch area to %zu bytes would pass the memory limit", grown);
 	if (st->scratch)
-		GPU_TRY(t, cudaFree(st->scratch), "freeing scratch memory");
+		(void) cudaFree(st->scratch);
+	table_memory_give(st->scratch_cap);
 	st->scratch = NULL;
 	st->scratch_cap = 0;
-	grown = bytes + bytes / 8;
-	GPU_TRY(t, cudaMalloc((void **) &st->scratch, grown), "allocating scratch memory");
+	{
+		cudaError_t err = cudaMalloc((void **) &st->scratch, grown);
+
+		if (err != cudaSuccess)
+		{
+			table_memory_give(grown);
+			return gpu_fail(t, err, "allocating scratch memory");
+		}
+	}
 	st->scratch_cap = grown;
 	return CPHT_OK;
+}
+
+/* Bytes of the transfer buffers for chunks of `chunk` keys: pinned host
+ * keys and results, device keys and results, two of each. */
+static uint64_t
+staging_bytes_for(size_t chunk)
+{
+	return (uint64_t) chunk * (sizeof(uint64_t) + 1) * 4;
 }
 
 static void
 free_staging(gpu_state *st)
 {
+	table_memory_give(staging_bytes_for(st->chunk_cap));
 	for (int b = 0; b < 2; b++)
 	{
 		if (st->pin_keys[b])
@@ -168,6 +190,13 @@ ensure_staging(cpht_table *t, size_t n)
 	/* The old buffers may be in use by queued copies. */
 	GPU_TRY(t, cudaDeviceSynchronize(), "waiting for the device");
 	free_staging(st);
+	/* cpht.max_memory counts them (the memory hook); free_staging gives
+	 * them back. */
+	if (!table_memory_take(staging_bytes_for(want)))
+		return table_fail(t, CPHT_ERR_LIMIT,
+						  "GPU transfer buffers of %llu bytes would pass the memory limit",
+						  (unsigned long long) staging_bytes_for(want));
+	st->chunk_cap = want;
 	for (int b = 0; b < 2; b++)
 	{
 		cudaError_t err = cudaMallocHost((void **) &st->pin_keys[b], want * sizeof(uint64_t));
@@ -184,7 +213,6 @@ ensure_staging(cpht_table *t, size_t n)
 			return gpu_fail(t, err, "allocating transfer buffers");
 		}
 	}
-	st->chunk_cap = want;
 	return CPHT_OK;
 }
 
@@ -209,6 +237,7 @@ gpu_destroy(cpht_table *t)
 	free_staging(st);
 	if (st->scratch)
 		(void) cudaFree(st->scratch);
+	table_memory_give(st->scratch_cap);
 	if (st->pin_count)
 		(void) cudaFreeHost(st->pin_count);
 	if (st->pin_tally)
@@ -374,13 +403,69 @@ typedef struct pipeline_tally
 	cpht_tally *out;
 } pipeline_tally;
 
+/*
+ * After chunk `failed` (or a download) failed: let queued work finish, then
+ * bring back the results of the chunks not copied out yet, from
+ * `copied` on (their kernels ran, or ran part way: the failed chunk's
+ * result buffer was cleared before its kernels, so keys they did not reach
+ * read 0), and clear the results of the chunks never started.  The table
+ * layer then undoes exactly what the call did (table_internal.h).  Only a
+ * sticky error stops the results from coming back: the device is then lost
+ * for every table, and the message says so.
+ */
+static void
+recover_results(cpht_table *t, uint8_t *out, size_t n, size_t cap, size_t copied, size_t failed,
+				int failed_cleared)
+{
+	gpu_state  *st = gpu_state_of(t);
+	size_t		upto = failed_cleared ? failed + 1 : failed;
+	int			lost = 0;
+
+	drain(st);
+	for (size_t i = copied; i < upto && i * cap < n; i++)
+	{
+		size_t		off = i * cap;
+		size_t		len = n - off < cap ? n - off : cap;
+
+		if (cudaMemcpy(out + off, st->dout[i & 1], len, cudaMemcpyDeviceToHost) != cudaSuccess)
+		{
+			(void) cudaGetLastError();
+			memset(out + off, 0, len);
+			lost = 1;
+		}
+	}
+	if (upto * cap < n)
+		memset(out + upto * cap, 0, n - upto * cap);
+	if (lost)
+	{
+		size_t		len = strlen(t->errmsg);
+
+		snprintf(t->errmsg + len, sizeof(t->errmsg) - len,
+				 " (its results could not be read back, so keys of it may remain)");
+	}
+}
+
+/* Inside pipeline_run: a failing CUDA call ends the call through `failed`. */
+#define CHUNK_TRY(call, what) \
+	do { \
+		cudaError_t chunk_err_ = (call); \
+		if (chunk_err_ != cudaSuccess) \
+		{ \
+			rc = gpu_fail(t, chunk_err_, (what)); \
+			goto failed; \
+		} \
+	} while (0)
+
 static cpht_status
 pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_fn fn, void *ctx,
 			 const pipeline_tally *tally)
 {
 	gpu_state  *st = gpu_state_of(t);
 	size_t		cap,
-				chunks;
+				chunks,
+				copied = 0,		/* chunks whose results are in out */
+				current = 0;	/* the chunk being started */
+	int			cleared = 0;	/* its result buffer was cleared */
 	double		mark;
 	cpht_status rc;
 
@@ -395,6 +480,8 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 
 	for (size_t i = 0; i <= chunks; i++)
 	{
+		current = i;
+		cleared = 0;
 		if (i < chunks)
 		{
 			int			b = (int) (i & 1);
@@ -403,33 +490,37 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 
 			/* pin_keys[b] is free once chunk i-2 finished uploading. */
 			mark = clock_ms();
-			GPU_TRY(t, cudaEventSynchronize(st->ev_in[b]), "waiting for an upload");
+			CHUNK_TRY(cudaEventSynchronize(st->ev_in[b]), "waiting for an upload");
 			t->times.wait += clock_ms() - mark;
 			mark = clock_ms();
 			parallel_copy(t, st->pin_keys[b], keys + off, len, sizeof(uint64_t));
 			t->times.stage_in += clock_ms() - mark;
 			/* dkeys[b] is free once chunk i-2's kernels are done. */
-			GPU_TRY(t, cudaStreamWaitEvent(st->h2d, st->ev_k[b], 0), "ordering an upload");
-			GPU_TRY(t, cudaMemcpyAsync(st->dkeys[b], st->pin_keys[b], len * sizeof(uint64_t),
-									   cudaMemcpyHostToDevice, st->h2d), "uploading keys");
-			GPU_TRY(t, cudaEventRecord(st->ev_in[b], st->h2d), "recording an event");
+			CHUNK_TRY(cudaStreamWaitEvent(st->h2d, st->ev_k[b], 0), "ordering an upload");
+			CHUNK_TRY(cudaMemcpyAsync(st->dkeys[b], st->pin_keys[b], len * sizeof(uint64_t),
+									  cudaMemcpyHostToDevice, st->h2d), "uploading keys");
+			CHUNK_TRY(cudaEventRecord(st->ev_in[b], st->h2d), "recording an event");
 			/* Kernels wait for the keys, and for dout[b] to be downloaded. */
-			GPU_TRY(t, cudaStreamWaitEvent(st->comp, st->ev_in[b], 0), "ordering kernels");
-			GPU_TRY(t, cudaStreamWaitEvent(st->comp, st->ev_out[b], 0), "ordering kernels");
-			rc = fn(t, ctx, st->dkeys[b], (uint32_t) len, st->dout[b]);
+			CHUNK_TRY(cudaStreamWaitEvent(st->comp, st->ev_in[b], 0), "ordering kernels");
+			CHUNK_TRY(cudaStreamWaitEvent(st->comp, st->ev_out[b], 0), "ordering kernels");
+			/* Cleared first, so that a failure part way tells which keys
+			 * the chunk reached. */
+			CHUNK_TRY(cudaMemsetAsync(st->dout[b], 0, len, st->comp), "clearing results");
+			cleared = 1;
+			if (table_fault_step())
+				rc = table_fail(t, CPHT_ERR_DEVICE, "GPU: injected fault in chunk %zu of %zu", i + 1, chunks);
+			else
+				rc = fn(t, ctx, st->dkeys[b], (uint32_t) len, st->dout[b]);
 			if (rc == CPHT_OK && tally)
 				rc = gpu_tally_chunk(t, st->dkeys[b], st->dout[b], (uint32_t) len, tally->hit,
 									 tally->log_at);
 			if (rc != CPHT_OK)
-			{
-				drain(st);
-				return rc;
-			}
-			GPU_TRY(t, cudaEventRecord(st->ev_k[b], st->comp), "recording an event");
-			GPU_TRY(t, cudaStreamWaitEvent(st->d2h, st->ev_k[b], 0), "ordering a download");
-			GPU_TRY(t, cudaMemcpyAsync(st->pin_out[b], st->dout[b], len, cudaMemcpyDeviceToHost, st->d2h),
-					"downloading results");
-			GPU_TRY(t, cudaEventRecord(st->ev_out[b], st->d2h), "recording an event");
+				goto failed;
+			CHUNK_TRY(cudaEventRecord(st->ev_k[b], st->comp), "recording an event");
+			CHUNK_TRY(cudaStreamWaitEvent(st->d2h, st->ev_k[b], 0), "ordering a download");
+			CHUNK_TRY(cudaMemcpyAsync(st->pin_out[b], st->dout[b], len, cudaMemcpyDeviceToHost, st->d2h),
+					  "downloading results");
+			CHUNK_TRY(cudaEventRecord(st->ev_out[b], st->d2h), "recording an event");
 		}
 		if (i >= 1)
 		{
@@ -444,12 +535,14 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 			if (err != cudaSuccess)
 			{
 				rc = gpu_fail(t, err, "running a batch");
-				drain(st);
-				return rc;
+				/* chunk i started (results cleared) if i < chunks */
+				cleared = i < chunks;
+				goto failed;
 			}
 			mark = clock_ms();
 			parallel_copy(t, out + off, st->pin_out[b], len, 1);
 			t->times.copy_out += clock_ms() - mark;
+			copied = i;
 		}
 	}
 	if (tally)
@@ -459,7 +552,13 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 		t->times.wait += clock_ms() - mark;
 	}
 	return rc;
+
+failed:
+	recover_results(t, out, n, cap, copied, current, cleared);
+	return rc;
 }
+
+#undef CHUNK_TRY
 
 /* ---- the operations ------------------------------------------------------ */
 
@@ -593,7 +692,7 @@ gpu_staging_bytes(cpht_table *t)
 	gpu_state  *st = gpu_state_of(t);
 
 	/* Pinned and device chunk buffers, two each, plus the scratch area. */
-	return (uint64_t) st->chunk_cap * (sizeof(uint64_t) + 1) * 4 + st->scratch_cap;
+	return staging_bytes_for(st->chunk_cap) + st->scratch_cap;
 }
 
 static void

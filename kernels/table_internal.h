@@ -11,6 +11,7 @@
 
 #include "cpht_table.h"
 #include "layout.h"
+#include "table_faults.h"
 
 #include <pthread.h>
 
@@ -107,6 +108,13 @@ struct cpht_table
 /*
  * A backend.  All arrays are host arrays; a GPU backend stages them.
  *
+ * A find_or_put or erase that fails part way (a device fault) may have
+ * changed the table already: it leaves status/present[i] 0 for every key it
+ * did not get to, reports what it did for the others (find_or_put: CPHT_PUT
+ * for every key it may have inserted; erase: the places it removed keys
+ * from) and, on the cuckoo table, the homeless keys of its finished steps,
+ * so that the table layer can undo exactly that.
+ *
  * find_or_put: status[i] as in cpht_table.h.  When a key finds no slot the
  *   call still runs to the end and reports it:
  *   - iceberg: status[i] = CPHT_FULL for that key;
@@ -124,7 +132,7 @@ struct cpht_table
  *   as for find_or_put, for the removed keys.
  * scan: live and tombstone slots per level.
  * copy_slots: copy level l's slot array to host memory (rebuild reads the
- *   keys back out of it).
+ *   keys back out of it); it may stop for an interrupt (CPHT_ERR_CANCELED).
  * revive: put back distinct keys known to be absent whose deletion a
  *   rollback undoes, each into the slot erase reported (where[i], never
  *   CPHT_WHERE_STASH), which holds its tombstone; status[i] = CPHT_PUT, or
@@ -179,6 +187,16 @@ cpht_status table_fail(cpht_table *t, cpht_status code, const char *fmt,...)
 			__attribute__((format(printf, 3, 4)))
 #endif
 			;
+
+/* The memory hook (cpht_set_memory_hook), for the table layer and the
+ * backends (the GPU's transfer buffers and scratch area): take asks for
+ * bytes more (1: go ahead), give hands bytes back (table.c). */
+int			table_memory_take(uint64_t bytes);
+void		table_memory_give(uint64_t bytes);
+
+/* The interrupt check (cpht_set_interrupt_check): 1 when the caller asks
+ * to stop (table.c). */
+int			table_interrupted(void);
 
 /* Default bound of a cuckoo eviction chain. */
 #define CPHT_DEFAULT_MAX_EVICTIONS 256

@@ -12,12 +12,7 @@
 double		table_clock_ms(void);
 void		table_call_begin(cpht_table *t);
 cpht_status table_call_end(cpht_table *t, cpht_status rc);
-int			table_interrupted(void);
 
-/* The memory hook (cpht_set_memory_hook): take asks for bytes more (1: go
- * ahead), give hands bytes back. */
-int			table_memory_take(uint64_t bytes);
-void		table_memory_give(uint64_t bytes);
 
 /* table_stream.c: wait for a stream's running batch; cut streams loose */
 void		table_settle(cpht_table *t);

@@ -8,10 +8,12 @@
 
 #include "table_layer.h"
 
-/* Keys per backend call in a long find-or-put: between chunks the call
- * looks for an interrupt, a fraction of a second apart (a GPU chunk takes
- * tens of milliseconds; larger chunks let it overlap transfers longer). */
-#define CPU_CHUNK_KEYS ((size_t) 1 << 21)
+/* Keys per backend call in a long find-or-put, find or erase: between
+ * chunks the call looks for an interrupt.  On two cores a CPU chunk of a
+ * 30M-key table takes 10 to 60 ms, so a cancel is served well within
+ * 100 ms; a GPU chunk takes tens of milliseconds, and larger chunks let it
+ * overlap transfers longer. */
+#define CPU_CHUNK_KEYS ((size_t) 1 << 18)
 #define GPU_CHUNK_KEYS_PER_CALL ((size_t) 1 << 24)
 
 /*
@@ -62,16 +64,15 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 										 &tally, on_backend ? t->log_len + puts : CPHT_NO_LOG);
 		if (rc != CPHT_OK)
 		{
-			/* Keep the device's message; undo what earlier chunks put. */
+			/*
+			 * Keep the device's message; undo what earlier chunks put and
+			 * what this one did before it failed (a backend reports that
+			 * part, table_internal.h), with the keys its evictions left
+			 * homeless.
+			 */
 			memcpy(why, t->errmsg, sizeof(why));
-			if (table_undo_call(t, keys, done, status, NULL, 0) == CPHT_OK)
-			{
-				if (done > 0)
-					snprintf(t->errmsg, sizeof(t->errmsg),
-							 "%s (after %zu of %zu keys, which were taken out again)", why, done, n);
-				else
-					memcpy(t->errmsg, why, sizeof(why));
-			}
+			if (table_undo_call(t, keys, done + m, status, homeless, nhomeless) == CPHT_OK)
+				memcpy(t->errmsg, why, sizeof(why));
 			break;
 		}
 		puts += tally.hits;
@@ -177,13 +178,22 @@ cpht_table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 cpht_status
 cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 {
-	cpht_status rc;
+	size_t		most = t->params.device == CPHT_DEVICE_GPU ? GPU_CHUNK_KEYS_PER_CALL : CPU_CHUNK_KEYS;
+	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
 	table_call_begin(t);
-	if (n == 0)
-		return table_call_end(t, CPHT_OK);
-	rc = t->backend->find(t, keys, n, found);
+	/* Chunk by chunk, for the interrupt check; a find changes nothing, so
+	 * a cancel just stops. */
+	for (size_t done = 0; rc == CPHT_OK && done < n; done += most)
+	{
+		size_t		m = n - done < most ? n - done : most;
+
+		if (done > 0 && table_interrupted())
+			return table_call_end(t, table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys",
+												done, n));
+		rc = t->backend->find(t, keys + done, m, found + done);
+	}
 	for (size_t i = 0; rc == CPHT_OK && t->nstash > 0 && i < n; i++)
 		if (!found[i])
 			found[i] = (uint8_t) table_in_sorted(t->stash, t->nstash, keys[i]);
@@ -244,13 +254,24 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 		cpht_tally	tally = {0, 0};
 
 		if (done > 0 && table_interrupted())
+		{
 			rc = table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", done, n);
-		else
-			rc = t->backend->erase(t, keys + done, m, present + done, 0, &tally, CPHT_NO_LOG);
-		if (rc != CPHT_OK)
 			break;
+		}
+		rc = t->backend->erase(t, keys + done, m, present + done, 0, &tally, CPHT_NO_LOG);
 		for (size_t i = done; i < done + m; i++)
 		{
+			/* A failed chunk reports the keys it removed before failing
+			 * (table_internal.h): they go back with the others. */
+			if (rc != CPHT_OK)
+			{
+				if (present[i] != 0)
+				{
+					gone[ngone] = keys[i];
+					where[ngone++] = present[i];
+				}
+				continue;
+			}
 			if (present[i] == 0 && t->nstash > 0 && table_stash_remove(t, keys[i]))
 				present[i] = CPHT_WHERE_STASH;
 			if (present[i] != 0)
@@ -260,6 +281,8 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 				present[i] = 1;
 			}
 		}
+		if (rc != CPHT_OK)
+			break;
 		done += m;
 	}
 	/* The backend store takes the keys from host memory. */

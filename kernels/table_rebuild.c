@@ -42,7 +42,8 @@ typedef struct rb_item
 	int64_t		pending;		/* log_where index of a deleted key, or -1 */
 } rb_item;
 
-#define RB_CHECK_EVERY ((size_t) 1 << 20)
+#define RB_CHECK_EVERY ((size_t) 1 << 18)	/* slots or keys between interrupt checks */
+#define RB_TOUCH_BYTES ((size_t) 16 << 20)	/* copy bytes faulted in between checks */
 
 static uint64_t
 slot_at(const layout_level *lv, const void *slots, uint64_t i)
@@ -199,12 +200,34 @@ cpht_table_rebuild(cpht_table *t)
 		const layout_level *lv = &t->level[l];
 		uint64_t	nslots = lv->buckets * (uint64_t) lv->bucket_slots;
 
-		rc = t->backend->copy_slots(t, l, copy[l]);
+		/*
+		 * Touch the fresh copy first, piece by piece with interrupt checks:
+		 * faulting in a large table's pages takes hundreds of milliseconds,
+		 * which inside copy_slots no cancel could cut short.
+		 */
+		for (size_t at = 0; rc == CPHT_OK && at < level_bytes(t, l); at += RB_TOUCH_BYTES)
+		{
+			size_t		len = level_bytes(t, l) - at < RB_TOUCH_BYTES ? level_bytes(t, l) - at : RB_TOUCH_BYTES;
+
+			if (at > 0 && table_interrupted())
+				rc = table_fail(t, CPHT_ERR_CANCELED, "the rebuild was canceled; the table is unchanged");
+			else
+				memset((char *) copy[l] + at, 0, len);
+		}
+		if (rc == CPHT_OK)
+			rc = t->backend->copy_slots(t, l, copy[l]);
+		if (rc == CPHT_ERR_CANCELED)
+			table_fail(t, rc, "the rebuild was canceled; the table is unchanged");
 		for (uint64_t i = 0; rc == CPHT_OK && i < nslots; i++)
 		{
 			uint64_t	s = slot_at(lv, copy[l], i);
 			int			c;
 
+			if (i % RB_CHECK_EVERY == RB_CHECK_EVERY - 1 && table_interrupted())
+			{
+				rc = table_fail(t, CPHT_ERR_CANCELED, "the rebuild was canceled; the table is unchanged");
+				break;
+			}
 			if (!slot_is_live(s))
 				continue;
 			if (n + 1 >= most)
@@ -229,7 +252,14 @@ cpht_table_rebuild(cpht_table *t)
 	if (rc != CPHT_OK)
 		goto done;
 	for (size_t i = 0; i < n; i++)
+	{
+		if (i % RB_CHECK_EVERY == RB_CHECK_EVERY - 1 && table_interrupted())
+		{
+			rc = table_fail(t, CPHT_ERR_CANCELED, "the rebuild was canceled; the table is unchanged");
+			goto done;
+		}
 		fill[level_of(t, items[i].order)][items[i].bucket]++;
+	}
 
 	/* Move keys up to earlier buckets with room until none can move. */
 	do
@@ -304,6 +334,12 @@ cpht_table_rebuild(cpht_table *t)
 		const layout_level *lv;
 		int			j;
 
+		/* The table is untouched until write_slots below. */
+		if (i % RB_CHECK_EVERY == RB_CHECK_EVERY - 1 && table_interrupted())
+		{
+			rc = table_fail(t, CPHT_ERR_CANCELED, "the rebuild was canceled; the table is unchanged");
+			goto done;
+		}
 		layout_where_bucket(t->levels, it->order, &level, &choice);
 		lv = &t->level[level];
 		j = it->slot = fill[level][it->bucket]++;

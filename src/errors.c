@@ -37,6 +37,21 @@ cpht_sentence(const char *message)
 void
 cpht_check_status(cpht_status status, int32 handle, const char *message)
 {
+	cpht_check_call(status, handle, message, "No key of this call was stored.");
+}
+
+/* errdetail: the kernels' message, then what the undone call left. */
+static char *
+undone_detail(const char *message, const char *undone)
+{
+	char	   *s = cpht_sentence(message);
+
+	return undone ? psprintf("%s %s", s, undone) : s;
+}
+
+void
+cpht_check_call(cpht_status status, int32 handle, const char *message, const char *undone)
+{
 	switch (status)
 	{
 		case CPHT_OK:
@@ -46,8 +61,7 @@ cpht_check_status(cpht_status status, int32 handle, const char *message)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 					 errmsg("cpht table %d is full", handle),
-					 errdetail("%s No key of this call was stored.",
-							   cpht_sentence(message)),
+					 errdetail("%s", undone_detail(message, undone)),
 					 errhint("Create a larger table with cpht_create() and insert the keys there.")));
 			break;
 
@@ -87,15 +101,16 @@ cpht_check_status(cpht_status status, int32 handle, const char *message)
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
 					 errmsg("canceling cpht call on table %d", handle),
-					 errdetail("%s No key of this call was stored.",
-							   cpht_sentence(message))));
+					 errdetail("%s", undone_detail(message, undone))));
 			break;
 
 		case CPHT_ERR_LIMIT:
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("cpht table %d would exceed cpht.max_memory", handle),
-					 errdetail("%s No key of this call was stored.", cpht_sentence(message)),
+					 handle > 0 ?
+					 errmsg("cpht table %d would exceed cpht.max_memory", handle) :
+					 errmsg("a new cpht table would exceed cpht.max_memory"),
+					 errdetail("%s", undone_detail(message, undone)),
 					 errhint("Commit to free the undo log, use a table with transactional => false, or ask a superuser to raise cpht.max_memory.")));
 			break;
 

@@ -14,6 +14,17 @@
 extern void cpht_check_status(cpht_status status, int32 handle,
 							  const char *message);
 
+/*
+ * The same for a call whose failure the caller describes: `undone` is the
+ * sentence that ends the errdetail of a full table, a cancel or the memory
+ * limit (what the undone call left, e.g. "No key of this call was
+ * deleted."), or NULL for a call that changes nothing (a find) or says it
+ * in its own message (a rebuild).  cpht_check_status passes "No key of this
+ * call was stored."
+ */
+extern void cpht_check_call(cpht_status status, int32 handle,
+							const char *message, const char *undone);
+
 /* A kernel message as a sentence for errdetail: capitalised, with a
  * period. */
 extern char *cpht_sentence(const char *message);
