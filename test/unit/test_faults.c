@@ -23,7 +23,19 @@
 
 #define OLD_KEYS 60000
 #define NEW_KEYS 200000
-#define CALL_KEYS ((size_t) 1 << 21)	/* at least 4 steps on either device */
+/*
+ * Keys of a failing call: at least four steps on its device.  A CPU step is
+ * 64K keys; a GPU step is a pipeline chunk of up to 4M keys (the transfer
+ * buffers' size, GPU_CHUNK_KEYS), so GPU calls carry 16M keys.
+ */
+#define CPU_CALL_KEYS ((size_t) 1 << 21)
+#define GPU_CALL_KEYS ((size_t) 1 << 24)
+
+static size_t
+call_size(cpht_device dev)
+{
+	return dev == CPHT_DEVICE_GPU ? GPU_CALL_KEYS : CPU_CALL_KEYS;
+}
 #define KEY_BITS 40
 
 typedef enum op
@@ -85,12 +97,12 @@ make(cpht_kind kind, cpht_device dev, int logging)
  * it among absent keys.
  */
 static uint64_t *
-call_keys(op o)
+call_keys(op o, size_t n)
 {
-	uint64_t   *k = malloc(CALL_KEYS * sizeof(uint64_t));
+	uint64_t   *k = malloc(n * sizeof(uint64_t));
 	uint64_t	rng = 7;
 
-	for (size_t i = 0; i < CALL_KEYS; i++)
+	for (size_t i = 0; i < n; i++)
 	{
 		if (o == OP_ERASE)
 			k[i] = i % 16 == 0 ? old_keys[(i / 16) % OLD_KEYS]
@@ -165,8 +177,9 @@ run_case(cpht_kind kind, cpht_device dev, int logging, op o, unsigned step)
 {
 	char		what[160];
 	cpht_table *t = make(kind, dev, logging);
-	uint64_t   *keys = call_keys(o);
-	uint8_t    *out = malloc(CALL_KEYS);
+	const size_t ncall = call_size(dev);
+	uint64_t   *keys = call_keys(o, ncall);
+	uint8_t    *out = malloc(ncall);
 	uint64_t	count,
 				log_len,
 				inserted = 0;
@@ -184,11 +197,11 @@ run_case(cpht_kind kind, cpht_device dev, int logging, op o, unsigned step)
 		before = slots_copy(t);
 	cpht_fault_arm(step);
 	if (o == OP_FOP)
-		rc = cpht_table_find_or_put(t, keys, CALL_KEYS, out);
+		rc = cpht_table_find_or_put(t, keys, ncall, out);
 	else if (o == OP_PUT)
-		rc = cpht_table_put(t, keys, CALL_KEYS, &inserted);
+		rc = cpht_table_put(t, keys, ncall, &inserted);
 	else
-		rc = cpht_table_erase(t, keys, CALL_KEYS, out);
+		rc = cpht_table_erase(t, keys, ncall, out);
 	cpht_fault_arm(0);
 	CHECK(rc == CPHT_ERR_DEVICE, "%s: status %d (%s)", what, (int) rc, cpht_table_error(t));
 	CHECK(strstr(cpht_table_error(t), "injected fault") != NULL, "%s: message %s", what,
@@ -198,12 +211,12 @@ run_case(cpht_kind kind, cpht_device dev, int logging, op o, unsigned step)
 	/* The table still works: the same call without a fault. */
 	if (o == OP_ERASE)
 	{
-		CHECK(cpht_table_erase(t, keys, CALL_KEYS, out) == CPHT_OK, "%s: erase again", what);
+		CHECK(cpht_table_erase(t, keys, ncall, out) == CPHT_OK, "%s: erase again", what);
 		CHECK(cpht_table_count(t) == count - OLD_KEYS, "%s: count after erase", what);
 	}
 	else
 	{
-		CHECK(cpht_table_put(t, keys, CALL_KEYS, &inserted) == CPHT_OK, "%s: put again", what);
+		CHECK(cpht_table_put(t, keys, ncall, &inserted) == CPHT_OK, "%s: put again", what);
 		CHECK(inserted == NEW_KEYS - 5, "%s: inserted %llu", what, (unsigned long long) inserted);
 	}
 	if (logging)
@@ -226,9 +239,10 @@ static void
 check_partial(cpht_kind kind, cpht_device dev)
 {
 	cpht_table *t = make(kind, dev, 0);
-	uint64_t   *keys = call_keys(OP_FOP);
-	uint8_t    *status = malloc(CALL_KEYS);
-	uint64_t   *homeless = malloc(CALL_KEYS * sizeof(uint64_t));
+	const size_t ncall = call_size(dev);
+	uint64_t   *keys = call_keys(OP_FOP, ncall);
+	uint8_t    *status = malloc(ncall);
+	uint64_t   *homeless = malloc(ncall * sizeof(uint64_t));
 	size_t		nhomeless = 0,
 				puts = 0;
 	cpht_tally	tally;
@@ -237,7 +251,7 @@ check_partial(cpht_kind kind, cpht_device dev)
 	if (t == NULL)
 		return;
 	cpht_fault_arm(2);
-	rc = t->backend->find_or_put(t, keys, CALL_KEYS, status, homeless, &nhomeless, &tally, CPHT_NO_LOG);
+	rc = t->backend->find_or_put(t, keys, ncall, status, homeless, &nhomeless, &tally, CPHT_NO_LOG);
 	cpht_fault_arm(0);
 	CHECK(rc == CPHT_ERR_DEVICE, "partial %s: status %d", t->backend->name, (int) rc);
 	CHECK(cpht_table_find(t, new_keys + 10, NEW_KEYS - 10, status) == CPHT_OK, "partial: find");
