@@ -108,7 +108,10 @@ call_keys(op o, size_t n)
 			k[i] = i % 16 == 0 ? old_keys[(i / 16) % OLD_KEYS]
 				: (unit_rand(&rng) & ((1ULL << 39) - 1)) | (1ULL << 39);
 		else
-			k[i] = i % 8 == 0 ? new_keys[(i / 8) % NEW_KEYS] : old_keys[unit_rand(&rng) % OLD_KEYS];
+			/* the new keys spread once over the whole call, so each step
+			 * (GPU: each 4M-key chunk) brings a part of them */
+			k[i] = i % 8 == 0 ? new_keys[(size_t) ((double) (i / 8) * NEW_KEYS / (n / 8)) % NEW_KEYS]
+				: old_keys[unit_rand(&rng) % OLD_KEYS];
 	}
 	return k;
 }
