@@ -72,7 +72,13 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 			 */
 			memcpy(why, t->errmsg, sizeof(why));
 			if (table_undo_call(t, keys, done + m, status, homeless, nhomeless) == CPHT_OK)
-				memcpy(t->errmsg, why, sizeof(why));
+			{
+				if (done > 0)
+					snprintf(t->errmsg, sizeof(t->errmsg),
+							 "%s (after %zu of %zu keys, which were taken out again)", why, done, n);
+				else
+					memcpy(t->errmsg, why, sizeof(why));
+			}
 			break;
 		}
 		puts += tally.hits;

@@ -111,7 +111,9 @@ cpht_check_call(cpht_status status, int32 handle, const char *message, const cha
 					 errmsg("cpht table %d would exceed cpht.max_memory", handle) :
 					 errmsg("a new cpht table would exceed cpht.max_memory"),
 					 errdetail("%s", undone_detail(message, undone)),
-					 errhint("Commit to free the undo log, use a table with transactional => false, or ask a superuser to raise cpht.max_memory.")));
+					 handle > 0 ?
+					 errhint("Commit to free the undo log, use a table with transactional => false, or ask a superuser to raise cpht.max_memory.") :
+					 errhint("Drop tables with cpht_drop(), create a smaller table, or ask a superuser to raise cpht.max_memory.")));
 			break;
 
 		case CPHT_ERR_DEVICE:

@@ -139,7 +139,8 @@ cpht_create(PG_FUNCTION_ARGS)
 	CHECK_FOR_INTERRUPTS();
 	errbuf[0] = '\0';
 	status = cpht_table_create(&params, &table, errbuf, sizeof(errbuf));
-	cpht_check_status(status, 0, errbuf);
+	/* a create that fails leaves nothing, and no call's keys are involved */
+	cpht_check_call(status, 0, errbuf, NULL);
 
 	memset(&entry, 0, sizeof(entry));
 	entry.table = table;
