@@ -2,6 +2,11 @@
 -- role asks for when it connects, and it bounds the batch buffers and rows
 -- of the streaming functions as well as tables.
 --
+-- Every table here is a CPU table, whatever cpht.device the suite runs
+-- with: a GPU table also counts its transfer buffers (over 2 MB however
+-- small the table), which the unit tests (test_faults) check, and the caps
+-- below are sized for slot memory alone.
+--
 -- Runs at top level: the capped role must be committed before another
 -- session can log in with it.
 SET client_min_messages = warning;
@@ -26,7 +31,7 @@ BEGIN
 	CREATE EXTENSION IF NOT EXISTS dblink;
 	conn := format('dbname=%s port=%s host=localhost user=cpht_capped password=%L options=%L',
 				   current_database(), current_setting('port'), 'cpht capped',
-				   format('-c cpht.max_memory=0 -c cpht.device=%s', coalesce(current_setting('cpht.device', true), 'auto')));
+				   '-c cpht.max_memory=0 -c cpht.device=cpu');
 	BEGIN
 		PERFORM dblink_connect('cpht_capped', conn);
 	EXCEPTION WHEN OTHERS THEN
@@ -54,6 +59,7 @@ DROP ROLE cpht_capped;
 
 -- ---- stream buffers and rows count against the cap -------------------------
 BEGIN;
+SET LOCAL cpht.device = cpu;
 SELECT cpht_create(10000) AS h \gset
 SELECT bytes AS table_bytes FROM cpht_tables() WHERE handle = :h \gset
 -- the table and 1 MB more
@@ -83,6 +89,7 @@ ROLLBACK;
 
 -- ---- the undo log counts against the cap ----------------------------------
 BEGIN;
+SET LOCAL cpht.device = cpu;
 SELECT cpht_create(300000) AS t, cpht_create(300000, transactional => false) AS nt \gset
 -- the tables and 512 kB more: 200000 logged keys take 2 MB of undo log
 SELECT set_config('cpht.max_memory', ((SELECT sum(bytes) FROM cpht_tables()) / 1024 + 512)::text, true)
