@@ -25,6 +25,9 @@ typedef struct batch_job
 	uint8_t    *out;
 	uint64_t   *homeless;
 	_Atomic size_t nhomeless;
+	int			stop_at_homeless;	/* cuckoo put: the first homeless key
+									 * fails the call (not while the table
+									 * layer re-inserts evicted keys) */
 	uint64_t	replacement;	/* erase: tombstone or EMPTY */
 } batch_job;
 
@@ -163,6 +166,14 @@ run_steps(cpht_table *t, batch_job *job, size_t n, cpu_range_fn fn)
 		job->keys = keys + off;
 		job->out = out ? out + off : NULL;
 		cpu_parallel_for(t->params.cpu_threads, m, fn, job);
+		/* a homeless key fails the call: the steps after it are moot, and
+		 * their keys are reported homeless, untried (cuckoo_put_range) */
+		if (job->stop_at_homeless && atomic_load(&job->nhomeless) > 0)
+		{
+			for (size_t i = off + m; i < n; i++)
+				job->homeless[atomic_fetch_add(&job->nhomeless, 1)] = keys[i];
+			break;
+		}
 	}
 	job->keys = keys;
 	job->out = out;
@@ -193,6 +204,21 @@ cuckoo_put_range(void *arg, size_t begin, size_t end)
 	{
 		uint64_t	homeless;
 
+		/*
+		 * Once a key is homeless the call fails and is undone whole, so
+		 * the keys after it are not worth an eviction chain each (in a
+		 * table full of tombstones a rollback still needs, every one of
+		 * them would run the chain to its bound).  They are reported
+		 * homeless, untried: the undo of a failing call drops the new
+		 * ones, and when the undo itself re-inserts evicted keys, it
+		 * retries or stashes them, so none is lost.
+		 */
+		if (job->stop_at_homeless && atomic_load_explicit(&job->nhomeless, memory_order_relaxed) > 0)
+		{
+			for (; i < end; i++)
+				job->homeless[atomic_fetch_add(&job->nhomeless, 1)] = job->keys[i];
+			break;
+		}
 		if (i + PREFETCH_AHEAD < end)
 			cuckoo_prefetch(job->t, job->keys[i + PREFETCH_AHEAD]);
 		if (!cuckoo_put(job->t, job->keys[i], &homeless))
@@ -265,6 +291,7 @@ cuckoo_fop_batch(cpht_table *t, const uint64_t *keys, size_t n,
 	job.keys = distinct;
 	job.out = NULL;
 	job.homeless = homeless;
+	job.stop_at_homeless = !t->reinserting;
 	atomic_init(&job.nhomeless, 0);
 	rc = run_steps(t, &job, absent, cuckoo_put_range);
 	*nhomeless = atomic_load(&job.nhomeless);

@@ -93,6 +93,9 @@ struct cpht_table
 	 * evictions then take EMPTY slots only).  Kept by the log code.
 	 */
 	int			keep_tombstones;
+	int			reinserting;	/* table_undo_call is putting evicted keys
+								 * back: a backend must try every key, not
+								 * stop at the first homeless one */
 	int			log_moved;		/* keys moved (rebuild, re-put by a rollback)
 								 * since the log began: undo by tombstones */
 	cpht_call_times times;		/* where the last call spent its time */

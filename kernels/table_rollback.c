@@ -50,6 +50,7 @@ table_undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *st
 		if (!table_in_sorted(added, nadded, homeless[h]))
 			homeless[nold++] = homeless[h];
 
+	t->reinserting = 1;
 	for (int attempt = 0; attempt < MAX_STASH_RETRIES && nold > 0 && rc == CPHT_OK; attempt++)
 	{
 		size_t		still = 0;
@@ -60,6 +61,7 @@ table_undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *st
 		memcpy(homeless, added, still * sizeof(uint64_t));
 		nold = still;
 	}
+	t->reinserting = 0;
 	if (rc == CPHT_OK && nold > 0)
 		rc = table_stash_add(t, homeless, nold);
 
