@@ -18,7 +18,10 @@ REGRESS = $(patsubst sql/%.sql,%,$(sort $(filter-out sql/$(EXTENSION)--%,$(wildc
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 KERNEL_C = $(sort $(wildcard kernels/table*.c)) kernels/cpu_backend.c kernels/cpu_iceberg.c kernels/cpu_cuckoo.c kernels/cpu_threads.c kernels/radix_sort.c
-SRC_C = $(sort $(wildcard src/*.c))
+# src/*.c: SQL functions and session state; src/shmem: the shared memory
+# layout; src/client: a backend's side of the worker protocol; src/worker:
+# the cpht worker process
+SRC_C = $(sort $(wildcard src/*.c src/*/*.c))
 OBJS = $(SRC_C:.c=.o) $(KERNEL_C:.c=.o)
 
 PG_CONFIG ?= pg_config
@@ -49,7 +52,7 @@ kernels/%.o: kernels/%.cu kernels/*.h
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 endif
 
-PG_CPPFLAGS += -Ikernels -std=gnu11
+PG_CPPFLAGS += -Ikernels -Isrc -Isrc/shmem -Isrc/client -Isrc/worker -std=gnu11
 SHLIB_LINK += -lpthread
 
 EXTRA_CLEAN = results regression.diffs regression.out test/unit/*.bin test/bench/*.bin kernels/*.unit.o
@@ -67,7 +70,7 @@ else ifneq ($(filter-out test demo deps unit test/unit/%.bin,$(or $(MAKECMDGOALS
 $(error PostgreSQL server headers not found ($(PG_CONFIG) --pgxs): install postgresql-server-dev-15, or run test/install-deps.sh)
 endif
 
-$(OBJS): kernels/cpht_table.h kernels/layout.h kernels/table_internal.h kernels/table_layer.h kernels/table_faults.h
+$(OBJS): src/shmem/protocol.h kernels/cpht_table.h kernels/layout.h kernels/table_internal.h kernels/table_layer.h kernels/table_faults.h
 $(KERNEL_C:.c=.o): $(wildcard kernels/*.h)
 
 # ---- tests and demo --------------------------------------------------------

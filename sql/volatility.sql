@@ -41,3 +41,8 @@ SELECT provolatile FROM pg_proc WHERE oid = 'cpht_fop_agg(int, bigint)'::regproc
 ALTER EXTENSION cpht UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'cpht';
 SELECT provolatile FROM pg_proc WHERE oid = 'cpht_fop_agg(int, bigint)'::regprocedure;
+-- 0.2: shared tables (cpht_open, cpht_create's name, cpht_tables' new columns)
+SELECT 'cpht_open(text)'::regprocedure AS open,
+	pg_get_function_identity_arguments('cpht_create'::regproc) AS create_arguments;
+SELECT array_agg(a ORDER BY n) AS cpht_tables_columns
+FROM unnest((SELECT proargnames FROM pg_proc WHERE proname = 'cpht_tables')) WITH ORDINALITY AS u(a, n);

@@ -20,6 +20,7 @@
 #include "handles.h"
 #include "keys.h"
 #include "memcap.h"
+#include "shared_tables.h"
 #include "txn.h"
 #include "cpht.h"
 #include "portability/instr_time.h"
@@ -99,12 +100,16 @@ clock_report(const char *fn, const CallClock *c, int n, cpht_table *t)
 Datum
 cpht_fop(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	CphtHandle *entry;
 	ArrayType  *array;
 	const uint64 *keys;
 	ArrayType  *result;
 	int			n;
 	CallClock	clock;
+
+	if (cpht_handles_shared(PG_GETARG_INT32(0)))
+		return cpht_shared_fop(fcinfo);
+	entry = cpht_handles_get(PG_GETARG_INT32(0));
 
 	clock_mark(&clock.start);
 	array = PG_GETARG_ARRAYTYPE_P(1);
@@ -128,7 +133,7 @@ cpht_fop(PG_FUNCTION_ARGS)
 Datum
 cpht_fop_new(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	CphtHandle *entry;
 	ArrayType  *array;
 	const uint64 *keys;
 	uint8	   *status;
@@ -139,6 +144,10 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	int			n;
 	int			nnew = 0;
 	int			i;
+
+	if (cpht_handles_shared(PG_GETARG_INT32(0)))
+		return cpht_shared_fop_new(fcinfo);
+	entry = cpht_handles_get(PG_GETARG_INT32(0));
 
 	clock_mark(&clock.start);
 	array = PG_GETARG_ARRAYTYPE_P(1);
@@ -182,11 +191,15 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 Datum
 cpht_find(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	CphtHandle *entry;
 	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
 	const uint64 *keys;
 	ArrayType  *result;
 	int			n;
+
+	if (cpht_handles_shared(PG_GETARG_INT32(0)))
+		return cpht_shared_find(fcinfo);
+	entry = cpht_handles_get(PG_GETARG_INT32(0));
 
 	keys = cpht_keys_read(array, entry->key_bits, &n);
 	if (n == 0)
@@ -203,11 +216,15 @@ cpht_find(PG_FUNCTION_ARGS)
 Datum
 cpht_put(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	CphtHandle *entry;
 	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
 	const uint64 *keys;
 	uint64		inserted = 0;
 	int			n;
+
+	if (cpht_handles_shared(PG_GETARG_INT32(0)))
+		return cpht_shared_put(fcinfo);
+	entry = cpht_handles_get(PG_GETARG_INT32(0));
 
 	keys = cpht_keys_read(array, entry->key_bits, &n);
 	if (n == 0)
@@ -223,11 +240,15 @@ cpht_put(PG_FUNCTION_ARGS)
 Datum
 cpht_delete(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	CphtHandle *entry;
 	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
 	const uint64 *keys;
 	ArrayType  *result;
 	int			n;
+
+	if (cpht_handles_shared(PG_GETARG_INT32(0)))
+		return cpht_shared_delete(fcinfo);
+	entry = cpht_handles_get(PG_GETARG_INT32(0));
 
 	keys = cpht_keys_read(array, entry->key_bits, &n);
 	if (n == 0)
@@ -246,7 +267,11 @@ cpht_delete(PG_FUNCTION_ARGS)
 Datum
 cpht_count(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	CphtHandle *entry;
+
+	if (cpht_handles_shared(PG_GETARG_INT32(0)))
+		return cpht_shared_count(fcinfo);
+	entry = cpht_handles_get(PG_GETARG_INT32(0));
 
 	PG_RETURN_INT64((int64) cpht_table_count(entry->table));
 }

@@ -1,10 +1,11 @@
 /*
  * cpht.c — module entry point and settings.
  *
- * Loading the library only defines settings: CUDA is never initialised here,
- * because _PG_init may run in the postmaster (shared_preload_libraries) and a
- * CUDA context does not survive fork().  The GPU is first touched by
- * cpht_create() in a backend that asks for it.
+ * Loading the library only defines settings, and when preloaded
+ * (shared_preload_libraries) asks for the shared memory of the cpht worker
+ * and registers it.  CUDA is never initialised here, because _PG_init may
+ * run in the postmaster and a CUDA context does not survive fork().  The
+ * GPU is first touched by cpht_create() in a backend that asks for it.
  */
 #include "postgres.h"
 
@@ -15,6 +16,7 @@
 #include "cpht.h"
 #include "cpht_table.h"
 #include "memcap.h"
+#include "protocol.h"
 #include "stream.h"
 #include "txn.h"
 
@@ -87,6 +89,9 @@ _PG_init(void)
 
 	cpht_stream_define_gucs();
 	cpht_txn_init();
+	/* shared_preload_libraries: the worker's settings, memory and
+	 * registration (shmem/shmem.c) */
+	cpht_shmem_init();
 
 	MarkGUCPrefixReserved("cpht");
 

@@ -334,7 +334,7 @@ cpht_fop_rows(PG_FUNCTION_ARGS)
 	key_column = text_to_cstring(PG_GETARG_TEXT_PP(3));
 
 	/* Settings are read here, once: the query may change them. */
-	stream = cpht_stream_begin(outer, cpht_handles_get(handle), 2 * sizeof(uint64));
+	stream = cpht_stream_begin(outer, handle, 2 * sizeof(uint64));
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 

@@ -89,6 +89,13 @@ cpht_handles_get(int32 handle)
 				 errmsg("cpht table %d does not exist", handle),
 				 errhint("Handles come from cpht_create() and belong to the session that created them.")));
 
+	/* Callers reach shared tables through shared_tables.c. */
+	if (entries[handle - 1].shared)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cpht table %d is a shared table", handle),
+				 errdetail("This operation is not available for shared tables.")));
+
 	if (entries[handle - 1].table == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -97,6 +104,14 @@ cpht_handles_get(int32 handle)
 				 errdetail("The transaction that created it rolled back.") :
 				 errdetail("It was dropped.")));
 
+	return &entries[handle - 1];
+}
+
+CphtHandle *
+cpht_handles_shared(int32 handle)
+{
+	if (handle < 1 || handle > nentries || !entries[handle - 1].shared)
+		return NULL;
 	return &entries[handle - 1];
 }
 

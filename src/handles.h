@@ -22,6 +22,11 @@ typedef struct CphtHandle
 	bool		transactional;	/* changes follow transactions (txn.c) */
 	bool		rolled_back;	/* gone because its creating transaction
 								 * rolled back (txn.c), not dropped */
+	/* A shared table lives in the cpht worker (shared_tables.c), table is
+	 * NULL: */
+	bool		shared;
+	int32		shared_entry;	/* its catalog index, -1 once dropped here */
+	uint64		shared_table_id;
 } CphtHandle;
 
 /* Makes room for one more table; call before creating it, so that
@@ -32,11 +37,15 @@ extern void cpht_handles_reserve(void);
  * handle. */
 extern int32 cpht_handles_add(const CphtHandle *entry);
 
-/* The live table of a handle; ERROR if unknown or dropped.  The pointer is
+/* The live table of a handle; ERROR if unknown, dropped or shared.  The pointer is
  * valid until the next cpht_handles_reserve(). */
 extern CphtHandle *cpht_handles_get(int32 handle);
 
-/* Live tables in handle order: pass 0 first, then the previous handle;
+/* The entry of a shared table's handle (dropped or not), or NULL when the
+ * handle is not one. */
+extern CphtHandle *cpht_handles_shared(int32 handle);
+
+/* Live private tables in handle order: pass 0 first, then the previous handle;
  * returns NULL after the last. */
 extern CphtHandle *cpht_handles_next(int32 after);
 

@@ -1,10 +1,14 @@
 /*
- * info.c — introspection: cpht_info() and cpht_tables().
+ * info.c — introspection: cpht_info() and cpht_tables(), of private and
+ * shared tables.
  */
 #include "postgres.h"
 
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "port/pg_bitutils.h"
+#include "utils/acl.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
@@ -14,6 +18,7 @@
 #include "cpht_table.h"
 #include "errors.h"
 #include "handles.h"
+#include "shared_tables.h"
 
 PG_FUNCTION_INFO_V1(cpht_info);
 PG_FUNCTION_INFO_V1(cpht_tables);
@@ -37,17 +42,31 @@ device_name(cpht_device device)
 Datum
 cpht_info(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry = cpht_handles_get(PG_GETARG_INT32(0));
+	int32		handle = PG_GETARG_INT32(0);
+	CphtHandle *entry = cpht_handles_shared(handle);
 	cpht_stats	stats;
 	cpht_status status;
 	StringInfoData buf;
+	char		name[NAMEDATALEN];
+	Oid			owner = InvalidOid;
 	int			l;
 
 	memset(&stats, 0, sizeof(stats));
-	status = cpht_table_stats(entry->table, &stats);
-	if (status != CPHT_OK)
-		cpht_check_status(status, entry->handle,
-						  cpht_table_error(entry->table));
+	if (entry != NULL)
+	{
+		/* a shared table: its statistics come from the cpht worker */
+		CphtSharedRef ref = cpht_shared_ref(handle, name, &owner);
+
+		cpht_remote_stats(&ref, handle, &stats);
+	}
+	else
+	{
+		entry = cpht_handles_get(handle);
+		status = cpht_table_stats(entry->table, &stats);
+		if (status != CPHT_OK)
+			cpht_check_status(status, entry->handle,
+							  cpht_table_error(entry->table));
+	}
 	stats.device_name[sizeof(stats.device_name) - 1] = '\0';
 
 	initStringInfo(&buf);
@@ -91,35 +110,137 @@ cpht_info(PG_FUNCTION_ARGS)
 						 stats.device_free_bytes, stats.device_total_bytes);
 	else
 		appendStringInfoString(&buf, ", \"device_free_bytes\": null, \"device_total_bytes\": null");
+	/* Where the table lives: this backend, or the cpht worker (shared). */
+	if (entry->shared)
+	{
+		char	   *role = GetUserNameFromId(owner, true);
+
+		appendStringInfoString(&buf, ", \"shared\": true, \"placement\": \"worker\", \"name\": ");
+		escape_json(&buf, name);
+		appendStringInfoString(&buf, ", \"owner\": ");
+		if (role)
+			escape_json(&buf, role);
+		else
+			appendStringInfoString(&buf, "null");
+	}
+	else
+		appendStringInfoString(&buf, ", \"shared\": false, \"placement\": \"backend\", \"name\": null, \"owner\": null");
 	appendStringInfoChar(&buf, '}');
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }
 
-/* One row per live table of this session. */
+#define TABLES_COLUMNS 10
+
+/*
+ * One row per live private table of this session, then one per shared
+ * table of this database (handle null where this session has not opened
+ * it).  The columns name, owner, shared and placement came with 0.2; an
+ * installation of 0.1 asks for the first six only.
+ */
 Datum
 cpht_tables(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	CphtHandle *entry;
 	int32		after = 0;
+	Datum		values[TABLES_COLUMNS];
+	bool		nulls[TABLES_COLUMNS];
 
 	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts > TABLES_COLUMNS)
+		elog(ERROR, "cpht_tables returns at most %d columns", TABLES_COLUMNS);
 
 	while ((entry = cpht_handles_next(after)) != NULL)
 	{
-		Datum		values[6];
-		bool		nulls[6] = {false, false, false, false, false, false};
-
+		memset(nulls, 0, sizeof(nulls));
 		values[0] = Int32GetDatum(entry->handle);
 		values[1] = CStringGetTextDatum(kind_name(entry->kind));
 		values[2] = CStringGetTextDatum(device_name(entry->device));
 		values[3] = Int32GetDatum(entry->key_bits);
 		values[4] = Int64GetDatum((int64) cpht_table_count(entry->table));
 		values[5] = Int64GetDatum((int64) entry->bytes);
+		nulls[6] = nulls[7] = true;
+		values[8] = BoolGetDatum(false);
+		values[9] = CStringGetTextDatum("backend");
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		after = entry->handle;
 	}
 
+	if (cpht_control == NULL)
+		return (Datum) 0;
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry e;
+		int32		handle;
+
+		LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+		e = cpht_catalog[i];
+		LWLockRelease(cpht_control->catalog_lock);
+		if (e.state != CPHT_ENTRY_LIVE || e.dboid != MyDatabaseId)
+			continue;
+
+		memset(nulls, 0, sizeof(nulls));
+		handle = cpht_shared_handle_of(i, e.table_id);
+		values[0] = Int32GetDatum(handle);
+		nulls[0] = handle == 0;
+		values[1] = CStringGetTextDatum(kind_name(e.kind));
+		values[2] = CStringGetTextDatum(device_name(e.device));
+		values[3] = Int32GetDatum(e.key_bits);
+		values[4] = Int64GetDatum((int64) pg_atomic_read_u64(&cpht_catalog[i].count));
+		values[5] = Int64GetDatum((int64) e.bytes);
+		values[6] = CStringGetTextDatum(NameStr(e.name));
+		values[7] = ObjectIdGetDatum(e.owner);
+		values[8] = BoolGetDatum(true);
+		values[9] = CStringGetTextDatum("worker");
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
 	return (Datum) 0;
+}
+
+/*
+ * cpht_worker_info(): the cpht worker as this backend sees it: whether cpht
+ * was preloaded, the worker's pid (null while none runs), how often a
+ * worker started, the live shared tables of all databases and the
+ * transfer windows (free ones are not held by any call).  The worker has
+ * no database connection, so pg_stat_activity does not list it.
+ */
+PG_FUNCTION_INFO_V1(cpht_worker_info);
+Datum
+cpht_worker_info(PG_FUNCTION_ARGS)
+{
+	StringInfoData buf;
+	int			pid;
+	uint64		generation;
+	uint64		free_windows;
+	int			tables = 0;
+
+	initStringInfo(&buf);
+	if (cpht_control == NULL)
+	{
+		appendStringInfoString(&buf, "{\"preloaded\": false, \"worker_pid\": null}");
+		PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+	}
+	SpinLockAcquire(&cpht_control->mutex);
+	pid = cpht_control->worker_pid;
+	generation = cpht_control->generation;
+	free_windows = cpht_control->window_free;
+	SpinLockRelease(&cpht_control->mutex);
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (cpht_catalog[i].state == CPHT_ENTRY_LIVE)
+			tables++;
+	LWLockRelease(cpht_control->catalog_lock);
+
+	appendStringInfo(&buf, "{\"preloaded\": true, \"worker_pid\": ");
+	if (pid != 0)
+		appendStringInfo(&buf, "%d", pid);
+	else
+		appendStringInfoString(&buf, "null");
+	appendStringInfo(&buf, ", \"worker_starts\": " UINT64_FORMAT ", \"shared_tables\": %d"
+					 ", \"max_shared_tables\": %d, \"windows\": %d, \"windows_free\": %d"
+					 ", \"window_keys\": " UINT64_FORMAT "}",
+					 generation, tables, cpht_control->max_tables, cpht_control->nwindows,
+					 pg_popcount64(free_windows), cpht_control->window_keys);
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }

@@ -14,7 +14,9 @@
 #include "cpht_table.h"
 #include "errors.h"
 #include "handles.h"
+#include "lifecycle.h"
 #include "memcap.h"
+#include "shared_tables.h"
 #include "txn.h"
 
 PG_FUNCTION_INFO_V1(cpht_create);
@@ -41,8 +43,8 @@ parse_kind(const char *kind)
  * when the setting allows it: cpht_gpu_usable() initialises CUDA, which
  * costs time and GPU memory in every backend that does it.
  */
-static cpht_device
-choose_device(void)
+cpht_device
+cpht_choose_device(void)
 {
 	char		reason[256];
 
@@ -66,8 +68,8 @@ choose_device(void)
  * A fresh seed per table, so that no fixed key set can be crafted against
  * every table.  Results never depend on it.
  */
-static uint64
-new_seed(void)
+uint64
+cpht_new_seed(void)
 {
 	static uint64 counter = 0;
 	uint64		seed;
@@ -81,20 +83,12 @@ new_seed(void)
 		(counter * UINT64CONST(0x9e3779b97f4a7c15));
 }
 
-Datum
-cpht_create(PG_FUNCTION_ARGS)
+uint64
+cpht_create_params(int64 capacity, const char *kind_name, int32 key_bits,
+				   cpht_params *params)
 {
-	int64		capacity = PG_GETARG_INT64(0);
-	char	   *kind_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	int32		key_bits = PG_GETARG_INT32(2);
-	bool		transactional = PG_GETARG_BOOL(3);
-	uint64		bytes;
 	cpht_kind	kind;
-	cpht_params params;
 	cpht_status status;
-	cpht_table *table = NULL;
-	CphtHandle	entry;
-	int32		handle;
 	char		errbuf[512];
 
 	if (capacity <= 0)
@@ -112,7 +106,7 @@ cpht_create(PG_FUNCTION_ARGS)
 
 	errbuf[0] = '\0';
 	status = cpht_params_for_capacity(kind, (uint64) capacity, key_bits,
-									  &params, errbuf, sizeof(errbuf));
+									  params, errbuf, sizeof(errbuf));
 
 	/*
 	 * The arguments were checked above, so a failure here means the capacity
@@ -124,13 +118,31 @@ cpht_create(PG_FUNCTION_ARGS)
 				 errmsg("capacity " INT64_FORMAT " is too large for a cpht table",
 						capacity),
 				 errdetail("%s", cpht_sentence(errbuf))));
+	return cpht_params_table_bytes(params);
+}
+
+Datum
+cpht_create(PG_FUNCTION_ARGS)
+{
+	int64		capacity = PG_GETARG_INT64(0);
+	char	   *kind_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	int32		key_bits = PG_GETARG_INT32(2);
+	bool		transactional = PG_GETARG_BOOL(3);
+	uint64		bytes;
+	cpht_params params;
+	cpht_status status;
+	cpht_table *table = NULL;
+	CphtHandle	entry;
+	int32		handle;
+	char		errbuf[512];
+
+	bytes = cpht_create_params(capacity, kind_name, key_bits, &params);
 
 	/* The session's memory cap, checked before any memory is taken. */
-	bytes = cpht_params_table_bytes(&params);
 	cpht_memory_check(bytes, "cpht table");
 
-	params.device = choose_device();
-	params.seed = new_seed();
+	params.device = cpht_choose_device();
+	params.seed = cpht_new_seed();
 	params.cpu_threads = cpht_cpu_threads;
 
 	/* Room in the registry first: once the table exists nothing may fail. */
@@ -144,7 +156,7 @@ cpht_create(PG_FUNCTION_ARGS)
 
 	memset(&entry, 0, sizeof(entry));
 	entry.table = table;
-	entry.kind = kind;
+	entry.kind = params.kind;
 	entry.device = params.device;
 	entry.key_bits = key_bits;
 	entry.capacity = capacity;
@@ -164,6 +176,8 @@ cpht_create(PG_FUNCTION_ARGS)
 Datum
 cpht_drop(PG_FUNCTION_ARGS)
 {
+	if (cpht_handles_shared(PG_GETARG_INT32(0)))
+		return cpht_shared_drop(fcinfo);
 	cpht_txn_drop(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
 }
@@ -191,8 +205,12 @@ PG_FUNCTION_INFO_V1(cpht_rebuild);
 Datum
 cpht_rebuild(PG_FUNCTION_ARGS)
 {
-	CphtHandle *h = cpht_handles_get(PG_GETARG_INT32(0));
+	CphtHandle *h;
 	cpht_stats	before;
+
+	if (cpht_handles_shared(PG_GETARG_INT32(0)))
+		return cpht_shared_rebuild(fcinfo);
+	h = cpht_handles_get(PG_GETARG_INT32(0));
 
 	cpht_check_call(cpht_table_stats(h->table, &before), h->handle, cpht_table_error(h->table), NULL);
 	CHECK_FOR_INTERRUPTS();

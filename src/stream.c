@@ -34,6 +34,7 @@
 #include "errors.h"
 #include "handles.h"
 #include "memcap.h"
+#include "shared_tables.h"
 #include "stream.h"
 #include "txn.h"
 
@@ -85,18 +86,23 @@ stream_close_callback(void *arg)
 {
 	Stream	   *st = arg;
 
-	cpht_stream_close(st->stream);
+	if (st->stream != NULL)
+		cpht_stream_close(st->stream);
 	st->stream = NULL;
 	cpht_memory_release(st->reserved);
 	st->reserved = 0;
 }
 
 Stream *
-cpht_stream_begin(MemoryContext cxt, CphtHandle *h, uint64 caller_bytes_per_key)
+cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 {
 	Stream	   *st = MemoryContextAllocZero(cxt, sizeof(Stream));
+	CphtHandle *h = cpht_handles_shared(handle);
 	uint64		bytes;
 
+	st->shared = h != NULL;
+	if (!st->shared)
+		h = cpht_handles_get(handle);
 	st->handle = h->handle;
 	st->key_bits = h->key_bits;
 	st->batch_keys = cpht_batch_size;
@@ -113,6 +119,13 @@ cpht_stream_begin(MemoryContext cxt, CphtHandle *h, uint64 caller_bytes_per_key)
 	st->closer.func = stream_close_callback;
 	st->closer.arg = st;
 	MemoryContextRegisterResetCallback(cxt, &st->closer);
+
+	if (st->shared)
+	{
+		for (int b = 0; b < 2; b++)
+			st->shared_status[b] = MemoryContextAllocHuge(cxt, st->batch_keys);
+		return st;
+	}
 
 	st->stream = cpht_stream_open(h->table);
 	if (st->stream == NULL)
@@ -137,10 +150,40 @@ cpht_stream_release(Stream *st, uint64 bytes)
 	st->reserved -= bytes;
 }
 
+/* cpht_stream_swap for a shared table: the batch runs now, its result is
+ * handed out at the next swap. */
+static uint64
+shared_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
+{
+	uint64		inserted = st->shared_inserted;
+	int			cur = st->shared_cur;
+
+	if (status)
+	{
+		*status = st->shared_status[cur];
+		*nstatus = st->shared_n;
+	}
+	st->shared_n = 0;
+	st->shared_inserted = 0;
+	if (n > 0)
+	{
+		uint8	   *next = st->shared_status[1 - cur];
+		uint64		nnew = 0;
+
+		(void) cpht_shared_call(st->handle, CPHT_CALL_FOP, keys, n, next);
+		for (int i = 0; i < n; i++)
+			nnew += next[i];
+		st->shared_cur = 1 - cur;
+		st->shared_n = n;
+		st->shared_inserted = nnew;
+	}
+	return inserted;
+}
+
 uint64
 cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
 {
-	CphtHandle *h = cpht_handles_get(st->handle);
+	CphtHandle *h;
 	uint64		inserted = 0;
 	const uint8 *done;
 	size_t		got;
@@ -148,6 +191,9 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 	/* No batch may pass the buffers sized when the stream began. */
 	if (n < 0 || n > st->batch_keys)
 		elog(ERROR, "cpht stream batch of %d keys exceeds its %d-key buffers", n, st->batch_keys);
+	if (st->shared)
+		return shared_swap(st, keys, n, status, nstatus);
+	h = cpht_handles_get(st->handle);
 	cpht_txn_before_write(h);
 	cpht_memory_sync();
 	cpht_check_status(cpht_stream_finish(st->stream, &done, &got, &inserted),
@@ -187,15 +233,12 @@ cpht_fop_agg_step(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 	{
-		CphtHandle *h;
-
 		if (PG_ARGISNULL(1))
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("handle must not be null")));
-		h = cpht_handles_get(PG_GETARG_INT32(1));
 		state = MemoryContextAllocZero(aggcontext, sizeof(FopAggState));
-		state->stream = cpht_stream_begin(aggcontext, h, sizeof(uint64));
+		state->stream = cpht_stream_begin(aggcontext, PG_GETARG_INT32(1), sizeof(uint64));
 		state->keys = MemoryContextAllocHuge(aggcontext, sizeof(uint64) * state->stream->batch_keys);
 	}
 	else

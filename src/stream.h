@@ -30,16 +30,26 @@ typedef struct Stream
 	int			batch_keys;		/* cpht.batch_size when opened */
 	uint64		batch_bytes;	/* cpht.batch_memory when opened, in bytes */
 	uint64		reserved;		/* bytes counted against cpht.max_memory */
-	cpht_stream *stream;
+	cpht_stream *stream;		/* NULL for a shared table */
 	MemoryContextCallback closer;
+	/*
+	 * A shared table: each batch runs through the cpht worker when it is
+	 * handed over, and its statuses wait in one of two buffers until the
+	 * next swap hands them out.
+	 */
+	bool		shared;
+	uint8	   *shared_status[2];
+	int			shared_cur;		/* buffer of the batch not yet handed out */
+	size_t		shared_n;		/* its keys, 0 when none */
+	uint64		shared_inserted;
 } Stream;
 
 /*
- * Opens a stream into h's table, living as long as cxt.  Counts against
+ * Opens a stream into a handle's table (private or shared), living as long as cxt.  Counts against
  * cpht.max_memory (53400 beyond it) the kernels' batch buffers and
  * caller_bytes_per_key for each key of a batch that the caller holds.
  */
-extern Stream *cpht_stream_begin(MemoryContext cxt, CphtHandle *h,
+extern Stream *cpht_stream_begin(MemoryContext cxt, int32 handle,
 								 uint64 caller_bytes_per_key);
 
 /* Counts more of the caller's memory against cpht.max_memory, or gives it

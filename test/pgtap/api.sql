@@ -16,7 +16,8 @@ SELECT is(
 		  ORDER BY p.proname COLLATE "C"),
 	ARRAY[
 		'cpht_count(handle integer) -> bigint, kind f, volatility v, parallel r, strict t',
-		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT 64, transactional boolean DEFAULT true) -> integer, kind f, volatility v, parallel u, strict t',
+		-- not strict: name defaults to NULL (a NULL among the others gives NULL)
+		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT 64, transactional boolean DEFAULT true, name text DEFAULT NULL::text) -> integer, kind f, volatility v, parallel u, strict f',
 		'cpht_delete(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
 		'cpht_drop(handle integer) -> void, kind f, volatility v, parallel u, strict t',
 		'cpht_drop_all() -> integer, kind f, volatility v, parallel u, strict t',
@@ -30,9 +31,11 @@ SELECT is(
 		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel u, strict t',
 		'cpht_fop_rows(handle integer, rowtype anyelement, query text, key_column text DEFAULT ''id''::text) -> SETOF anyelement, kind f, volatility v, parallel u, strict f',
 		'cpht_info(handle integer) -> jsonb, kind f, volatility v, parallel r, strict t',
+		'cpht_open(name text) -> integer, kind f, volatility v, parallel u, strict t',
 		'cpht_put(handle integer, keys bigint[]) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_rebuild(handle integer) -> bigint, kind f, volatility v, parallel u, strict t',
-		'cpht_tables(OUT handle integer, OUT kind text, OUT device text, OUT key_bits integer, OUT count bigint, OUT bytes bigint) -> SETOF record, kind f, volatility v, parallel r, strict t'
+		'cpht_tables(OUT handle integer, OUT kind text, OUT device text, OUT key_bits integer, OUT count bigint, OUT bytes bigint, OUT name text, OUT owner regrole, OUT shared boolean, OUT placement text) -> SETOF record, kind f, volatility v, parallel r, strict t',
+		'cpht_worker_info() -> jsonb, kind f, volatility v, parallel s, strict t'
 	],
 	'functions, arguments, results, kinds, volatility, parallel safety and strictness');
 
@@ -55,12 +58,12 @@ CREATE TEMP TABLE tap_rows (id bigint);
 SET LOCAL ROLE cpht_tap_role;
 SELECT lives_ok('SELECT cpht_drop(cpht_create(10))', 'any role may use cpht by default');
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean, text) FROM PUBLIC;
 SET LOCAL ROLE cpht_tap_role;
 SELECT throws_ok('SELECT cpht_create(10)', '42501', 'permission denied for function cpht_create',
 	'REVOKE EXECUTE ... FROM PUBLIC restricts cpht_create');
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean) TO cpht_tap_role;
+GRANT EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean, text) TO cpht_tap_role;
 SET LOCAL ROLE cpht_tap_role;
 SELECT lives_ok('SELECT cpht_drop(cpht_create(10))', 'GRANT EXECUTE ... TO a role allows it again');
 RESET ROLE;

@@ -1,0 +1,185 @@
+/*
+ * client.c — a backend's request slot: attaching to it, submitting a
+ * request, waiting for the reply, and arena windows.
+ *
+ * Waiting never calls CHECK_FOR_INTERRUPTS: an ERROR thrown while the
+ * worker still works on the request would leave the slot and its window
+ * in the worker's hands.  A cancel or terminate request is passed to the
+ * worker through the slot's cancel flag instead; the worker stops the call,
+ * undoes it and answers CPHT_ERR_CANCELED, and the caller then lets
+ * PostgreSQL raise the cancel (errors.c).
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/pg_bitutils.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+
+#include "client.h"
+
+static bool attached = false;
+static int	held_window = -1;
+
+static CphtSlot *
+my_slot(void)
+{
+	return &cpht_slots[MyProc->pgprocno];
+}
+
+void
+cpht_client_require_preload(const char *what)
+{
+	if (cpht_control == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s requires cpht in shared_preload_libraries", what),
+				 errdetail("Shared tables live in the cpht worker, which runs only when the server loads cpht at start."),
+				 errhint("Add cpht to shared_preload_libraries and restart the server.")));
+}
+
+static void
+client_detach(int code, Datum arg)
+{
+	(void) code;
+	(void) arg;
+	if (held_window >= 0)
+		cpht_client_window_release(held_window);
+	my_slot()->pid = 0;
+}
+
+static void
+attach(void)
+{
+	CphtSlot   *slot;
+
+	cpht_client_require_preload("a shared cpht table");
+	if (attached)
+		return;
+	if (MyProc == NULL || MyProc->pgprocno < 0 || MyProc->pgprocno >= cpht_control->nslots)
+		elog(ERROR, "process has no cpht request slot");
+	slot = my_slot();
+	/* A predecessor on this PGPROC always read its last reply. */
+	if (pg_atomic_read_u32(&slot->state) == CPHT_SLOT_DONE)
+		pg_atomic_write_u32(&slot->state, CPHT_SLOT_IDLE);
+	slot->pid = MyProcPid;
+	before_shmem_exit(client_detach, (Datum) 0);
+	attached = true;
+}
+
+/* The worker's pgprocno, waiting up to 10 s for one to run (cancelable). */
+static int
+worker_pgprocno(void)
+{
+	for (int waited_ms = 0;; waited_ms += 100)
+	{
+		int			pid,
+					procno;
+
+		SpinLockAcquire(&cpht_control->mutex);
+		pid = cpht_control->worker_pid;
+		procno = cpht_control->worker_pgprocno;
+		SpinLockRelease(&cpht_control->mutex);
+		if (pid != 0)
+			return procno;
+		if (waited_ms >= 10000)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the cpht worker is not running"),
+					 errdetail("No cpht worker started within 10 seconds."),
+					 errhint("See the server log for why it stopped.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+CphtRequest *
+cpht_client_request(void)
+{
+	attach();
+	memset(&my_slot()->req, 0, sizeof(CphtRequest));
+	return &my_slot()->req;
+}
+
+CphtReply *
+cpht_client_send(void)
+{
+	CphtSlot   *slot = my_slot();
+	int			s = MyProc->pgprocno;
+	int			worker = worker_pgprocno();
+	bool		cancel_sent = false;
+
+	Assert(attached);
+	Assert(pg_atomic_read_u32(&slot->state) == CPHT_SLOT_IDLE);
+	pg_atomic_write_u32(&slot->cancel, 0);
+	pg_write_barrier();
+	pg_atomic_write_u32(&slot->state, CPHT_SLOT_SUBMITTED);
+	pg_atomic_fetch_or_u64(&cpht_submitted[s / 64], UINT64CONST(1) << (s % 64));
+	SetLatch(&ProcGlobal->allProcs[worker].procLatch);
+
+	while (pg_atomic_read_u32(&slot->state) != CPHT_SLOT_DONE)
+	{
+		if (!cancel_sent && (QueryCancelPending || ProcDiePending))
+		{
+			/* The worker's kernels read the flag between chunks. */
+			pg_atomic_write_u32(&slot->cancel, 1);
+			cancel_sent = true;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	pg_read_barrier();
+	pg_atomic_write_u32(&slot->state, CPHT_SLOT_IDLE);
+
+	if (slot->rep.sqlerrcode != 0)
+		ereport(ERROR,
+				(errcode(slot->rep.sqlerrcode),
+				 errmsg_internal("%s", slot->rep.message),
+				 slot->rep.detail[0] ? errdetail_internal("%s", slot->rep.detail) : 0,
+				 slot->rep.hint[0] ? errhint("%s", slot->rep.hint) : 0));
+	return &slot->rep;
+}
+
+int
+cpht_client_window_acquire(void)
+{
+	CphtControl *ctl = cpht_control;
+	int			w = -1;
+
+	attach();
+	Assert(held_window < 0);
+	for (;;)
+	{
+		SpinLockAcquire(&ctl->mutex);
+		if (ctl->window_free != 0)
+		{
+			w = pg_rightmost_one_pos64(ctl->window_free);
+			ctl->window_free &= ~(UINT64CONST(1) << w);
+		}
+		SpinLockRelease(&ctl->mutex);
+		if (w >= 0)
+			break;
+		ConditionVariableSleep(&ctl->window_cv, PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+	held_window = w;
+	return w;
+}
+
+void
+cpht_client_window_release(int window)
+{
+	CphtControl *ctl = cpht_control;
+
+	Assert(window == held_window);
+	SpinLockAcquire(&ctl->mutex);
+	ctl->window_free |= UINT64CONST(1) << window;
+	SpinLockRelease(&ctl->mutex);
+	held_window = -1;
+	ConditionVariableBroadcast(&ctl->window_cv);
+}

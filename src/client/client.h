@@ -1,0 +1,55 @@
+/*
+ * client.h — a backend's side of the cpht worker protocol: its request
+ * slot, arena windows, and the calls on shared tables built from them.
+ */
+#ifndef CPHT_CLIENT_H
+#define CPHT_CLIENT_H
+
+#include "protocol.h"
+
+/* A shared table as the worker knows it. */
+typedef struct CphtSharedRef
+{
+	int32		entry;			/* catalog index */
+	uint64		table_id;
+} CphtSharedRef;
+
+/* ERROR 55000 unless cpht was preloaded; `what` names the refused feature
+ * in the message. */
+extern void cpht_client_require_preload(const char *what);
+
+/* This backend's request, zeroed, to fill and pass to cpht_client_send. */
+extern CphtRequest *cpht_client_request(void);
+
+/*
+ * Submits the request and waits for the reply, cancelable: a cancel or
+ * terminate request while waiting is passed on to the worker, which stops
+ * and undoes the running call.  Raises the worker's ERROR, if any; a
+ * kernel status is left in the reply for the caller.  The reply is valid
+ * until the next request.
+ */
+extern CphtReply *cpht_client_send(void);
+
+/* An arena window for one call (waits, cancelable, while none is free),
+ * and its release; a window still held when the backend exits is
+ * released then. */
+extern int	cpht_client_window_acquire(void);
+extern void cpht_client_window_release(int window);
+
+/*
+ * A batch call on a shared table: the keys (already checked against the
+ * table's key_bits) go through arena windows, in pieces when they do not
+ * fit one, and the table sees a single call.  status gets a byte per key
+ * (NULL for PUT); returns the number of keys inserted by PUT.  handle
+ * names the table in errors.
+ */
+extern uint64 cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
+							   const uint64 *keys, uint64 n, uint8 *status);
+
+/* COUNT, STATS, REBUILD (returns the tombstones removed) and DROP. */
+extern uint64 cpht_remote_count(const CphtSharedRef *ref);
+extern void cpht_remote_stats(const CphtSharedRef *ref, int32 handle, cpht_stats *out);
+extern uint64 cpht_remote_rebuild(const CphtSharedRef *ref, int32 handle);
+extern void cpht_remote_drop(const CphtSharedRef *ref);
+
+#endif							/* CPHT_CLIENT_H */

@@ -1,0 +1,143 @@
+/*
+ * remote.c — calls on shared tables, built from requests to the cpht
+ * worker (client.c).
+ *
+ * Keys are copied from the caller's array into an arena window once and
+ * statuses out of it once.  A call larger than a window goes up in pieces
+ * (UPLOAD), runs whole in the worker (RUN) and comes back in pieces
+ * (DOWNLOAD), so the table sees one all-or-nothing call.  A cancel between
+ * pieces raises here before the call ran; a cancel while it runs is passed
+ * to the worker, which undoes it.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+
+#include "client.h"
+#include "errors.h"
+
+static void
+check_reply(const CphtReply *rep, int32 handle)
+{
+	if (rep->status != CPHT_OK)
+		cpht_check_status(rep->status, handle, rep->message);
+}
+
+static CphtRequest *
+table_request(CphtOp op, const CphtSharedRef *ref)
+{
+	CphtRequest *req = cpht_client_request();
+
+	req->op = op;
+	req->entry = ref->entry;
+	req->table_id = ref->table_id;
+	return req;
+}
+
+uint64
+cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
+				 const uint64 *keys, uint64 n, uint8 *status)
+{
+	uint64		window_keys = cpht_control->window_keys;
+	uint64		value = 0;
+	int			w;
+
+	w = cpht_client_window_acquire();
+	PG_TRY();
+	{
+		CphtRequest *req;
+		CphtReply  *rep;
+
+		if (n <= window_keys)
+		{
+			memcpy(cpht_window_keys(w), keys, sizeof(uint64) * n);
+			req = table_request(CPHT_OP_CALL, ref);
+			req->call = call;
+			req->window = w;
+			req->nkeys = n;
+			rep = cpht_client_send();
+			check_reply(rep, handle);
+			value = rep->value;
+			if (status != NULL)
+				memcpy(status, cpht_window_status(w), n);
+		}
+		else
+		{
+			for (uint64 off = 0; off < n; off += window_keys)
+			{
+				uint64		piece = Min(window_keys, n - off);
+
+				CHECK_FOR_INTERRUPTS();
+				memcpy(cpht_window_keys(w), keys + off, sizeof(uint64) * piece);
+				req = table_request(CPHT_OP_UPLOAD, ref);
+				req->window = w;
+				req->offset = off;
+				req->nkeys = piece;
+				req->total = n;
+				(void) cpht_client_send();
+			}
+			req = table_request(CPHT_OP_RUN, ref);
+			req->call = call;
+			req->total = n;
+			rep = cpht_client_send();
+			check_reply(rep, handle);
+			value = rep->value;
+			if (status != NULL)
+			{
+				for (uint64 off = 0; off < n; off += window_keys)
+				{
+					uint64		piece = Min(window_keys, n - off);
+
+					req = table_request(CPHT_OP_DOWNLOAD, ref);
+					req->window = w;
+					req->offset = off;
+					req->nkeys = piece;
+					(void) cpht_client_send();
+					memcpy(status + off, cpht_window_status(w), piece);
+				}
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		cpht_client_window_release(w);
+	}
+	PG_END_TRY();
+	return value;
+}
+
+uint64
+cpht_remote_count(const CphtSharedRef *ref)
+{
+	(void) table_request(CPHT_OP_COUNT, ref);
+	return cpht_client_send()->value;
+}
+
+void
+cpht_remote_stats(const CphtSharedRef *ref, int32 handle, cpht_stats *out)
+{
+	CphtReply  *rep;
+
+	(void) table_request(CPHT_OP_STATS, ref);
+	rep = cpht_client_send();
+	check_reply(rep, handle);
+	*out = rep->stats;
+}
+
+uint64
+cpht_remote_rebuild(const CphtSharedRef *ref, int32 handle)
+{
+	CphtReply  *rep;
+
+	(void) table_request(CPHT_OP_REBUILD, ref);
+	rep = cpht_client_send();
+	check_reply(rep, handle);
+	return rep->value;
+}
+
+void
+cpht_remote_drop(const CphtSharedRef *ref)
+{
+	(void) table_request(CPHT_OP_DROP, ref);
+	(void) cpht_client_send();
+}

@@ -1,0 +1,21 @@
+/*
+ * lifecycle.h — what cpht_create() decides, for the shared tables too.
+ */
+#ifndef CPHT_LIFECYCLE_H
+#define CPHT_LIFECYCLE_H
+
+#include "cpht_table.h"
+
+/* Checks cpht_create()'s arguments and sizes the table (ERROR when out of
+ * range); returns its bytes of slot memory.  Device and seed are left to
+ * the caller. */
+extern uint64 cpht_create_params(int64 capacity, const char *kind_name,
+								 int32 key_bits, cpht_params *params);
+
+/* The device cpht.device picks for a new table in this backend. */
+extern cpht_device cpht_choose_device(void);
+
+/* A fresh hash seed per table. */
+extern uint64 cpht_new_seed(void);
+
+#endif							/* CPHT_LIFECYCLE_H */

@@ -1,0 +1,442 @@
+/*
+ * shared_tables.c — shared tables by name (cpht in shared_preload_libraries).
+ *
+ * cpht_create(..., name => 'x') creates a table in the cpht worker that
+ * every session of the database opens with cpht_open('x').  In this
+ * version shared tables:
+ *   - live on the CPU in the worker (cpht.device = gpu is refused);
+ *   - are not transactional (transactional => false is required): a key is
+ *     in the table once the call that put it returns;
+ *   - are created and dropped at once, which no rollback undoes, so
+ *     neither runs inside a transaction block (like CREATE DATABASE);
+ *   - belong to the creating role: it, its members (has_privs_of_role) and
+ *     superusers may use and drop them.
+ * Names and privileges are checked here, in the backend, which has the
+ * catalogs; the worker checks that the table still exists.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "cpht.h"
+#include "errors.h"
+#include "handles.h"
+#include "keys.h"
+#include "lifecycle.h"
+#include "memcap.h"
+#include "shared_tables.h"
+
+/* cpht_create of 0.1: private tables (lifecycle.c). */
+extern Datum cpht_create(PG_FUNCTION_ARGS);
+
+/* Handles this session opened or created for shared tables. */
+static int32 *shared_handles = NULL;
+static int	nshared = 0;
+static int	maxshared = 0;
+
+int32
+cpht_shared_handle_of(int32 entry, uint64 table_id)
+{
+	for (int i = 0; i < nshared; i++)
+	{
+		CphtHandle *h = cpht_handles_shared(shared_handles[i]);
+
+		if (h->shared_entry == entry && h->shared_table_id == table_id)
+			return h->handle;
+	}
+	return 0;
+}
+
+static int32
+register_handle(int32 entry, const CphtCatalogEntry *e)
+{
+	CphtHandle	h;
+	int32		handle;
+
+	if (nshared == maxshared)
+	{
+		maxshared = maxshared ? maxshared * 2 : 8;
+		shared_handles = shared_handles
+			? repalloc(shared_handles, sizeof(int32) * maxshared)
+			: MemoryContextAlloc(TopMemoryContext, sizeof(int32) * maxshared);
+	}
+	cpht_handles_reserve();
+	memset(&h, 0, sizeof(h));
+	h.shared = true;
+	h.shared_entry = entry;
+	h.shared_table_id = e->table_id;
+	h.kind = e->kind;
+	h.device = e->device;
+	h.key_bits = e->key_bits;
+	h.capacity = e->capacity;
+	h.bytes = e->bytes;
+	handle = cpht_handles_add(&h);
+	shared_handles[nshared++] = handle;
+	return handle;
+}
+
+static void
+check_privileges(const char *name, Oid owner)
+{
+	if (!has_privs_of_role(GetUserId(), owner))
+	{
+		char	   *role = GetUserNameFromId(owner, true);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for shared cpht table \"%s\"", name),
+				 role ?
+				 errdetail("Only role \"%s\", its members and superusers may use it.", role) :
+				 errdetail("Its owner role was dropped: only superusers may use it.")));
+	}
+}
+
+static void
+lost_error(const CphtCatalogEntry *e)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SYSTEM_ERROR),
+			 errmsg("shared cpht table \"%s\" was lost", NameStr(e->name)),
+			 errdetail("Its memory was in a cpht worker that exited: %s.", e->lost_reason),
+			 errhint("Create it again with cpht_create(..., name => '%s').", NameStr(e->name))));
+}
+
+CphtSharedRef
+cpht_shared_ref(int32 handle, char *name, Oid *owner)
+{
+	CphtHandle *h = cpht_handles_shared(handle);
+	CphtCatalogEntry copy;
+	CphtSharedRef ref;
+
+	Assert(h != NULL);
+	if (h->shared_entry < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("It was dropped.")));
+
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	copy = cpht_catalog[h->shared_entry];
+	LWLockRelease(cpht_control->catalog_lock);
+
+	if (copy.table_id != h->shared_table_id ||
+		(copy.state != CPHT_ENTRY_LIVE && copy.state != CPHT_ENTRY_LOST))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("The shared table it named was dropped.")));
+	if (copy.state == CPHT_ENTRY_LOST)
+		lost_error(&copy);
+	check_privileges(NameStr(copy.name), copy.owner);
+
+	if (name)
+		strlcpy(name, NameStr(copy.name), NAMEDATALEN);
+	if (owner)
+		*owner = copy.owner;
+	ref.entry = h->shared_entry;
+	ref.table_id = h->shared_table_id;
+	return ref;
+}
+
+uint64
+cpht_shared_call(int32 handle, CphtCall call, const uint64 *keys, uint64 n,
+				 uint8 *status)
+{
+	CphtSharedRef ref = cpht_shared_ref(handle, NULL, NULL);
+
+	return cpht_remote_call(&ref, handle, call, keys, n, status);
+}
+
+/* Creating and dropping take effect at once: no rollback would undo them. */
+static void
+refuse_transaction_block(const char *what)
+{
+	if (IsTransactionBlock() || IsSubTransaction())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("%s cannot run inside a transaction block", what),
+				 errdetail("Creating and dropping a shared cpht table take effect at once and cannot be rolled back."),
+				 errhint("Run it on its own, outside BEGIN ... COMMIT and outside functions with EXCEPTION blocks.")));
+}
+
+/*
+ * cpht_create(capacity, kind, key_bits, transactional, name): without a
+ * name, a private table as in 0.1; with one, a shared table.  Not STRICT
+ * because name defaults to NULL, so a NULL among the other arguments gives
+ * NULL here as STRICT did.
+ */
+PG_FUNCTION_INFO_V1(cpht_create_named);
+Datum
+cpht_create_named(PG_FUNCTION_ARGS)
+{
+	const char *name;
+	cpht_params params;
+	uint64		bytes;
+	CphtRequest *req;
+	CphtReply  *rep;
+	CphtCatalogEntry copy;
+	int32		entry;
+
+	for (int a = 0; a < 4; a++)
+		if (PG_ARGISNULL(a))
+			PG_RETURN_NULL();
+	if (PG_NARGS() < 5 || PG_ARGISNULL(4))
+		return cpht_create(fcinfo);
+
+	name = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	cpht_client_require_preload("cpht_create with a name");
+	if (name[0] == '\0' || strlen(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid shared cpht table name \"%s\"", name),
+				 errdetail("A name has 1 to %d bytes.", NAMEDATALEN - 1)));
+	if (PG_GETARG_BOOL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("transactional shared cpht tables are not available yet"),
+				 errdetail("A shared table keeps every key at once, whatever transaction put it."),
+				 errhint("Create it with transactional => false.")));
+	if (cpht_device_setting == CPHT_SETTING_GPU)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("shared cpht tables cannot be placed on the GPU yet"),
+				 errdetail("The cpht worker holds shared tables on the CPU in this version."),
+				 errhint("Set cpht.device to auto or cpu: both place shared tables on the CPU.")));
+	refuse_transaction_block("creating a shared cpht table");
+
+	bytes = cpht_create_params(PG_GETARG_INT64(0), text_to_cstring(PG_GETARG_TEXT_PP(1)),
+							   PG_GETARG_INT32(2), &params);
+	/* A role capped by cpht.max_memory gets no larger table this way. */
+	cpht_memory_check(bytes, "shared cpht table");
+	params.device = CPHT_DEVICE_CPU;
+	params.seed = cpht_new_seed();
+	params.cpu_threads = cpht_cpu_threads;
+
+	req = cpht_client_request();
+	req->op = CPHT_OP_CREATE;
+	req->params = params;
+	req->capacity = PG_GETARG_INT64(0);
+	namestrcpy(&req->name, name);
+	req->dboid = MyDatabaseId;
+	req->owner = GetUserId();
+	rep = cpht_client_send();
+	if (rep->status != CPHT_OK)
+		cpht_check_status(rep->status, 0, rep->message);
+	entry = rep->entry;
+
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	copy = cpht_catalog[entry];
+	LWLockRelease(cpht_control->catalog_lock);
+	copy.table_id = rep->table_id;	/* even if dropped since */
+	PG_RETURN_INT32(register_handle(entry, &copy));
+}
+
+/* cpht_open(name): this session's handle of a shared table. */
+PG_FUNCTION_INFO_V1(cpht_open);
+Datum
+cpht_open(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	CphtCatalogEntry copy;
+	int32		entry = -1;
+	int32		handle;
+
+	cpht_client_require_preload("cpht_open");
+
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+
+		if ((e->state == CPHT_ENTRY_LIVE || e->state == CPHT_ENTRY_LOST) &&
+			e->dboid == MyDatabaseId && strcmp(NameStr(e->name), name) == 0)
+		{
+			entry = i;
+			copy = *e;
+			break;
+		}
+	}
+	LWLockRelease(cpht_control->catalog_lock);
+
+	if (entry < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("shared cpht table \"%s\" does not exist", name),
+				 errhint("Create it with cpht_create(..., name => '%s').", name)));
+	if (copy.state == CPHT_ENTRY_LOST)
+		lost_error(&copy);
+	check_privileges(name, copy.owner);
+
+	handle = cpht_shared_handle_of(entry, copy.table_id);
+	if (handle == 0)
+		handle = register_handle(entry, &copy);
+	PG_RETURN_INT32(handle);
+}
+
+/* ---- the functions of batch.c and lifecycle.c on shared handles ------- */
+
+static int32
+handle_arg(FunctionCallInfo fcinfo)
+{
+	return PG_GETARG_INT32(0);
+}
+
+static const uint64 *
+keys_arg(FunctionCallInfo fcinfo, int *n)
+{
+	CphtHandle *h = cpht_handles_shared(handle_arg(fcinfo));
+
+	return cpht_keys_read(PG_GETARG_ARRAYTYPE_P(1), h->key_bits, n);
+}
+
+/* A call whose result is a boolean per key. */
+static Datum
+bool_call(FunctionCallInfo fcinfo, CphtCall call)
+{
+	int			n;
+	const uint64 *keys = keys_arg(fcinfo, &n);
+	ArrayType  *result;
+
+	if (n == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
+	result = cpht_bool_array(n);
+	(void) cpht_shared_call(handle_arg(fcinfo), call, keys, n, (uint8 *) ARR_DATA_PTR(result));
+	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+Datum
+cpht_shared_fop(PG_FUNCTION_ARGS)
+{
+	return bool_call(fcinfo, CPHT_CALL_FOP);
+}
+
+Datum
+cpht_shared_find(PG_FUNCTION_ARGS)
+{
+	return bool_call(fcinfo, CPHT_CALL_FIND);
+}
+
+Datum
+cpht_shared_delete(PG_FUNCTION_ARGS)
+{
+	return bool_call(fcinfo, CPHT_CALL_ERASE);
+}
+
+Datum
+cpht_shared_fop_new(PG_FUNCTION_ARGS)
+{
+	int			n;
+	const uint64 *keys = keys_arg(fcinfo, &n);
+	uint8	   *status;
+	ArrayType  *result;
+	int64	   *out;
+	int			nnew = 0;
+
+	if (n == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
+	status = palloc(n);
+	(void) cpht_shared_call(handle_arg(fcinfo), CPHT_CALL_FOP, keys, n, status);
+	for (int i = 0; i < n; i++)
+		nnew += status[i];
+	if (nnew == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
+	result = cpht_int8_array(nnew);
+	out = (int64 *) ARR_DATA_PTR(result);
+	for (int i = 0; i < n; i++)
+		if (status[i] == CPHT_PUT)
+			*out++ = (int64) keys[i];
+	pfree(status);
+	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+Datum
+cpht_shared_put(PG_FUNCTION_ARGS)
+{
+	int			n;
+	const uint64 *keys = keys_arg(fcinfo, &n);
+
+	if (n == 0)
+		PG_RETURN_INT64(0);
+	PG_RETURN_INT64((int64) cpht_shared_call(handle_arg(fcinfo), CPHT_CALL_PUT, keys, n, NULL));
+}
+
+Datum
+cpht_shared_count(PG_FUNCTION_ARGS)
+{
+	CphtSharedRef ref = cpht_shared_ref(handle_arg(fcinfo), NULL, NULL);
+
+	PG_RETURN_INT64((int64) cpht_remote_count(&ref));
+}
+
+Datum
+cpht_shared_rebuild(PG_FUNCTION_ARGS)
+{
+	int32		handle = handle_arg(fcinfo);
+	CphtSharedRef ref = cpht_shared_ref(handle, NULL, NULL);
+
+	PG_RETURN_INT64((int64) cpht_remote_rebuild(&ref, handle));
+}
+
+/* A lost table has no memory left to free: dropping it frees its name. */
+static bool
+drop_lost(CphtHandle *h)
+{
+	CphtCatalogEntry *e;
+	bool		dropped = false;
+
+	if (h->shared_entry < 0)
+		return false;
+	e = &cpht_catalog[h->shared_entry];
+	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
+	if (e->state == CPHT_ENTRY_LOST && e->table_id == h->shared_table_id)
+	{
+		if (!has_privs_of_role(GetUserId(), e->owner))
+		{
+			LWLockRelease(cpht_control->catalog_lock);
+			check_privileges(NameStr(e->name), e->owner);
+		}
+		e->state = CPHT_ENTRY_FREE;
+		dropped = true;
+	}
+	LWLockRelease(cpht_control->catalog_lock);
+	if (dropped)
+		h->shared_entry = -1;
+	return dropped;
+}
+
+/* Drops the table for every session, at once. */
+Datum
+cpht_shared_drop(PG_FUNCTION_ARGS)
+{
+	int32		handle = handle_arg(fcinfo);
+	CphtSharedRef ref;
+
+	CphtHandle *h = cpht_handles_shared(handle);
+	bool		lost;
+
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	lost = h->shared_entry >= 0 &&
+		cpht_catalog[h->shared_entry].state == CPHT_ENTRY_LOST &&
+		cpht_catalog[h->shared_entry].table_id == h->shared_table_id;
+	LWLockRelease(cpht_control->catalog_lock);
+
+	if (lost)
+	{
+		refuse_transaction_block("dropping a shared cpht table");
+		if (drop_lost(h))
+			PG_RETURN_VOID();
+	}
+	/* whether it exists and the role may drop it, then when */
+	ref = cpht_shared_ref(handle, NULL, NULL);
+	refuse_transaction_block("dropping a shared cpht table");
+	cpht_remote_drop(&ref);
+	cpht_handles_shared(handle)->shared_entry = -1;
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,38 @@
+/*
+ * shared_tables.h — shared tables by name: SQL functions on handles of
+ * shared tables, and what the rest of the backend asks about them.
+ */
+#ifndef CPHT_SHARED_TABLES_H
+#define CPHT_SHARED_TABLES_H
+
+#include "fmgr.h"
+
+#include "client.h"
+
+/* The batch and table functions for a handle cpht_handles_shared() knows;
+ * the private-table functions of the same name hand over to these. */
+extern Datum cpht_shared_fop(PG_FUNCTION_ARGS);
+extern Datum cpht_shared_fop_new(PG_FUNCTION_ARGS);
+extern Datum cpht_shared_find(PG_FUNCTION_ARGS);
+extern Datum cpht_shared_put(PG_FUNCTION_ARGS);
+extern Datum cpht_shared_delete(PG_FUNCTION_ARGS);
+extern Datum cpht_shared_count(PG_FUNCTION_ARGS);
+extern Datum cpht_shared_drop(PG_FUNCTION_ARGS);
+extern Datum cpht_shared_rebuild(PG_FUNCTION_ARGS);
+
+/*
+ * The shared table of a handle, usable by the current role: ERROR 42704
+ * when it was dropped, 58000 when it was lost, 42501 when the role may not
+ * use it.  *name and *owner (when not NULL) get its name and owner.
+ */
+extern CphtSharedRef cpht_shared_ref(int32 handle, char *name, Oid *owner);
+
+/* A batch call on a shared table's handle (cpht_remote_call after the
+ * checks of cpht_shared_ref). */
+extern uint64 cpht_shared_call(int32 handle, CphtCall call, const uint64 *keys,
+							   uint64 n, uint8 *status);
+
+/* This session's handle of a shared table, 0 if it has not opened it. */
+extern int32 cpht_shared_handle_of(int32 entry, uint64 table_id);
+
+#endif							/* CPHT_SHARED_TABLES_H */

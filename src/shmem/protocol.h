@@ -1,0 +1,169 @@
+/*
+ * protocol.h — the shared memory through which backends and the cpht worker
+ * talk: the control struct, one request slot per process, the catalog of
+ * shared tables and the transfer arena.
+ *
+ * Exists only with shared_preload_libraries = 'cpht'.  A backend owns the
+ * slot of its pgprocno and has at most one request in flight in it; keys
+ * and per-key statuses travel in arena windows, never in the slot.
+ *
+ * A request's life: the backend fills req, sets state SUBMITTED, sets its
+ * bit in the submission bitmap and sets the worker's latch; the worker
+ * takes the bitmap word, serves the request, fills rep, sets state DONE
+ * and sets the backend's latch; the backend reads rep and sets state IDLE.
+ * Barriers order the payload before each state change.
+ */
+#ifndef CPHT_PROTOCOL_H
+#define CPHT_PROTOCOL_H
+
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+
+#include "cpht_table.h"
+
+/* Slot states */
+#define CPHT_SLOT_IDLE		0
+#define CPHT_SLOT_SUBMITTED 1
+#define CPHT_SLOT_DONE		2
+
+/* Operations a request asks for. */
+typedef enum CphtOp
+{
+	CPHT_OP_CREATE = 1,			/* a shared table by name */
+	CPHT_OP_DROP,				/* a shared table, for everyone */
+	CPHT_OP_CALL,				/* a whole batch call, keys in one window */
+	CPHT_OP_UPLOAD,				/* a piece of a large call's keys */
+	CPHT_OP_RUN,				/* runs the large call uploaded so far */
+	CPHT_OP_DOWNLOAD,			/* a piece of a large call's statuses */
+	CPHT_OP_COUNT,
+	CPHT_OP_STATS,
+	CPHT_OP_REBUILD
+} CphtOp;
+
+/* The batch operation of CALL and RUN. */
+typedef enum CphtCall
+{
+	CPHT_CALL_FOP = 1,			/* find-or-put, a status per key */
+	CPHT_CALL_FIND,				/* membership, a status per key */
+	CPHT_CALL_PUT,				/* insert, the number inserted */
+	CPHT_CALL_ERASE				/* delete, a status per key */
+} CphtCall;
+
+/* Catalog entry states */
+#define CPHT_ENTRY_FREE		0
+#define CPHT_ENTRY_CREATING 1	/* name taken, table being created */
+#define CPHT_ENTRY_LIVE		2
+#define CPHT_ENTRY_LOST		3	/* the worker that held it exited */
+
+#define CPHT_TEXT_LEN 256
+
+typedef struct CphtRequest
+{
+	CphtOp		op;
+	CphtCall	call;
+	int32		entry;			/* catalog index of the table */
+	uint64		table_id;		/* must match the entry's */
+	int32		window;			/* arena window of the keys/statuses */
+	uint64		offset;			/* UPLOAD/DOWNLOAD: first key of the piece */
+	uint64		nkeys;			/* keys in the window */
+	uint64		total;			/* UPLOAD/RUN: keys of the whole call */
+	/* CREATE */
+	cpht_params params;
+	int64		capacity;
+	NameData	name;
+	Oid			dboid;
+	Oid			owner;
+} CphtRequest;
+
+typedef struct CphtReply
+{
+	/* An ERROR in the worker: its SQLSTATE (0 when none) and texts. */
+	int			sqlerrcode;
+	/* A kernel status (cpht_check_status turns it into an ERROR). */
+	cpht_status status;
+	char		message[CPHT_TEXT_LEN];
+	char		detail[CPHT_TEXT_LEN];
+	char		hint[CPHT_TEXT_LEN];
+	uint64		value;			/* inserted keys, count, tombstones removed */
+	int32		entry;			/* CREATE: the new table */
+	uint64		table_id;
+	cpht_stats	stats;			/* STATS */
+} CphtReply;
+
+typedef struct CphtSlot
+{
+	pg_atomic_uint32 state;
+	pg_atomic_uint32 cancel;	/* set by the waiting backend on a cancel */
+	int			pid;			/* backend using the slot, 0 when none */
+	CphtRequest req;
+	CphtReply	rep;
+} CphtSlot;
+
+typedef struct CphtCatalogEntry
+{
+	int			state;
+	NameData	name;
+	Oid			dboid;
+	Oid			owner;
+	uint64		table_id;		/* never reused while the server runs */
+	cpht_kind	kind;
+	cpht_device device;
+	int			key_bits;
+	int64		capacity;
+	uint64		bytes;
+	pg_atomic_uint64 count;		/* written by the worker after each write */
+	char		lost_reason[CPHT_TEXT_LEN];
+} CphtCatalogEntry;
+
+typedef struct CphtControl
+{
+	slock_t		mutex;			/* worker_* fields and window_free */
+	int			worker_pid;		/* 0 while no worker runs */
+	int			worker_pgprocno;
+	uint64		generation;		/* worker starts since the server started */
+	uint64		next_table_id;	/* only the worker touches it */
+	LWLock	   *catalog_lock;
+	ConditionVariable window_cv;	/* a window was freed */
+	int			nslots;
+	int			max_tables;
+	int			nwindows;		/* at most 64 */
+	uint64		window_keys;
+	uint64		window_free;	/* bit w set: window w is free */
+} CphtControl;
+
+/* Set by the shared memory startup hook in every process (inherited by
+ * fork), NULL when cpht was not preloaded. */
+extern CphtControl *cpht_control;
+extern CphtCatalogEntry *cpht_catalog;
+extern CphtSlot *cpht_slots;
+extern pg_atomic_uint64 *cpht_submitted;	/* bitmap: slot s is bit s % 64 of
+											 * word s / 64 */
+extern char *cpht_arena;
+
+/* Whether _PG_init ran in the postmaster (shared_preload_libraries). */
+extern bool cpht_preloaded;
+
+/* Postmaster settings */
+extern int	cpht_max_shared_tables;
+extern int	cpht_transfer_windows;
+extern int	cpht_transfer_chunk;
+
+/* From _PG_init while preloading: settings, hooks, the worker. */
+extern void cpht_shmem_init(void);
+
+/* The keys and the statuses of arena window w. */
+static inline uint64 *
+cpht_window_keys(int w)
+{
+	return (uint64 *) (cpht_arena + (Size) w * cpht_control->window_keys * (sizeof(uint64) + 1));
+}
+
+static inline uint8 *
+cpht_window_status(int w)
+{
+	return (uint8 *) (cpht_window_keys(w) + cpht_control->window_keys);
+}
+
+#endif							/* CPHT_PROTOCOL_H */
