@@ -111,6 +111,8 @@ SELECT * FROM cpht_fop_rows(:r, NULL::staging,
 SELECT count(*) FROM cpht_fop_rows(:h12, NULL::staging, 'SELECT id + 100 AS id, payload FROM staging');
 -- not a query
 SELECT * FROM cpht_fop_rows(:r, NULL::staging, 'DELETE FROM staging');
+SELECT * FROM cpht_fop_rows(:r, NULL::staging, 'INSERT INTO staging VALUES (1) RETURNING *');
+SELECT * FROM cpht_fop_rows(:r, NULL::staging, 'SELECT * INTO staging_copy FROM staging');
 -- an unknown handle
 SELECT * FROM cpht_fop_rows(12345, NULL::staging, 'SELECT * FROM staging');
 SELECT cpht_fop_agg(12345, id) FROM staging;

@@ -110,8 +110,14 @@ check_is_select(SPIPlanPtr plan)
 		{
 			Query	   *q = lfirst_node(Query, lc);
 
-			if (q->commandType != CMD_SELECT || q->utilityStmt != NULL)
-				why = psprintf("It is a %s statement.", GetCommandTagName(source->commandTag));
+			if (q->utilityStmt != NULL && IsA(q->utilityStmt, CreateTableAsStmt))
+				why = "It creates a table (SELECT INTO or CREATE TABLE AS).";
+			else if (q->commandType != CMD_SELECT || q->utilityStmt != NULL)
+			{
+				const char *tag = GetCommandTagName(source->commandTag);
+
+				why = psprintf("It is %s %s statement.", strchr("AEIOU", tag[0]) ? "an" : "a", tag);
+			}
 			else if (q->hasModifyingCTE)
 				why = "It holds a data-modifying statement in WITH.";
 			else if (locks_rows((Node *) q, NULL))

@@ -235,7 +235,7 @@ cpht_memory_check(uint64 bytes, const char *what)
 				 errmsg("%s of " UINT64_FORMAT " bytes would exceed cpht.max_memory", what, bytes),
 				 errdetail("This session's cpht tables and buffers hold " UINT64_FORMAT " bytes (dropped tables until their transaction commits) and cpht.max_memory is %d kB.",
 						   held, cpht_max_memory_kb),
-				 errhint("Drop tables with cpht_drop(), use a smaller table or cpht.batch_size, or ask a superuser to raise cpht.max_memory.")));
+				 errhint("Drop tables with cpht_drop(), use a smaller table, cpht.batch_size or cpht.batch_memory, or ask a superuser to raise cpht.max_memory.")));
 }
 
 void
