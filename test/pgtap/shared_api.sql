@@ -6,32 +6,7 @@
 BEGIN;
 SELECT plan(33);
 
-CREATE FUNCTION pg_temp.connect(conn text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM dblink_connect(conn, format('dbname=%s port=%s host=%s options=''-c cpht.device=cpu''',
-		current_database(), current_setting('port'),
-		split_part(current_setting('unix_socket_directories'), ',', 1)));
-	RETURN conn;
-END $$;
-
--- The reason to skip the shared-table tests here, or NULL.
--- Runs a query returning one value in a dblink session, ignoring it.
-CREATE FUNCTION pg_temp.remote(conn text, sql text) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM * FROM dblink(conn, sql) AS t(v text);
-END $$;
-
-CREATE FUNCTION pg_temp.why_skip() RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	IF NOT (cpht_worker_info()->>'preloaded')::boolean THEN
-		RETURN 'cpht is not in shared_preload_libraries: no cpht worker, no shared tables';
-	END IF;
-	IF NOT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'dblink') THEN
-		RETURN 'dblink is not installed';
-	END IF;
-	CREATE EXTENSION IF NOT EXISTS dblink;
-	RETURN NULL;
-END $$;
+\ir include/shared_sessions.psql
 
 CREATE FUNCTION pg_temp.api_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
