@@ -117,6 +117,39 @@ run_both_modes() {
 	pg_ctlcluster "$PGVERSION" regress restart
 	psql -X -q -At -d postgres -c "SHOW shared_preload_libraries" | grep -qx cpht
 	run_suite
+	check_worker_restart
+}
+
+# The cpht worker, stopped by a SIGTERM while the server runs, is started
+# again by the postmaster, and the shared tables it held are reported lost.
+check_worker_restart() {
+	local info pid starts out
+	echo "== the cpht worker comes back after a SIGTERM"
+	psql -X -q -d postgres -c "CREATE EXTENSION IF NOT EXISTS cpht" \
+		-c "SELECT cpht_create(1000, transactional => false, name => 'restart_check')" > /dev/null
+	info=$(psql -X -q -At -d postgres -c "SELECT cpht_worker_info()->>'worker_pid', cpht_worker_info()->>'worker_starts'")
+	pid=${info%%|*}
+	starts=${info##*|}
+	kill -TERM "$pid"
+	for _ in $(seq 1 150); do
+		info=$(psql -X -q -At -d postgres -c "SELECT cpht_worker_info()->>'worker_pid', cpht_worker_info()->>'worker_starts'")
+		if [ -n "${info%%|*}" ] && [ "${info##*|}" -gt "$starts" ]; then
+			break
+		fi
+		sleep 0.1
+	done
+	if ! [ "${info##*|}" -gt "$starts" ] || [ -z "${info%%|*}" ] || [ "${info%%|*}" = "$pid" ]; then
+		echo "== FAILED: no new cpht worker 15 s after a SIGTERM to $pid (pid|starts now: $info)"
+		return 1
+	fi
+	out=$(psql -X -q -At -d postgres -c "SELECT cpht_open('restart_check')" 2>&1 || true)
+	if ! grep -q "was lost" <<<"$out"; then
+		echo "== FAILED: the table the stopped worker held is not reported lost: $out"
+		return 1
+	fi
+	psql -X -q -d postgres -c "SELECT cpht_drop(cpht_open('restart_check'))" > /dev/null 2>&1 || true
+	psql -X -q -d postgres -c "DROP EXTENSION cpht" > /dev/null
+	echo "== a new cpht worker ($pid -> ${info%%|*}) serves, and the old one's table is reported lost"
 }
 
 if [ "${1:-}" = --suite ]; then

@@ -27,7 +27,7 @@ static void
 worker_at_exit(int code, Datum arg)
 {
 	(void) arg;
-	cpht_worker_shutdown(code == 0 ? "the cpht worker stopped" :
+	cpht_worker_shutdown(ShutdownRequestPending ? "the cpht worker stopped" :
 						 "the cpht worker exited after an error");
 }
 
@@ -77,5 +77,12 @@ cpht_worker_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 	}
-	proc_exit(0);
+
+	/*
+	 * Exit code 1, not 0: the postmaster never starts again a background
+	 * worker that exits with 0.  At server shutdown nothing is restarted
+	 * anyway; a SIGTERM at any other time (kill -TERM of the worker's pid)
+	 * must not leave the cluster without one.
+	 */
+	proc_exit(1);
 }
