@@ -160,6 +160,11 @@ fi
 echo "== dependencies"
 test/install-deps.sh
 
+# Before anything is built: META.json (PGXN) must follow its spec and carry
+# cpht.control's default_version.
+echo "== META.json"
+test/check-meta.pl
+
 echo "== build"
 make -j"$(nproc)"
 echo "== install"
