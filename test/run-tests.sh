@@ -101,6 +101,11 @@ run_suite() {
 	fi
 	psql -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $TAP_DB" || true
 
+	echo "== upgrade from 0.1: ALTER EXTENSION cpht UPDATE against a fresh install"
+	if ! test/upgrade-check.sh; then
+		failed=1
+	fi
+
 	if [ $failed -ne 0 ]; then
 		echo "== FAILED"
 		return 1
