@@ -62,6 +62,9 @@ if [ "$CPHT_BENCH_BATCH" -lt 2 ]; then
 	exit 2
 fi
 
+# Timings come back as NOTICEs, whatever the caller's PGOPTIONS say.
+export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=notice"
+
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$(dirname "$CPHT_BENCH_OUT")"
@@ -100,16 +103,16 @@ drop_bench_tables
 # A private table on CPHT_BENCH_DEVICE, else the CPU.
 PDEV=$CPHT_BENCH_DEVICE
 PNOTE=""
-if ! r=$(PGOPTIONS="-c cpht.device=$PDEV" try -c "SELECT cpht_info(cpht_create(1000))->>'device'"); then
+if ! r=$(PGOPTIONS="$PGOPTIONS -c cpht.device=$PDEV" try -c "SELECT cpht_info(cpht_create(1000))->>'device'"); then
 	PNOTE="private tables: cpht.device=$PDEV refused ($(grep -m1 ERROR <<<"$r" | sed 's/^.*ERROR: *//')), so on the CPU"
 	PDEV=cpu
-	r=$(PGOPTIONS="-c cpht.device=cpu" q -c "SELECT cpht_info(cpht_create(1000))->>'device'")
+	r=$(PGOPTIONS="$PGOPTIONS -c cpht.device=cpu" q -c "SELECT cpht_info(cpht_create(1000))->>'device'")
 fi
 PRIVATE_ON=$r
 # A shared table on CPHT_BENCH_DEVICE, else the CPU.
 SDEV=$CPHT_BENCH_DEVICE
 SNOTE=""
-if ! r=$(PGOPTIONS="-c cpht.device=$SDEV" try -c "SELECT cpht_create(1000, transactional => false, name => 'cpht_bench_probe')"); then
+if ! r=$(PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" try -c "SELECT cpht_create(1000, transactional => false, name => 'cpht_bench_probe')"); then
 	SNOTE="shared tables: cpht.device=$SDEV refused ($(grep -m1 ERROR <<<"$r" | sed 's/^.*ERROR: *//')), so on the CPU"
 	SDEV=cpu
 	q -c "SET cpht.device = cpu" -c "SELECT cpht_create(1000, transactional => false, name => 'cpht_bench_probe')" > /dev/null
@@ -151,7 +154,7 @@ if [ "$conns" -gt "$max_conn" ]; then
 fi
 gpu_before=$(gpu_used_mib)
 for i in $(seq 1 "$conns"); do
-	PGOPTIONS="-c cpht.device=$PDEV" psql -X -q -At -v ON_ERROR_STOP=1 > /dev/null 2>&1 <<SQL &
+	PGOPTIONS="$PGOPTIONS -c cpht.device=$PDEV" psql -X -q -At -v ON_ERROR_STOP=1 > /dev/null 2>&1 <<SQL &
 SET application_name = 'cpht_bench_hold';
 SELECT cpht_create($((CPHT_BENCH_CONN_KEYS * 2))) AS h \gset
 SELECT set_config('application_name',
@@ -201,7 +204,7 @@ first_call() { # device, name or empty, connection number -> "create_ms fop_ms o
 	else
 		create="h := cpht_create($((CPHT_BENCH_RT_KEYS * 4)), transactional => false);"
 	fi
-	PGOPTIONS="-c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
+	PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
 DO \$\$
 DECLARE
 	keys bigint[] := array(SELECT (g << 32) | (hashint4(g::int)::bigint & 4294967295)
@@ -263,7 +266,7 @@ row "b. client round trip of a $CPHT_BENCH_RT_KEYS-key cpht_fop (pgbench, cpht_o
 call_loop() { # device, name or empty
 	local dev=$1 name=$2 handle
 	if [ -n "$name" ]; then handle="cpht_open('$name')"; else handle="cpht_create($((CPHT_BENCH_RT_KEYS * (CPHT_BENCH_RT_CALLS + 2))), transactional => false)"; fi
-	PGOPTIONS="-c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
+	PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
 DO \$\$
 DECLARE
 	h int := $handle;
@@ -308,7 +311,7 @@ row "b. the $CPHT_BENCH_RT_KEYS-key cpht_fop call alone (PL/pgSQL loop, clock_ti
 big_call() { # device, name or empty -> "wall_ms trace_table_ms|none ok"
 	local dev=$1 name=$2 handle
 	if [ -n "$name" ]; then handle="cpht_open('$name')"; else handle="cpht_create($((CPHT_BENCH_BIG_KEYS * 2)), transactional => false)"; fi
-	PGOPTIONS="-c cpht.device=$dev -c cpht.trace=on" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p' |
+	PGOPTIONS="$PGOPTIONS -c cpht.device=$dev -c cpht.trace=on" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p' |
 DO \$\$
 DECLARE
 	h int := $handle;
@@ -365,7 +368,7 @@ if [ "$ring" -lt 1 ]; then
 fi
 q -c "SET cpht.device = $SDEV" -c "SELECT cpht_create($CPHT_BENCH_CAPACITY, transactional => false, name => 'cpht_bench_conc')" > /dev/null
 loader() { # session number -> "batches keys new bad start_epoch end_epoch call_ms"
-	PGOPTIONS="-c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
+	PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
 DO \$\$
 DECLARE
 	h int := cpht_open('cpht_bench_conc');
@@ -432,7 +435,7 @@ else
 	# Each loader puts its batches in transactions; every third is rolled
 	# back after the put and must find its keys new again when repeated.
 	txn_loader() {
-		PGOPTIONS="-c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
 DO \$\$
 DECLARE
 	h int := cpht_open('cpht_bench_txn');
