@@ -101,6 +101,11 @@ run_suite() {
 	fi
 	psql -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $TAP_DB" || true
 
+	echo "== upgrade from 0.1: ALTER EXTENSION cpht UPDATE against a fresh install"
+	if ! test/upgrade-check.sh; then
+		failed=1
+	fi
+
 	if [ $failed -ne 0 ]; then
 		echo "== FAILED"
 		return 1
@@ -159,6 +164,11 @@ fi
 
 echo "== dependencies"
 test/install-deps.sh
+
+# Before anything is built: META.json (PGXN) must follow its spec and carry
+# cpht.control's default_version.
+echo "== META.json"
+test/check-meta.pl
 
 echo "== build"
 make -j"$(nproc)"
