@@ -43,7 +43,7 @@ check_table(cpht_status status, CphtHandle *entry, const char *undone)
 {
 	if (status != CPHT_OK)
 		cpht_check_call(status, entry->handle,
-						cpht_table_error(entry->table), undone);
+						cpht_access_error(entry->table), undone);
 }
 
 #define STORED_NOTHING "No key of this call was stored."
@@ -70,7 +70,7 @@ clock_mark(instr_time *t)
 }
 
 static void
-clock_report(const char *fn, const CallClock *c, int n, cpht_table *t)
+clock_report(const char *fn, const CallClock *c, int n, CphtTable *t)
 {
 	cpht_call_times inside;
 
@@ -88,7 +88,7 @@ clock_report(const char *fn, const CallClock *c, int n, cpht_table *t)
 	INSTR_TIME_SUBTRACT(table, c->read);
 	result = end;
 	INSTR_TIME_SUBTRACT(result, c->table);
-	cpht_table_call_times(t, &inside);
+	cpht_access_call_times(t, &inside);
 	ereport(NOTICE,
 			(errmsg("%s: %d keys: read array %.3f ms, table %.3f ms, result %.3f ms",
 					fn, n, INSTR_TIME_GET_MILLISEC(read), INSTR_TIME_GET_MILLISEC(table),
@@ -122,7 +122,7 @@ cpht_fop(PG_FUNCTION_ARGS)
 	cpht_txn_before_write(entry);
 	cpht_memory_sync();
 	clock_mark(&clock.read);
-	check_table(cpht_table_find_or_put(entry->table, keys, n,
+	check_table(cpht_access_find_or_put(entry->table, keys, n,
 									   (uint8 *) ARR_DATA_PTR(result)),
 				entry, STORED_NOTHING);
 	clock_mark(&clock.table);
@@ -160,7 +160,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	cpht_txn_before_write(entry);
 	cpht_memory_sync();
 	clock_mark(&clock.read);
-	check_table(cpht_table_find_or_put(entry->table, keys, n, status), entry, STORED_NOTHING);
+	check_table(cpht_access_find_or_put(entry->table, keys, n, status), entry, STORED_NOTHING);
 	clock_mark(&clock.table);
 
 	for (i = 0; i < n; i++)
@@ -207,7 +207,7 @@ cpht_find(PG_FUNCTION_ARGS)
 
 	result = cpht_bool_array(n);
 	CHECK_FOR_INTERRUPTS();
-	check_table(cpht_table_find(entry->table, keys, n,
+	check_table(cpht_access_find(entry->table, keys, n,
 								(uint8 *) ARR_DATA_PTR(result)),
 				entry, NULL);
 	PG_RETURN_ARRAYTYPE_P(result);
@@ -233,7 +233,7 @@ cpht_put(PG_FUNCTION_ARGS)
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
 	cpht_memory_sync();
-	check_table(cpht_table_put(entry->table, keys, n, &inserted), entry, STORED_NOTHING);
+	check_table(cpht_access_put(entry->table, keys, n, &inserted), entry, STORED_NOTHING);
 	PG_RETURN_INT64((int64) inserted);
 }
 
@@ -258,7 +258,7 @@ cpht_delete(PG_FUNCTION_ARGS)
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
 	cpht_memory_sync();
-	check_table(cpht_table_erase(entry->table, keys, n,
+	check_table(cpht_access_erase(entry->table, keys, n,
 								 (uint8 *) ARR_DATA_PTR(result)),
 				entry, DELETED_NOTHING);
 	PG_RETURN_ARRAYTYPE_P(result);
@@ -273,5 +273,5 @@ cpht_count(PG_FUNCTION_ARGS)
 		return cpht_shared_count(fcinfo);
 	entry = cpht_handles_get(PG_GETARG_INT32(0));
 
-	PG_RETURN_INT64((int64) cpht_table_count(entry->table));
+	PG_RETURN_INT64((int64) cpht_access_count(entry->table));
 }

@@ -8,11 +8,11 @@
 #ifndef CPHT_HANDLES_H
 #define CPHT_HANDLES_H
 
-#include "cpht_table.h"
+#include "access.h"
 
 typedef struct CphtHandle
 {
-	cpht_table *table;			/* NULL once dropped */
+	CphtTable  *table;			/* NULL once dropped */
 	int32		handle;
 	cpht_kind	kind;
 	cpht_device device;
@@ -58,7 +58,7 @@ extern uint64 cpht_handles_total_bytes(void);
 
 /* Points an entry at its table, or at none (NULL), keeping the total of
  * cpht_handles_total_bytes(); every change of entry->table goes through it. */
-extern void cpht_handles_set_table(CphtHandle *entry, cpht_table *table);
+extern void cpht_handles_set_table(CphtHandle *entry, CphtTable *table);
 
 extern void cpht_handles_drop(int32 handle);
 extern int	cpht_handles_drop_all(void);

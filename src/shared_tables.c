@@ -4,7 +4,7 @@
  * cpht_create(..., name => 'x') creates a table in the cpht worker that
  * every session of the database opens with cpht_open('x').  In this
  * version shared tables:
- *   - live on the CPU in the worker (cpht.device = gpu is refused);
+ *   - live in the worker, on the device cpht.device picks there;
  *   - are not transactional (transactional => false is required): a key is
  *     in the table once the call that put it returns;
  *   - are created and dropped at once, which no rollback undoes, so
@@ -203,19 +203,14 @@ cpht_create_named(PG_FUNCTION_ARGS)
 				 errmsg("transactional shared cpht tables are not available yet"),
 				 errdetail("A shared table keeps every key at once, whatever transaction put it."),
 				 errhint("Create it with transactional => false.")));
-	if (cpht_device_setting == CPHT_SETTING_GPU)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("shared cpht tables cannot be placed on the GPU yet"),
-				 errdetail("The cpht worker holds shared tables on the CPU in this version."),
-				 errhint("Set cpht.device to auto or cpu: both place shared tables on the CPU.")));
 	refuse_transaction_block("creating a shared cpht table");
 
 	bytes = cpht_create_params(PG_GETARG_INT64(0), text_to_cstring(PG_GETARG_TEXT_PP(1)),
 							   PG_GETARG_INT32(2), &params);
 	/* A role capped by cpht.max_memory gets no larger table this way. */
 	cpht_memory_check(bytes, "shared cpht table");
-	params.device = CPHT_DEVICE_CPU;
+	/* the GPU as the cpht worker found it (access.c) */
+	params.device = cpht_choose_device();
 	params.seed = cpht_new_seed();
 	params.cpu_threads = cpht_cpu_threads;
 

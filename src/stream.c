@@ -87,7 +87,7 @@ stream_close_callback(void *arg)
 	Stream	   *st = arg;
 
 	if (st->stream != NULL)
-		cpht_stream_close(st->stream);
+		cpht_access_stream_close(st->stream);
 	st->stream = NULL;
 	cpht_memory_release(st->reserved);
 	st->reserved = 0;
@@ -127,7 +127,7 @@ cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 		return st;
 	}
 
-	st->stream = cpht_stream_open(h->table);
+	st->stream = cpht_access_stream_open(h->table);
 	if (st->stream == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -196,16 +196,16 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 	h = cpht_handles_get(st->handle);
 	cpht_txn_before_write(h);
 	cpht_memory_sync();
-	cpht_check_status(cpht_stream_finish(st->stream, &done, &got, &inserted),
-					  st->handle, cpht_table_error(h->table));
+	cpht_check_status(cpht_access_stream_finish(st->stream, &done, &got, &inserted),
+					  st->handle, cpht_access_error(h->table));
 	if (status)
 	{
 		*status = done;
 		*nstatus = got;
 	}
 	if (n > 0)
-		cpht_check_status(cpht_stream_start(st->stream, keys, (size_t) n),
-						  st->handle, cpht_table_error(h->table));
+		cpht_check_status(cpht_access_stream_start(st->stream, keys, (size_t) n),
+						  st->handle, cpht_access_error(h->table));
 	return inserted;
 }
 

@@ -30,7 +30,7 @@ typedef struct Stream
 	int			batch_keys;		/* cpht.batch_size when opened */
 	uint64		batch_bytes;	/* cpht.batch_memory when opened, in bytes */
 	uint64		reserved;		/* bytes counted against cpht.max_memory */
-	cpht_stream *stream;		/* NULL for a shared table */
+	CphtAccessStream *stream;	/* NULL for a shared table */
 	MemoryContextCallback closer;
 	/*
 	 * A shared table: each batch runs through the cpht worker when it is

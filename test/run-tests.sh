@@ -23,7 +23,8 @@
 #
 # A throwaway server runs the whole suite twice: first as a plain server
 # (the library loaded by the sessions that use it), then restarted with
-# shared_preload_libraries = 'cpht'.  Against a running server the suite
+# shared_preload_libraries = 'cpht' and cpht.placement = worker, so that
+# every private table lives in the cpht worker.  Against a running server the suite
 # runs once, in whatever mode that server is in.
 #
 # Exits non-zero when anything fails.
@@ -116,7 +117,10 @@ run_both_modes() {
 	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "ALTER SYSTEM SET shared_preload_libraries = 'cpht'"
 	pg_ctlcluster "$PGVERSION" regress restart
 	psql -X -q -At -d postgres -c "SHOW shared_preload_libraries" | grep -qx cpht
-	run_suite
+	# Every private table of this pass lives in the cpht worker, so the
+	# whole suite runs against the remote path too (CPU tables included).
+	echo "== every test session runs with cpht.placement=worker"
+	PGOPTIONS="${PGOPTIONS:-} -c cpht.placement=worker" run_suite
 	check_worker_restart
 }
 

@@ -45,8 +45,7 @@ typedef enum CphtOp
 	CPHT_OP_PRIVATE_DROP,
 	CPHT_OP_LOG_POSITION,		/* replies the undo log position */
 	CPHT_OP_ROLLBACK_TO,		/* offset: the position */
-	CPHT_OP_TRUNCATE_LOG,		/* offset: the position */
-	CPHT_OP_DETACH				/* drops every private table of the slot */
+	CPHT_OP_TRUNCATE_LOG		/* offset: the position */
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
