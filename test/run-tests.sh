@@ -151,6 +151,31 @@ check_worker_restart() {
 		echo "== FAILED: the table the stopped worker held is not reported lost: $out"
 		return 1
 	fi
+	# a private table in the worker, used by its session after the worker
+	# that held it was stopped: lost, named by its handle
+	out=$(psql -X -q -At -d postgres 2>&1 <<'SQL' || true
+SET cpht.placement = worker;
+SELECT cpht_create(1000) AS h, cpht_worker_info()->>'worker_pid' AS w \gset
+SELECT set_config('cpht_check.starts', cpht_worker_info()->>'worker_starts', false);
+-- the server signals the worker (both run as the server's user)
+SELECT format('COPY (SELECT 1) TO PROGRAM %L', 'kill -TERM ' || :'w') \gexec
+DO $$ BEGIN
+	FOR i IN 1..150 LOOP
+		EXIT WHEN (cpht_worker_info()->>'worker_starts')::int > current_setting('cpht_check.starts')::int
+			AND cpht_worker_info()->>'worker_pid' IS NOT NULL;
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+END $$;
+SELECT cpht_count(:h);
+SELECT cpht_drop(:h);
+SELECT 'dropped';
+SQL
+)
+	if ! grep -q "cpht table 1 was lost" <<<"$out" || ! grep -q "^dropped" <<<"$out"; then
+		echo "== FAILED: a private table of the stopped worker is not reported lost, or cannot be dropped: $out"
+		return 1
+	fi
+	echo "== a private table of the stopped worker is reported lost and can be dropped"
 	psql -X -q -d postgres -c "SELECT cpht_drop(cpht_open('restart_check'))" > /dev/null 2>&1 || true
 	psql -X -q -d postgres -c "DROP EXTENSION cpht" > /dev/null
 	echo "== a new cpht worker ($pid -> ${info%%|*}) serves, and the old one's table is reported lost"
