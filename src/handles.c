@@ -108,6 +108,14 @@ cpht_handles_get(int32 handle)
 }
 
 CphtHandle *
+cpht_handles_use(int32 handle)
+{
+	CphtHandle *h = cpht_handles_shared(handle);
+
+	return h ? h : cpht_handles_get(handle);
+}
+
+CphtHandle *
 cpht_handles_shared(int32 handle)
 {
 	if (handle < 1 || handle > nentries || !entries[handle - 1].shared)

@@ -43,7 +43,7 @@ Datum
 cpht_info(PG_FUNCTION_ARGS)
 {
 	int32		handle = PG_GETARG_INT32(0);
-	CphtHandle *entry = cpht_handles_shared(handle);
+	CphtHandle *entry = cpht_handles_use(handle);
 	cpht_stats	stats;
 	cpht_status status;
 	StringInfoData buf;
@@ -52,21 +52,14 @@ cpht_info(PG_FUNCTION_ARGS)
 	int			l;
 
 	memset(&stats, 0, sizeof(stats));
-	if (entry != NULL)
-	{
-		/* a shared table: its statistics come from the cpht worker */
-		CphtSharedRef ref = cpht_shared_ref(handle, name, &owner);
+	/* a shared table's name and owner, the role's right to see them */
+	if (entry->shared)
+		(void) cpht_shared_ref(handle, name, &owner);
+	status = cpht_access_stats(cpht_handle_table(entry), &stats);
+	if (status != CPHT_OK)
+		cpht_check_status(status, entry->handle,
+						  cpht_access_error(cpht_handle_table(entry)));
 
-		cpht_remote_stats(&ref, handle, &stats);
-	}
-	else
-	{
-		entry = cpht_handles_get(handle);
-		status = cpht_access_stats(entry->table, &stats);
-		if (status != CPHT_OK)
-			cpht_check_status(status, entry->handle,
-							  cpht_access_error(entry->table));
-	}
 	stats.device_name[sizeof(stats.device_name) - 1] = '\0';
 
 	initStringInfo(&buf);

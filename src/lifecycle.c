@@ -158,6 +158,8 @@ cpht_create(PG_FUNCTION_ARGS)
 /*
  * Drops follow transactions: the handle is gone at once, the memory is
  * freed when the transaction commits, and an abort brings the table back.
+ * A shared table is dropped for every session at once instead
+ * (shared_tables.c): a different operation, not another placement.
  */
 Datum
 cpht_drop(PG_FUNCTION_ARGS)
@@ -191,17 +193,13 @@ PG_FUNCTION_INFO_V1(cpht_rebuild);
 Datum
 cpht_rebuild(PG_FUNCTION_ARGS)
 {
-	CphtHandle *h;
-	cpht_stats	before;
+	CphtHandle *h = cpht_handles_use(PG_GETARG_INT32(0));
+	uint64		removed;
 
-	if (cpht_handles_shared(PG_GETARG_INT32(0)))
-		return cpht_shared_rebuild(fcinfo);
-	h = cpht_handles_get(PG_GETARG_INT32(0));
-
-	cpht_check_call(cpht_access_stats(h->table, &before), h->handle, cpht_access_error(h->table), NULL);
 	CHECK_FOR_INTERRUPTS();
-	/* Its own message says the table is unchanged; it stores no keys. */
 	cpht_memory_sync();
-	cpht_check_call(cpht_access_rebuild(h->table), h->handle, cpht_access_error(h->table), NULL);
-	PG_RETURN_INT64((int64) (before.tombstones[0] + before.tombstones[1]));
+	/* Its own message says the table is unchanged; it stores no keys. */
+	cpht_check_call(cpht_access_rebuild(cpht_handle_table(h), &removed), h->handle,
+					cpht_access_error(cpht_handle_table(h)), NULL);
+	PG_RETURN_INT64((int64) removed);
 }

@@ -12,6 +12,7 @@
 #include "client.h"
 #include "cpht.h"
 #include "errors.h"
+#include "shared_tables.h"
 
 int			cpht_placement_setting = CPHT_PLACEMENT_BACKEND;
 
@@ -39,9 +40,12 @@ cpht_access_choose_device(void)
 	reason[0] = '\0';
 	if (cpht_control != NULL)
 	{
+		char		why[CPHT_TEXT_LEN];
+
 		/* the worker probed the GPU when it started */
-		if (cpht_client_gpu(reason, sizeof(reason), NULL) == CPHT_GPU_USABLE)
+		if (cpht_client_gpu(why, sizeof(why), NULL) == CPHT_GPU_USABLE)
 			return CPHT_DEVICE_GPU;
+		snprintf(reason, sizeof(reason), "the cpht worker has no usable GPU: %s", why);
 	}
 	else
 	{
@@ -107,6 +111,28 @@ cpht_access_set_handle(CphtTable *t, int32 handle)
 	t->handle = handle;
 }
 
+CphtTable *
+cpht_access_shared(int32 handle)
+{
+	CphtTable  *t = MemoryContextAllocZero(TopMemoryContext, sizeof(CphtTable));
+
+	t->shared = true;
+	t->handle = handle;
+	return t;
+}
+
+/* A batch call on a shared table: checked and raised by shared_tables.c. */
+static cpht_status
+shared_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n, uint8 *status,
+			uint64 *value)
+{
+	uint64		v = cpht_shared_call(t->handle, call, keys, n, status);
+
+	if (value)
+		*value = v;
+	return CPHT_OK;
+}
+
 void
 cpht_access_destroy(CphtTable *t)
 {
@@ -125,11 +151,16 @@ cpht_access_placement(const CphtTable *t)
 	return t->local ? "backend" : "worker";
 }
 
+/* A shared table is never transactional: its undo log is the worker's own
+ * business, so these are never called for one. */
+
 cpht_status
 cpht_access_find_or_put(CphtTable *t, const uint64 *keys, size_t n, uint8 *status)
 {
 	if (t->local)
 		return cpht_table_find_or_put(t->local, keys, n, status);
+	if (t->shared)
+		return shared_call(t, CPHT_CALL_FOP, keys, n, status, NULL);
 	return cpht_worker_table_call(t, CPHT_CALL_FOP, keys, n, status, NULL);
 }
 
@@ -138,6 +169,8 @@ cpht_access_find(CphtTable *t, const uint64 *keys, size_t n, uint8 *found)
 {
 	if (t->local)
 		return cpht_table_find(t->local, keys, n, found);
+	if (t->shared)
+		return shared_call(t, CPHT_CALL_FIND, keys, n, found, NULL);
 	return cpht_worker_table_call(t, CPHT_CALL_FIND, keys, n, found, NULL);
 }
 
@@ -146,6 +179,8 @@ cpht_access_put(CphtTable *t, const uint64 *keys, size_t n, uint64 *inserted)
 {
 	if (t->local)
 		return cpht_table_put(t->local, keys, n, inserted);
+	if (t->shared)
+		return shared_call(t, CPHT_CALL_PUT, keys, n, NULL, inserted);
 	return cpht_worker_table_call(t, CPHT_CALL_PUT, keys, n, NULL, inserted);
 }
 
@@ -154,24 +189,58 @@ cpht_access_erase(CphtTable *t, const uint64 *keys, size_t n, uint8 *present)
 {
 	if (t->local)
 		return cpht_table_erase(t->local, keys, n, present);
+	if (t->shared)
+		return shared_call(t, CPHT_CALL_ERASE, keys, n, present, NULL);
 	return cpht_worker_table_call(t, CPHT_CALL_ERASE, keys, n, present, NULL);
 }
 
 uint64
 cpht_access_count(CphtTable *t)
 {
+	if (t->shared)
+	{
+		CphtSharedRef ref = cpht_shared_ref(t->handle, NULL, NULL);
+
+		return cpht_remote_count(&ref);
+	}
 	return t->local ? cpht_table_count(t->local) : cpht_worker_table_count(t);
 }
 
 cpht_status
-cpht_access_rebuild(CphtTable *t)
+cpht_access_rebuild(CphtTable *t, uint64 *removed)
 {
-	return t->local ? cpht_table_rebuild(t->local) : cpht_worker_table_rebuild(t);
+	cpht_stats	before;
+	cpht_status st;
+
+	*removed = 0;
+	if (t->shared)
+	{
+		CphtSharedRef ref = cpht_shared_ref(t->handle, NULL, NULL);
+
+		*removed = cpht_remote_rebuild(&ref, t->handle);
+		return CPHT_OK;
+	}
+	if (!t->local)
+		return cpht_worker_table_rebuild(t, removed);
+	st = cpht_table_stats(t->local, &before);
+	if (st != CPHT_OK)
+		return st;
+	st = cpht_table_rebuild(t->local);
+	if (st == CPHT_OK)
+		*removed = before.tombstones[0] + before.tombstones[1];
+	return st;
 }
 
 cpht_status
 cpht_access_stats(CphtTable *t, cpht_stats *out)
 {
+	if (t->shared)
+	{
+		CphtSharedRef ref = cpht_shared_ref(t->handle, NULL, NULL);
+
+		cpht_remote_stats(&ref, t->handle, out);
+		return CPHT_OK;
+	}
 	return t->local ? cpht_table_stats(t->local, out) : cpht_worker_table_stats(t, out);
 }
 
@@ -193,6 +262,7 @@ cpht_access_call_times(const CphtTable *t, cpht_call_times *out)
 uint64
 cpht_access_log_position(CphtTable *t)
 {
+	Assert(!t->shared);
 	return t->local ? cpht_table_log_position(t->local) : cpht_worker_table_log_position(t);
 }
 
@@ -256,7 +326,9 @@ cpht_access_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n)
 		s->status[b] = grown;
 		s->cap[b] = n;
 	}
-	st = cpht_worker_table_call(s->table, CPHT_CALL_FOP, keys, n, s->status[b], NULL);
+	st = s->table->shared ?
+		shared_call(s->table, CPHT_CALL_FOP, keys, n, s->status[b], NULL) :
+		cpht_worker_table_call(s->table, CPHT_CALL_FOP, keys, n, s->status[b], NULL);
 	if (st != CPHT_OK)
 		return st;
 	s->inserted = 0;

@@ -8,6 +8,9 @@
  *
  * A table lives in the worker when cpht is preloaded and it goes to the
  * GPU (only the worker initialises CUDA), or when cpht.placement = worker.
+ * A shared table (shared_tables.c) is reached through the same operations:
+ * its calls check the role's privileges and raise their own errors, as
+ * shared tables always did, so its operations return only CPHT_OK.
  * A worker table is lost when the worker that holds it exits; using it
  * then fails with 58000 naming it, and dropping it only forgets it.
  */
@@ -49,6 +52,9 @@ extern cpht_status cpht_access_create(const cpht_params *params, bool in_worker,
 /* Names the table in errors (its handle, once it has one). */
 extern void cpht_access_set_handle(CphtTable *t, int32 handle);
 
+/* The table of a shared table's handle (allocated once per handle). */
+extern CphtTable *cpht_access_shared(int32 handle);
+
 /* Frees the table; never raises (it runs in transaction callbacks and at
  * exit): a worker that cannot be asked frees it when the backend leaves. */
 extern void cpht_access_destroy(CphtTable *t);
@@ -61,7 +67,8 @@ extern cpht_status cpht_access_find(CphtTable *t, const uint64 *keys, size_t n, 
 extern cpht_status cpht_access_put(CphtTable *t, const uint64 *keys, size_t n, uint64 *inserted);
 extern cpht_status cpht_access_erase(CphtTable *t, const uint64 *keys, size_t n, uint8 *present);
 extern uint64 cpht_access_count(CphtTable *t);
-extern cpht_status cpht_access_rebuild(CphtTable *t);
+/* Rebuilds; *removed gets the tombstones that were in the table. */
+extern cpht_status cpht_access_rebuild(CphtTable *t, uint64 *removed);
 extern cpht_status cpht_access_stats(CphtTable *t, cpht_stats *out);
 extern const char *cpht_access_error(const CphtTable *t);
 extern void cpht_access_call_times(const CphtTable *t, cpht_call_times *out);

@@ -17,6 +17,7 @@ struct CphtTable
 	int64		memory;			/* bytes its kernels took there, counted
 								 * against cpht.max_memory */
 	int32		handle;			/* 0 until registered */
+	bool		shared;			/* a shared table's handle (shared_tables.c) */
 	char		error[CPHT_TEXT_LEN];	/* message of the last failed call */
 	cpht_call_times times;
 };
@@ -41,7 +42,7 @@ extern void cpht_worker_table_destroy(CphtTable *t);
 extern cpht_status cpht_worker_table_call(CphtTable *t, CphtCall call, const uint64 *keys,
 										  size_t n, uint8 *status, uint64 *value);
 extern uint64 cpht_worker_table_count(CphtTable *t);
-extern cpht_status cpht_worker_table_rebuild(CphtTable *t);
+extern cpht_status cpht_worker_table_rebuild(CphtTable *t, uint64 *removed);
 extern cpht_status cpht_worker_table_stats(CphtTable *t, cpht_stats *out);
 extern uint64 cpht_worker_table_log_position(CphtTable *t);
 extern cpht_status cpht_worker_table_rollback_to(CphtTable *t, uint64 position);

@@ -142,13 +142,14 @@ cpht_worker_table_count(CphtTable *t)
 }
 
 cpht_status
-cpht_worker_table_rebuild(CphtTable *t)
+cpht_worker_table_rebuild(CphtTable *t, uint64 *removed)
 {
 	CphtReply  *rep;
 
 	check_alive(t);
 	rep = cpht_remote_private(CPHT_OP_REBUILD, t->remote_id, cpht_memory_budget(), 0);
 	account(t, rep->memory_delta);
+	*removed = rep->status == CPHT_OK ? rep->value : 0;
 	return take_status(t, rep);
 }
 

@@ -12,7 +12,7 @@
 -- A worker that exits losing its private tables is checked by
 -- test/run-tests.sh (it signals the worker, which SQL cannot).
 BEGIN;
-SELECT plan(14);
+SELECT plan(15);
 
 \ir include/shared_sessions.psql
 
@@ -77,7 +77,7 @@ DECLARE
 	bytes bigint;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 14);
+		RETURN NEXT skip(why, 15);
 		RETURN;
 	END IF;
 	gpu := coalesce((cpht_worker_info()->'gpu'->>'usable')::boolean, false);
@@ -121,12 +121,23 @@ BEGIN
 		RETURN NEXT is(pg_temp.one('g', $q$SET cpht.device = auto; SELECT cpht_info(cpht_create(1000))->>'device'$q$), 'gpu',
 			'cpht.device = auto uses the worker''s GPU');
 	ELSE
-		RETURN NEXT throws_ok($q$SELECT * FROM dblink('g', 'SET cpht.device = gpu; SELECT cpht_create(1000)') AS t(h int)$q$,
-			'55000', 'no usable GPU for cpht',
-			'without a GPU in the worker, cpht.device = gpu fails with 55000 (the backend does not probe the GPU)');
+		BEGIN
+			PERFORM * FROM dblink('g', 'SET cpht.device = gpu; SELECT cpht_create(1000)') AS t(h int);
+			RETURN NEXT fail('without a GPU in the worker, cpht.device = gpu fails with 55000 and the worker''s reason');
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS why = PG_EXCEPTION_DETAIL;
+			RETURN NEXT ok(SQLSTATE = '55000' AND SQLERRM LIKE '%no usable GPU for cpht%' AND why LIKE 'The cpht worker has no usable GPU: %',
+				'without a GPU in the worker, cpht.device = gpu fails with 55000 and the worker''s reason (not a probe in the backend): '
+				|| SQLSTATE || ' ' || SQLERRM || ' / ' || coalesce(why, ''));
+		END;
 		RETURN NEXT is(pg_temp.one('g', $q$SET cpht.device = auto; SELECT cpht_info(cpht_create(1000))->>'placement'$q$), 'backend',
 			'cpht.device = auto without a GPU in the worker keeps a CPU table in the backend');
 	END IF;
+	-- whatever cpht.device said, the session's backend never loaded CUDA's
+	-- driver library: only the worker did, if anyone
+	p := pg_temp.one('g', $q$SELECT pg_backend_pid()$q$)::int;
+	RETURN NEXT ok(position('libcuda' IN pg_read_file('/proc/' || p || '/maps')) = 0,
+		'the backend of a session that asked for the GPU has no libcuda mapped');
 	PERFORM dblink_disconnect('g');
 
 	-- cpht.max_memory counts what the worker's kernels take for the table
