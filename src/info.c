@@ -152,7 +152,11 @@ cpht_tables(PG_FUNCTION_ARGS)
 		values[1] = CStringGetTextDatum(kind_name(entry->kind));
 		values[2] = CStringGetTextDatum(device_name(entry->device));
 		values[3] = Int32GetDatum(entry->key_bits);
-		values[4] = Int64GetDatum((int64) cpht_access_count(entry->table));
+		/* a table lost with its worker has no count left */
+		if (cpht_access_lost(entry->table))
+			nulls[4] = true;
+		else
+			values[4] = Int64GetDatum((int64) cpht_access_count(entry->table));
 		values[5] = Int64GetDatum((int64) entry->bytes);
 		nulls[6] = nulls[7] = true;
 		values[8] = BoolGetDatum(false);

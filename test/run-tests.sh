@@ -167,11 +167,13 @@ DO $$ BEGIN
 	END LOOP;
 END $$;
 SELECT cpht_count(:h);
+SELECT 'listed, count null: ' || bool_and(count IS NULL) FROM cpht_tables() WHERE handle = :h;
 SELECT cpht_drop(:h);
 SELECT 'dropped';
 SQL
 )
-	if ! grep -q "cpht table 1 was lost" <<<"$out" || ! grep -q "^dropped" <<<"$out"; then
+	if ! grep -q "cpht table 1 was lost" <<<"$out" || ! grep -q "^listed, count null: true" <<<"$out" ||
+		! grep -q "^dropped" <<<"$out"; then
 		echo "== FAILED: a private table of the stopped worker is not reported lost, or cannot be dropped: $out"
 		return 1
 	fi

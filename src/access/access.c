@@ -151,6 +151,12 @@ cpht_access_placement(const CphtTable *t)
 	return t->local ? "backend" : "worker";
 }
 
+bool
+cpht_access_lost(const CphtTable *t)
+{
+	return !t->local && !t->shared && cpht_worker_table_lost(t);
+}
+
 /* A shared table is never transactional: its undo log is the worker's own
  * business, so these are never called for one. */
 

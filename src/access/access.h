@@ -62,6 +62,9 @@ extern void cpht_access_destroy(CphtTable *t);
 /* "backend" or "worker". */
 extern const char *cpht_access_placement(const CphtTable *t);
 
+/* Whether the table lived in a cpht worker that exited. */
+extern bool cpht_access_lost(const CphtTable *t);
+
 extern cpht_status cpht_access_find_or_put(CphtTable *t, const uint64 *keys, size_t n, uint8 *status);
 extern cpht_status cpht_access_find(CphtTable *t, const uint64 *keys, size_t n, uint8 *found);
 extern cpht_status cpht_access_put(CphtTable *t, const uint64 *keys, size_t n, uint64 *inserted);

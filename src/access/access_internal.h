@@ -39,6 +39,7 @@ struct CphtAccessStream
 extern cpht_status cpht_worker_table_create(const cpht_params *params, bool logging,
 											CphtTable *t, char *errbuf, size_t errlen);
 extern void cpht_worker_table_destroy(CphtTable *t);
+extern bool cpht_worker_table_lost(const CphtTable *t);
 extern cpht_status cpht_worker_table_call(CphtTable *t, CphtCall call, const uint64 *keys,
 										  size_t n, uint8 *status, uint64 *value);
 extern uint64 cpht_worker_table_count(CphtTable *t);

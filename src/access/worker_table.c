@@ -71,6 +71,12 @@ take_status(CphtTable *t, const CphtReply *rep)
 	return rep->status;
 }
 
+bool
+cpht_worker_table_lost(const CphtTable *t)
+{
+	return !alive(t, NULL, 0);
+}
+
 cpht_status
 cpht_worker_table_create(const cpht_params *params, bool logging, CphtTable *t,
 						 char *errbuf, size_t errlen)
@@ -179,7 +185,10 @@ cpht_worker_table_rollback_to(CphtTable *t, uint64 position)
 	cpht_status st = CPHT_ERR_DEVICE;
 	MemoryContext cxt = CurrentMemoryContext;
 
-	if (!cpht_client_can_send() || !alive(t, reason, sizeof(reason)))
+	/* An exiting backend's open transaction: the worker frees the table. */
+	if (!cpht_client_can_send())
+		return CPHT_OK;
+	if (!alive(t, reason, sizeof(reason)))
 	{
 		snprintf(t->error, sizeof(t->error), "it lived in a cpht worker that exited: %s",
 				 reason[0] ? reason : "the cpht worker restarted");
