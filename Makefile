@@ -18,7 +18,8 @@ REGRESS = $(patsubst sql/%.sql,%,$(sort $(filter-out sql/$(EXTENSION)--%,$(wildc
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 KERNEL_C = $(sort $(wildcard kernels/table*.c)) kernels/cpu_backend.c kernels/cpu_iceberg.c kernels/cpu_cuckoo.c kernels/cpu_threads.c kernels/radix_sort.c
-# src/*.c: SQL functions and session state; src/shmem: the shared memory
+# src/*.c: SQL functions and session state; src/access: a private table
+# in this backend or in the worker; src/shmem: the shared memory
 # layout; src/client: a backend's side of the worker protocol; src/worker:
 # the cpht worker process
 SRC_C = $(sort $(wildcard src/*.c src/*/*.c))
@@ -52,7 +53,7 @@ kernels/%.o: kernels/%.cu kernels/*.h
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 endif
 
-PG_CPPFLAGS += -Ikernels -Isrc -Isrc/shmem -Isrc/client -Isrc/worker -std=gnu11
+PG_CPPFLAGS += -Ikernels -Isrc -Isrc/access -Isrc/shmem -Isrc/client -Isrc/worker -std=gnu11
 SHLIB_LINK += -lpthread
 
 EXTRA_CLEAN = results regression.diffs regression.out test/unit/*.bin test/bench/*.bin kernels/*.unit.o

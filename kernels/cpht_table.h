@@ -41,7 +41,10 @@ typedef enum cpht_status
 	CPHT_ERR_NODEVICE,			/* GPU requested but none usable */
 	CPHT_ERR_DEVICE,			/* a device call failed (message has details) */
 	CPHT_ERR_CANCELED,			/* the interrupt check asked to stop; undone */
-	CPHT_ERR_LIMIT				/* the memory hook refused an allocation; undone */
+	CPHT_ERR_LIMIT,				/* the memory hook refused an allocation; undone */
+	CPHT_ERR_DEVICE_LOST		/* a sticky device fault (illegal address, launch
+								 * failure, ECC): the GPU's context is unusable
+								 * for every table of the process */
 } cpht_status;
 
 /* Per-key outcome of find_or_put (one byte per key). */
@@ -254,6 +257,31 @@ uint64_t	cpht_params_table_bytes(const cpht_params *params);
  */
 int			cpht_gpu_built(void);
 int			cpht_gpu_usable(char *errbuf, size_t errlen);
+
+/*
+ * The GPU cpht uses (after cpht_gpu_usable said yes): its name and free and
+ * total memory.  Returns 0 when it cannot be read.
+ */
+int			cpht_gpu_info(char *name, size_t namelen, uint64_t *free_bytes,
+						  uint64_t *total_bytes);
+
+/*
+ * Pins host memory for DMA (cudaHostRegister) so that GPU tables transfer
+ * keys and results straight from and to it, without the copy through
+ * their own pinned buffers, whenever a call's arrays lie inside it.
+ * Returns 1, or 0 with the reason in errbuf (no GPU, or the driver
+ * refused); memory that is not registered works as before.  At most a few
+ * ranges, for the life of the process.
+ */
+int			cpht_host_register(void *ptr, size_t len, char *errbuf, size_t errlen);
+
+/*
+ * FOR TESTS ONLY: runs a kernel that traps, which leaves the process's
+ * CUDA context broken as a sticky fault does; every later device call of
+ * every GPU table then fails with CPHT_ERR_DEVICE_LOST.  Returns 0 without
+ * a usable GPU.
+ */
+int			cpht_gpu_break_context(void);
 
 #ifdef __cplusplus
 }

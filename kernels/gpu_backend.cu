@@ -36,12 +36,38 @@ extern "C"
 }
 
 cpht_status
+gpu_status_of(cudaError_t err)
+{
+	switch (err)
+	{
+		case cudaErrorMemoryAllocation:
+			return CPHT_ERR_NOMEM;
+			/* The context is corrupt: every later call of the process fails. */
+		case cudaErrorIllegalAddress:
+		case cudaErrorLaunchFailure:
+		case cudaErrorECCUncorrectable:
+		case cudaErrorHardwareStackError:
+		case cudaErrorIllegalInstruction:
+		case cudaErrorMisalignedAddress:
+		case cudaErrorInvalidAddressSpace:
+		case cudaErrorInvalidPc:
+		case cudaErrorAssert:
+		case cudaErrorLaunchTimeout:
+		case cudaErrorContextIsDestroyed:
+		case cudaErrorDevicesUnavailable:
+		case cudaErrorUnknown:
+			return CPHT_ERR_DEVICE_LOST;
+		default:
+			return CPHT_ERR_DEVICE;
+	}
+}
+
+cpht_status
 gpu_fail(cpht_table *t, cudaError_t err, const char *what)
 {
 	/* Clear the error so later calls can work (sticky errors stay). */
 	(void) cudaGetLastError();
-	return table_fail(t, err == cudaErrorMemoryAllocation ? CPHT_ERR_NOMEM : CPHT_ERR_DEVICE,
-					  "GPU: %s failed: %s", what, cudaGetErrorString(err));
+	return table_fail(t, gpu_status_of(err), "GPU: %s failed: %s", what, cudaGetErrorString(err));
 }
 
 /* ---- is there a GPU? ------------------------------------------------------ */
@@ -466,6 +492,8 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 				copied = 0,		/* chunks whose results are in out */
 				current = 0;	/* the chunk being started */
 	int			cleared = 0;	/* its result buffer was cleared */
+	int			direct_in,
+				direct_out;
 	double		mark;
 	cpht_status rc;
 
@@ -477,6 +505,9 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 		return rc;
 	cap = st->chunk_cap;
 	chunks = (n + cap - 1) / cap;
+	/* Arrays in registered (pinned) host memory go by DMA as they are. */
+	direct_in = gpu_host_registered(keys, n * sizeof(uint64_t));
+	direct_out = gpu_host_registered(out, n);
 
 	for (size_t i = 0; i <= chunks; i++)
 	{
@@ -492,13 +523,17 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 			mark = clock_ms();
 			CHUNK_TRY(cudaEventSynchronize(st->ev_in[b]), "waiting for an upload");
 			t->times.wait += clock_ms() - mark;
-			mark = clock_ms();
-			parallel_copy(t, st->pin_keys[b], keys + off, len, sizeof(uint64_t));
-			t->times.stage_in += clock_ms() - mark;
+			if (!direct_in)
+			{
+				mark = clock_ms();
+				parallel_copy(t, st->pin_keys[b], keys + off, len, sizeof(uint64_t));
+				t->times.stage_in += clock_ms() - mark;
+			}
 			/* dkeys[b] is free once chunk i-2's kernels are done. */
 			CHUNK_TRY(cudaStreamWaitEvent(st->h2d, st->ev_k[b], 0), "ordering an upload");
-			CHUNK_TRY(cudaMemcpyAsync(st->dkeys[b], st->pin_keys[b], len * sizeof(uint64_t),
-									  cudaMemcpyHostToDevice, st->h2d), "uploading keys");
+			CHUNK_TRY(cudaMemcpyAsync(st->dkeys[b], direct_in ? keys + off : st->pin_keys[b],
+									  len * sizeof(uint64_t), cudaMemcpyHostToDevice, st->h2d),
+					  "uploading keys");
 			CHUNK_TRY(cudaEventRecord(st->ev_in[b], st->h2d), "recording an event");
 			/* Kernels wait for the keys, and for dout[b] to be downloaded. */
 			CHUNK_TRY(cudaStreamWaitEvent(st->comp, st->ev_in[b], 0), "ordering kernels");
@@ -518,7 +553,8 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 				goto failed;
 			CHUNK_TRY(cudaEventRecord(st->ev_k[b], st->comp), "recording an event");
 			CHUNK_TRY(cudaStreamWaitEvent(st->d2h, st->ev_k[b], 0), "ordering a download");
-			CHUNK_TRY(cudaMemcpyAsync(st->pin_out[b], st->dout[b], len, cudaMemcpyDeviceToHost, st->d2h),
+			CHUNK_TRY(cudaMemcpyAsync(direct_out ? out + off : st->pin_out[b], st->dout[b], len,
+									  cudaMemcpyDeviceToHost, st->d2h),
 					  "downloading results");
 			CHUNK_TRY(cudaEventRecord(st->ev_out[b], st->d2h), "recording an event");
 		}
@@ -539,9 +575,12 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 				cleared = i < chunks;
 				goto failed;
 			}
-			mark = clock_ms();
-			parallel_copy(t, out + off, st->pin_out[b], len, 1);
-			t->times.copy_out += clock_ms() - mark;
+			if (!direct_out)
+			{
+				mark = clock_ms();
+				parallel_copy(t, out + off, st->pin_out[b], len, 1);
+				t->times.copy_out += clock_ms() - mark;
+			}
 			copied = i;
 		}
 	}

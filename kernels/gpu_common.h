@@ -80,6 +80,14 @@ gpu_state_of(const cpht_table *t)
  * sticky) and return CPHT_ERR_NOMEM or CPHT_ERR_DEVICE. */
 cpht_status gpu_fail(cpht_table *t, cudaError_t err, const char *what);
 
+/* The status a CUDA error stands for: NOMEM, DEVICE_LOST for the sticky
+ * errors that leave the context unusable, DEVICE otherwise. */
+cpht_status gpu_status_of(cudaError_t err);
+
+/* Whether [p, p + len) lies inside host memory cpht_host_register pinned
+ * (gpu_host.cu). */
+int			gpu_host_registered(const void *p, size_t len);
+
 #define GPU_TRY(t, call, what) \
 	do { \
 		cudaError_t gpu_err_ = (call); \

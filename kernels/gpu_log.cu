@@ -108,7 +108,7 @@ gpu_log_reserve(cpht_table *t, uint64_t entries, uint64_t keep)
 	if (err != cudaSuccess)
 	{
 		(void) cudaGetLastError();
-		return table_fail(t, err == cudaErrorMemoryAllocation ? CPHT_ERR_NOMEM : CPHT_ERR_DEVICE,
+		return table_fail(t, gpu_status_of(err),
 						  "GPU: no room for the undo log (%llu MB of device memory): %s",
 						  (unsigned long long) (entries * sizeof(uint64_t) >> 20),
 						  cudaGetErrorString(err));

@@ -270,6 +270,30 @@ cpht_gpu_usable(char *errbuf, size_t errlen)
 	param_fail(errbuf, errlen, CPHT_ERR_NODEVICE, "cpht was built without CUDA support");
 	return 0;
 }
+
+int
+cpht_gpu_info(char *name, size_t namelen, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	if (name && namelen)
+		name[0] = '\0';
+	*free_bytes = *total_bytes = 0;
+	return 0;
+}
+
+int
+cpht_host_register(void *ptr, size_t len, char *errbuf, size_t errlen)
+{
+	(void) ptr;
+	(void) len;
+	param_fail(errbuf, errlen, CPHT_ERR_NODEVICE, "cpht was built without CUDA support");
+	return 0;
+}
+
+int
+cpht_gpu_break_context(void)
+{
+	return 0;
+}
 #endif
 
 cpht_status

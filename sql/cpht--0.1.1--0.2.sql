@@ -49,4 +49,4 @@ AS 'MODULE_PATHNAME', 'cpht_worker_info'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION cpht_worker_info() IS
-'the cpht worker: whether cpht was preloaded, its pid, how often it started, shared tables and transfer windows';
+'the cpht worker: whether cpht was preloaded, its pid, how often it started, shared tables, transfer windows, the private tables it holds and its GPU';

@@ -20,7 +20,6 @@
 #include "handles.h"
 #include "keys.h"
 #include "memcap.h"
-#include "shared_tables.h"
 #include "txn.h"
 #include "cpht.h"
 #include "portability/instr_time.h"
@@ -43,7 +42,7 @@ check_table(cpht_status status, CphtHandle *entry, const char *undone)
 {
 	if (status != CPHT_OK)
 		cpht_check_call(status, entry->handle,
-						cpht_table_error(entry->table), undone);
+						cpht_access_error(cpht_handle_table(entry)), undone);
 }
 
 #define STORED_NOTHING "No key of this call was stored."
@@ -70,7 +69,7 @@ clock_mark(instr_time *t)
 }
 
 static void
-clock_report(const char *fn, const CallClock *c, int n, cpht_table *t)
+clock_report(const char *fn, const CallClock *c, int n, CphtTable *t)
 {
 	cpht_call_times inside;
 
@@ -88,7 +87,7 @@ clock_report(const char *fn, const CallClock *c, int n, cpht_table *t)
 	INSTR_TIME_SUBTRACT(table, c->read);
 	result = end;
 	INSTR_TIME_SUBTRACT(result, c->table);
-	cpht_table_call_times(t, &inside);
+	cpht_access_call_times(t, &inside);
 	ereport(NOTICE,
 			(errmsg("%s: %d keys: read array %.3f ms, table %.3f ms, result %.3f ms",
 					fn, n, INSTR_TIME_GET_MILLISEC(read), INSTR_TIME_GET_MILLISEC(table),
@@ -107,9 +106,7 @@ cpht_fop(PG_FUNCTION_ARGS)
 	int			n;
 	CallClock	clock;
 
-	if (cpht_handles_shared(PG_GETARG_INT32(0)))
-		return cpht_shared_fop(fcinfo);
-	entry = cpht_handles_get(PG_GETARG_INT32(0));
+	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
 	clock_mark(&clock.start);
 	array = PG_GETARG_ARRAYTYPE_P(1);
@@ -122,11 +119,11 @@ cpht_fop(PG_FUNCTION_ARGS)
 	cpht_txn_before_write(entry);
 	cpht_memory_sync();
 	clock_mark(&clock.read);
-	check_table(cpht_table_find_or_put(entry->table, keys, n,
+	check_table(cpht_access_find_or_put(cpht_handle_table(entry), keys, n,
 									   (uint8 *) ARR_DATA_PTR(result)),
 				entry, STORED_NOTHING);
 	clock_mark(&clock.table);
-	clock_report("cpht_fop", &clock, n, entry->table);
+	clock_report("cpht_fop", &clock, n, cpht_handle_table(entry));
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
@@ -145,9 +142,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	int			nnew = 0;
 	int			i;
 
-	if (cpht_handles_shared(PG_GETARG_INT32(0)))
-		return cpht_shared_fop_new(fcinfo);
-	entry = cpht_handles_get(PG_GETARG_INT32(0));
+	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
 	clock_mark(&clock.start);
 	array = PG_GETARG_ARRAYTYPE_P(1);
@@ -160,7 +155,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	cpht_txn_before_write(entry);
 	cpht_memory_sync();
 	clock_mark(&clock.read);
-	check_table(cpht_table_find_or_put(entry->table, keys, n, status), entry, STORED_NOTHING);
+	check_table(cpht_access_find_or_put(cpht_handle_table(entry), keys, n, status), entry, STORED_NOTHING);
 	clock_mark(&clock.table);
 
 	for (i = 0; i < n; i++)
@@ -169,7 +164,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	if (nnew == 0)
 	{
 		pfree(status);
-		clock_report("cpht_fop_new", &clock, n, entry->table);
+		clock_report("cpht_fop_new", &clock, n, cpht_handle_table(entry));
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
 	}
 
@@ -184,7 +179,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 		out += status[i];
 	}
 	pfree(status);
-	clock_report("cpht_fop_new", &clock, n, entry->table);
+	clock_report("cpht_fop_new", &clock, n, cpht_handle_table(entry));
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
@@ -197,9 +192,7 @@ cpht_find(PG_FUNCTION_ARGS)
 	ArrayType  *result;
 	int			n;
 
-	if (cpht_handles_shared(PG_GETARG_INT32(0)))
-		return cpht_shared_find(fcinfo);
-	entry = cpht_handles_get(PG_GETARG_INT32(0));
+	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
 	keys = cpht_keys_read(array, entry->key_bits, &n);
 	if (n == 0)
@@ -207,7 +200,7 @@ cpht_find(PG_FUNCTION_ARGS)
 
 	result = cpht_bool_array(n);
 	CHECK_FOR_INTERRUPTS();
-	check_table(cpht_table_find(entry->table, keys, n,
+	check_table(cpht_access_find(cpht_handle_table(entry), keys, n,
 								(uint8 *) ARR_DATA_PTR(result)),
 				entry, NULL);
 	PG_RETURN_ARRAYTYPE_P(result);
@@ -222,9 +215,7 @@ cpht_put(PG_FUNCTION_ARGS)
 	uint64		inserted = 0;
 	int			n;
 
-	if (cpht_handles_shared(PG_GETARG_INT32(0)))
-		return cpht_shared_put(fcinfo);
-	entry = cpht_handles_get(PG_GETARG_INT32(0));
+	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
 	keys = cpht_keys_read(array, entry->key_bits, &n);
 	if (n == 0)
@@ -233,7 +224,7 @@ cpht_put(PG_FUNCTION_ARGS)
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
 	cpht_memory_sync();
-	check_table(cpht_table_put(entry->table, keys, n, &inserted), entry, STORED_NOTHING);
+	check_table(cpht_access_put(cpht_handle_table(entry), keys, n, &inserted), entry, STORED_NOTHING);
 	PG_RETURN_INT64((int64) inserted);
 }
 
@@ -246,9 +237,7 @@ cpht_delete(PG_FUNCTION_ARGS)
 	ArrayType  *result;
 	int			n;
 
-	if (cpht_handles_shared(PG_GETARG_INT32(0)))
-		return cpht_shared_delete(fcinfo);
-	entry = cpht_handles_get(PG_GETARG_INT32(0));
+	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
 	keys = cpht_keys_read(array, entry->key_bits, &n);
 	if (n == 0)
@@ -258,7 +247,7 @@ cpht_delete(PG_FUNCTION_ARGS)
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
 	cpht_memory_sync();
-	check_table(cpht_table_erase(entry->table, keys, n,
+	check_table(cpht_access_erase(cpht_handle_table(entry), keys, n,
 								 (uint8 *) ARR_DATA_PTR(result)),
 				entry, DELETED_NOTHING);
 	PG_RETURN_ARRAYTYPE_P(result);
@@ -269,9 +258,7 @@ cpht_count(PG_FUNCTION_ARGS)
 {
 	CphtHandle *entry;
 
-	if (cpht_handles_shared(PG_GETARG_INT32(0)))
-		return cpht_shared_count(fcinfo);
-	entry = cpht_handles_get(PG_GETARG_INT32(0));
+	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
-	PG_RETURN_INT64((int64) cpht_table_count(entry->table));
+	PG_RETURN_INT64((int64) cpht_access_count(cpht_handle_table(entry)));
 }

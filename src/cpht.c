@@ -14,6 +14,8 @@
 #include "utils/guc.h"
 
 #include "cpht.h"
+#include "access.h"
+#include "client.h"
 #include "cpht_table.h"
 #include "memcap.h"
 #include "protocol.h"
@@ -26,6 +28,12 @@ int			cpht_device_setting = CPHT_SETTING_AUTO;
 int			cpht_cpu_threads = 0;
 int			cpht_max_memory_kb = 0;
 bool		cpht_trace = false;
+
+static const struct config_enum_entry placement_options[] = {
+	{"backend", CPHT_PLACEMENT_BACKEND, false},
+	{"worker", CPHT_PLACEMENT_WORKER, false},
+	{NULL, 0, false}
+};
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", CPHT_SETTING_AUTO, false},
@@ -58,6 +66,29 @@ _PG_init(void)
 							 device_options,
 							 PGC_USERSET,
 							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("cpht.placement",
+							 "Where cpht_create() keeps a new private table when cpht is preloaded.",
+							 "backend keeps CPU tables in the session's backend, worker puts "
+							 "them in the cpht worker too.  GPU tables of a preloaded server "
+							 "always live in the worker; without preloading every table "
+							 "lives in its backend.",
+							 &cpht_placement_setting,
+							 CPHT_PLACEMENT_BACKEND,
+							 placement_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("cpht.inject_device_fault",
+							 "Tests only: requests to the cpht worker break its GPU context first.",
+							 "A sticky device fault, as an illegal address would leave; "
+							 "the worker then restarts and its GPU tables are lost.",
+							 &cpht_inject_device_fault,
+							 false,
+							 PGC_SUSET,
+							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("cpht.cpu_threads",

@@ -124,6 +124,16 @@ cpht_check_call(cpht_status status, int32 handle, const char *message, const cha
 					 errmsg("GPU operation failed while creating a cpht table"),
 					 errdetail("%s", cpht_sentence(message))));
 			break;
+
+		case CPHT_ERR_DEVICE_LOST:
+			ereport(ERROR,
+					(errcode(ERRCODE_SYSTEM_ERROR),
+					 handle > 0 ?
+					 errmsg("the GPU of cpht table %d failed and is lost", handle) :
+					 errmsg("the GPU failed and is lost while creating a cpht table"),
+					 errdetail("%s", cpht_sentence(message)),
+					 errhint("The GPU tables of the process that held it are gone; create them again.")));
+			break;
 	}
 
 	/* A status this file does not know means the two sides disagree. */

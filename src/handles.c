@@ -108,6 +108,14 @@ cpht_handles_get(int32 handle)
 }
 
 CphtHandle *
+cpht_handles_use(int32 handle)
+{
+	CphtHandle *h = cpht_handles_shared(handle);
+
+	return h ? h : cpht_handles_get(handle);
+}
+
+CphtHandle *
 cpht_handles_shared(int32 handle)
 {
 	if (handle < 1 || handle > nentries || !entries[handle - 1].shared)
@@ -143,7 +151,7 @@ cpht_handles_total_bytes(void)
 }
 
 void
-cpht_handles_set_table(CphtHandle *entry, cpht_table *table)
+cpht_handles_set_table(CphtHandle *entry, CphtTable  *table)
 {
 	if (entry->table != NULL)
 		live_bytes -= entry->bytes;
@@ -156,12 +164,12 @@ void
 cpht_handles_drop(int32 handle)
 {
 	CphtHandle *entry = cpht_handles_get(handle);
-	cpht_table *table = entry->table;
+	CphtTable  *table = entry->table;
 
 	/* Forget the table first: should destroy ever fail to return, the
 	 * handle must not point at freed memory. */
 	cpht_handles_set_table(entry, NULL);
-	cpht_table_destroy(table);
+	cpht_access_destroy(table);
 }
 
 int
@@ -172,12 +180,12 @@ cpht_handles_drop_all(void)
 
 	for (h = 0; h < nentries; h++)
 	{
-		cpht_table *table = entries[h].table;
+		CphtTable  *table = entries[h].table;
 
 		if (table != NULL)
 		{
 			cpht_handles_set_table(&entries[h], NULL);
-			cpht_table_destroy(table);
+			cpht_access_destroy(table);
 			dropped++;
 		}
 	}

@@ -8,11 +8,11 @@
 #ifndef CPHT_HANDLES_H
 #define CPHT_HANDLES_H
 
-#include "cpht_table.h"
+#include "access.h"
 
 typedef struct CphtHandle
 {
-	cpht_table *table;			/* NULL once dropped */
+	CphtTable  *table;			/* NULL once dropped */
 	int32		handle;
 	cpht_kind	kind;
 	cpht_device device;
@@ -27,6 +27,7 @@ typedef struct CphtHandle
 	bool		shared;
 	int32		shared_entry;	/* its catalog index, -1 once dropped here */
 	uint64		shared_table_id;
+	CphtTable  *shared_access;	/* the operations on it (access.h) */
 } CphtHandle;
 
 /* Makes room for one more table; call before creating it, so that
@@ -40,6 +41,19 @@ extern int32 cpht_handles_add(const CphtHandle *entry);
 /* The live table of a handle; ERROR if unknown, dropped or shared.  The pointer is
  * valid until the next cpht_handles_reserve(). */
 extern CphtHandle *cpht_handles_get(int32 handle);
+
+/* The entry of a live private table's handle or of a shared table's
+ * handle (the shared table's calls check that it still exists), for the
+ * operations both have; ERROR as cpht_handles_get otherwise. */
+extern CphtHandle *cpht_handles_use(int32 handle);
+
+/* The table the operations of access.h work on, of cpht_handles_use's
+ * entry. */
+static inline CphtTable *
+cpht_handle_table(const CphtHandle *h)
+{
+	return h->shared ? h->shared_access : h->table;
+}
 
 /* The entry of a shared table's handle (dropped or not), or NULL when the
  * handle is not one. */
@@ -58,7 +72,7 @@ extern uint64 cpht_handles_total_bytes(void);
 
 /* Points an entry at its table, or at none (NULL), keeping the total of
  * cpht_handles_total_bytes(); every change of entry->table goes through it. */
-extern void cpht_handles_set_table(CphtHandle *entry, cpht_table *table);
+extern void cpht_handles_set_table(CphtHandle *entry, CphtTable *table);
 
 extern void cpht_handles_drop(int32 handle);
 extern int	cpht_handles_drop_all(void);

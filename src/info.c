@@ -43,7 +43,7 @@ Datum
 cpht_info(PG_FUNCTION_ARGS)
 {
 	int32		handle = PG_GETARG_INT32(0);
-	CphtHandle *entry = cpht_handles_shared(handle);
+	CphtHandle *entry = cpht_handles_use(handle);
 	cpht_stats	stats;
 	cpht_status status;
 	StringInfoData buf;
@@ -52,21 +52,14 @@ cpht_info(PG_FUNCTION_ARGS)
 	int			l;
 
 	memset(&stats, 0, sizeof(stats));
-	if (entry != NULL)
-	{
-		/* a shared table: its statistics come from the cpht worker */
-		CphtSharedRef ref = cpht_shared_ref(handle, name, &owner);
+	/* a shared table's name and owner, the role's right to see them */
+	if (entry->shared)
+		(void) cpht_shared_ref(handle, name, &owner);
+	status = cpht_access_stats(cpht_handle_table(entry), &stats);
+	if (status != CPHT_OK)
+		cpht_check_status(status, entry->handle,
+						  cpht_access_error(cpht_handle_table(entry)));
 
-		cpht_remote_stats(&ref, handle, &stats);
-	}
-	else
-	{
-		entry = cpht_handles_get(handle);
-		status = cpht_table_stats(entry->table, &stats);
-		if (status != CPHT_OK)
-			cpht_check_status(status, entry->handle,
-							  cpht_table_error(entry->table));
-	}
 	stats.device_name[sizeof(stats.device_name) - 1] = '\0';
 
 	initStringInfo(&buf);
@@ -124,7 +117,8 @@ cpht_info(PG_FUNCTION_ARGS)
 			appendStringInfoString(&buf, "null");
 	}
 	else
-		appendStringInfoString(&buf, ", \"shared\": false, \"placement\": \"backend\", \"name\": null, \"owner\": null");
+		appendStringInfo(&buf, ", \"shared\": false, \"placement\": \"%s\", \"name\": null, \"owner\": null",
+						 cpht_access_placement(entry->table));
 	appendStringInfoChar(&buf, '}');
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
@@ -158,11 +152,15 @@ cpht_tables(PG_FUNCTION_ARGS)
 		values[1] = CStringGetTextDatum(kind_name(entry->kind));
 		values[2] = CStringGetTextDatum(device_name(entry->device));
 		values[3] = Int32GetDatum(entry->key_bits);
-		values[4] = Int64GetDatum((int64) cpht_table_count(entry->table));
+		/* a table lost with its worker has no count left */
+		if (cpht_access_lost(entry->table))
+			nulls[4] = true;
+		else
+			values[4] = Int64GetDatum((int64) cpht_access_count(entry->table));
 		values[5] = Int64GetDatum((int64) entry->bytes);
 		nulls[6] = nulls[7] = true;
 		values[8] = BoolGetDatum(false);
-		values[9] = CStringGetTextDatum("backend");
+		values[9] = CStringGetTextDatum(cpht_access_placement(entry->table));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		after = entry->handle;
 	}
@@ -201,8 +199,10 @@ cpht_tables(PG_FUNCTION_ARGS)
 /*
  * cpht_worker_info(): the cpht worker as this backend sees it: whether cpht
  * was preloaded, the worker's pid (null while none runs), how often a
- * worker started, the live shared tables of all databases and the
- * transfer windows (free ones are not held by any call).  The worker has
+ * worker started, the live shared tables of all databases, the transfer
+ * windows (free ones are not held by any call), the private tables the
+ * worker holds for backends, whether the arena is pinned for DMA, and the
+ * worker's GPU (usable, or why not; its name and memory).  The worker has
  * no database connection, so pg_stat_activity does not list it.
  */
 PG_FUNCTION_INFO_V1(cpht_worker_info);
@@ -213,6 +213,7 @@ cpht_worker_info(PG_FUNCTION_ARGS)
 	int			pid;
 	uint64		generation;
 	uint64		free_windows;
+	CphtControl gpu;
 	int			tables = 0;
 
 	initStringInfo(&buf);
@@ -225,6 +226,7 @@ cpht_worker_info(PG_FUNCTION_ARGS)
 	pid = cpht_control->worker_pid;
 	generation = cpht_control->generation;
 	free_windows = cpht_control->window_free;
+	gpu = *cpht_control;
 	SpinLockRelease(&cpht_control->mutex);
 	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
 	for (int i = 0; i < cpht_control->max_tables; i++)
@@ -239,8 +241,29 @@ cpht_worker_info(PG_FUNCTION_ARGS)
 		appendStringInfoString(&buf, "null");
 	appendStringInfo(&buf, ", \"worker_starts\": " UINT64_FORMAT ", \"shared_tables\": %d"
 					 ", \"max_shared_tables\": %d, \"windows\": %d, \"windows_free\": %d"
-					 ", \"window_keys\": " UINT64_FORMAT "}",
+					 ", \"window_keys\": " UINT64_FORMAT,
 					 generation, tables, cpht_control->max_tables, cpht_control->nwindows,
 					 pg_popcount64(free_windows), cpht_control->window_keys);
+	/* private tables of all backends, and the worker's GPU */
+	appendStringInfo(&buf, ", \"private_tables\": %d, \"private_bytes\": " UINT64_FORMAT
+					 ", \"arena_pinned\": %s, \"gpu\": {\"usable\": %s, \"reason\": ",
+					 gpu.private_tables, gpu.private_bytes,
+					 gpu.arena_registered ? "true" : "false",
+					 gpu.gpu_state == CPHT_GPU_USABLE ? "true" :
+					 gpu.gpu_state == CPHT_GPU_UNUSABLE ? "false" : "null");
+	if (gpu.gpu_state == CPHT_GPU_UNUSABLE)
+		escape_json(&buf, gpu.gpu_reason);
+	else
+		appendStringInfoString(&buf, "null");
+	appendStringInfoString(&buf, ", \"name\": ");
+	if (gpu.gpu_state == CPHT_GPU_USABLE)
+		escape_json(&buf, gpu.gpu_name);
+	else
+		appendStringInfoString(&buf, "null");
+	if (gpu.gpu_state == CPHT_GPU_USABLE)
+		appendStringInfo(&buf, ", \"total_bytes\": " UINT64_FORMAT ", \"free_bytes_at_start\": " UINT64_FORMAT "}}",
+						 gpu.gpu_total_bytes, gpu.gpu_free_bytes);
+	else
+		appendStringInfoString(&buf, ", \"total_bytes\": null, \"free_bytes_at_start\": null}}");
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }

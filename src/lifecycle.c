@@ -39,29 +39,14 @@ parse_kind(const char *kind)
 }
 
 /*
- * The device a new table goes to, by cpht.device.  The GPU is probed only
- * when the setting allows it: cpht_gpu_usable() initialises CUDA, which
- * costs time and GPU memory in every backend that does it.
+ * The device a new table goes to, by cpht.device (access.c: probed by the
+ * cpht worker when preloaded, by this backend otherwise, and only when the
+ * setting allows it: initialising CUDA costs time and GPU memory).
  */
 cpht_device
 cpht_choose_device(void)
 {
-	char		reason[256];
-
-	if (cpht_device_setting == CPHT_SETTING_CPU)
-		return CPHT_DEVICE_CPU;
-
-	reason[0] = '\0';
-	if (cpht_gpu_built() && cpht_gpu_usable(reason, sizeof(reason)))
-		return CPHT_DEVICE_GPU;
-
-	if (cpht_device_setting == CPHT_SETTING_AUTO)
-		return CPHT_DEVICE_CPU;
-
-	cpht_check_status(CPHT_ERR_NODEVICE, 0,
-					  cpht_gpu_built() ? reason :
-					  "this build of cpht has no GPU support");
-	pg_unreachable();
+	return cpht_access_choose_device();
 }
 
 /*
@@ -131,7 +116,7 @@ cpht_create(PG_FUNCTION_ARGS)
 	uint64		bytes;
 	cpht_params params;
 	cpht_status status;
-	cpht_table *table = NULL;
+	CphtTable  *table = NULL;
 	CphtHandle	entry;
 	int32		handle;
 	char		errbuf[512];
@@ -150,7 +135,8 @@ cpht_create(PG_FUNCTION_ARGS)
 
 	CHECK_FOR_INTERRUPTS();
 	errbuf[0] = '\0';
-	status = cpht_table_create(&params, &table, errbuf, sizeof(errbuf));
+	status = cpht_access_create(&params, cpht_access_in_worker(&params), transactional,
+								&table, errbuf, sizeof(errbuf));
 	/* a create that fails leaves nothing, and no call's keys are involved */
 	cpht_check_call(status, 0, errbuf, NULL);
 
@@ -162,9 +148,9 @@ cpht_create(PG_FUNCTION_ARGS)
 	entry.capacity = capacity;
 	entry.bytes = bytes;
 	entry.transactional = transactional;
-	cpht_table_set_logging(table, transactional);
 
 	handle = cpht_handles_add(&entry);
+	cpht_access_set_handle(table, handle);
 	cpht_txn_created(cpht_handles_get(handle));
 	PG_RETURN_INT32(handle);
 }
@@ -172,6 +158,8 @@ cpht_create(PG_FUNCTION_ARGS)
 /*
  * Drops follow transactions: the handle is gone at once, the memory is
  * freed when the transaction commits, and an abort brings the table back.
+ * A shared table is dropped for every session at once instead
+ * (shared_tables.c): a different operation, not another placement.
  */
 Datum
 cpht_drop(PG_FUNCTION_ARGS)
@@ -205,16 +193,13 @@ PG_FUNCTION_INFO_V1(cpht_rebuild);
 Datum
 cpht_rebuild(PG_FUNCTION_ARGS)
 {
-	CphtHandle *h;
-	cpht_stats	before;
+	CphtHandle *h = cpht_handles_use(PG_GETARG_INT32(0));
+	uint64		removed;
 
-	if (cpht_handles_shared(PG_GETARG_INT32(0)))
-		return cpht_shared_rebuild(fcinfo);
-	h = cpht_handles_get(PG_GETARG_INT32(0));
-
-	cpht_check_call(cpht_table_stats(h->table, &before), h->handle, cpht_table_error(h->table), NULL);
 	CHECK_FOR_INTERRUPTS();
+	cpht_memory_sync();
 	/* Its own message says the table is unchanged; it stores no keys. */
-	cpht_check_call(cpht_table_rebuild(h->table), h->handle, cpht_table_error(h->table), NULL);
-	PG_RETURN_INT64((int64) (before.tombstones[0] + before.tombstones[1]));
+	cpht_check_call(cpht_access_rebuild(cpht_handle_table(h), &removed), h->handle,
+					cpht_access_error(cpht_handle_table(h)), NULL);
+	PG_RETURN_INT64((int64) removed);
 }

@@ -253,3 +253,25 @@ cpht_memory_release(uint64 bytes)
 	buffers_held -= Min(bytes, buffers_held);
 	cpht_memory_sync();
 }
+
+void
+cpht_memory_worker_delta(int64 delta)
+{
+	if (delta >= 0)
+		pg_atomic_fetch_add_u64(&kernel_held, (uint64) delta);
+	else
+		pg_atomic_fetch_sub_u64(&kernel_held, Min((uint64) -delta, pg_atomic_read_u64(&kernel_held)));
+}
+
+uint64
+cpht_memory_budget(void)
+{
+	uint64		cap,
+				held;
+
+	if (cpht_max_memory_kb <= 0)
+		return PG_UINT64_MAX;
+	cap = (uint64) cpht_max_memory_kb * 1024;
+	held = cpht_memory_held();
+	return held >= cap ? 0 : cap - held;
+}

@@ -32,4 +32,12 @@ extern void cpht_memory_check(uint64 bytes, const char *what);
 extern void cpht_memory_reserve(uint64 bytes, const char *what);
 extern void cpht_memory_release(uint64 bytes);
 
+/* Bytes the cpht worker's kernels took (positive) or gave back for this
+ * session's tables there: counted as its undo logs are. */
+extern void cpht_memory_worker_delta(int64 delta);
+
+/* What cpht.max_memory still allows this session, for a request to the
+ * cpht worker; PG_UINT64_MAX without a cap. */
+extern uint64 cpht_memory_budget(void);
+
 #endif							/* CPHT_MEMCAP_H */

@@ -4,7 +4,7 @@
  * cpht_create(..., name => 'x') creates a table in the cpht worker that
  * every session of the database opens with cpht_open('x').  In this
  * version shared tables:
- *   - live on the CPU in the worker (cpht.device = gpu is refused);
+ *   - live in the worker, on the device cpht.device picks there;
  *   - are not transactional (transactional => false is required): a key is
  *     in the table once the call that put it returns;
  *   - are created and dropped at once, which no rollback undoes, so
@@ -17,18 +17,15 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
 #include "cpht.h"
 #include "errors.h"
 #include "handles.h"
-#include "keys.h"
 #include "lifecycle.h"
 #include "memcap.h"
 #include "shared_tables.h"
@@ -77,7 +74,9 @@ register_handle(int32 entry, const CphtCatalogEntry *e)
 	h.key_bits = e->key_bits;
 	h.capacity = e->capacity;
 	h.bytes = e->bytes;
+	h.shared_access = cpht_access_shared(0);
 	handle = cpht_handles_add(&h);
+	cpht_access_set_handle(h.shared_access, handle);
 	shared_handles[nshared++] = handle;
 	return handle;
 }
@@ -203,19 +202,14 @@ cpht_create_named(PG_FUNCTION_ARGS)
 				 errmsg("transactional shared cpht tables are not available yet"),
 				 errdetail("A shared table keeps every key at once, whatever transaction put it."),
 				 errhint("Create it with transactional => false.")));
-	if (cpht_device_setting == CPHT_SETTING_GPU)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("shared cpht tables cannot be placed on the GPU yet"),
-				 errdetail("The cpht worker holds shared tables on the CPU in this version."),
-				 errhint("Set cpht.device to auto or cpu: both place shared tables on the CPU.")));
 	refuse_transaction_block("creating a shared cpht table");
 
 	bytes = cpht_create_params(PG_GETARG_INT64(0), text_to_cstring(PG_GETARG_TEXT_PP(1)),
 							   PG_GETARG_INT32(2), &params);
 	/* A role capped by cpht.max_memory gets no larger table this way. */
 	cpht_memory_check(bytes, "shared cpht table");
-	params.device = CPHT_DEVICE_CPU;
+	/* the GPU as the cpht worker found it (access.c) */
+	params.device = cpht_choose_device();
 	params.seed = cpht_new_seed();
 	params.cpu_threads = cpht_cpu_threads;
 
@@ -280,108 +274,12 @@ cpht_open(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(handle);
 }
 
-/* ---- the functions of batch.c and lifecycle.c on shared handles ------- */
+/* ---- cpht_drop on a shared handle ---------------------------------------- */
 
 static int32
 handle_arg(FunctionCallInfo fcinfo)
 {
 	return PG_GETARG_INT32(0);
-}
-
-static const uint64 *
-keys_arg(FunctionCallInfo fcinfo, int *n)
-{
-	CphtHandle *h = cpht_handles_shared(handle_arg(fcinfo));
-
-	return cpht_keys_read(PG_GETARG_ARRAYTYPE_P(1), h->key_bits, n);
-}
-
-/* A call whose result is a boolean per key. */
-static Datum
-bool_call(FunctionCallInfo fcinfo, CphtCall call)
-{
-	int			n;
-	const uint64 *keys = keys_arg(fcinfo, &n);
-	ArrayType  *result;
-
-	if (n == 0)
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
-	result = cpht_bool_array(n);
-	(void) cpht_shared_call(handle_arg(fcinfo), call, keys, n, (uint8 *) ARR_DATA_PTR(result));
-	PG_RETURN_ARRAYTYPE_P(result);
-}
-
-Datum
-cpht_shared_fop(PG_FUNCTION_ARGS)
-{
-	return bool_call(fcinfo, CPHT_CALL_FOP);
-}
-
-Datum
-cpht_shared_find(PG_FUNCTION_ARGS)
-{
-	return bool_call(fcinfo, CPHT_CALL_FIND);
-}
-
-Datum
-cpht_shared_delete(PG_FUNCTION_ARGS)
-{
-	return bool_call(fcinfo, CPHT_CALL_ERASE);
-}
-
-Datum
-cpht_shared_fop_new(PG_FUNCTION_ARGS)
-{
-	int			n;
-	const uint64 *keys = keys_arg(fcinfo, &n);
-	uint8	   *status;
-	ArrayType  *result;
-	int64	   *out;
-	int			nnew = 0;
-
-	if (n == 0)
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
-	status = palloc(n);
-	(void) cpht_shared_call(handle_arg(fcinfo), CPHT_CALL_FOP, keys, n, status);
-	for (int i = 0; i < n; i++)
-		nnew += status[i];
-	if (nnew == 0)
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
-	result = cpht_int8_array(nnew);
-	out = (int64 *) ARR_DATA_PTR(result);
-	for (int i = 0; i < n; i++)
-		if (status[i] == CPHT_PUT)
-			*out++ = (int64) keys[i];
-	pfree(status);
-	PG_RETURN_ARRAYTYPE_P(result);
-}
-
-Datum
-cpht_shared_put(PG_FUNCTION_ARGS)
-{
-	int			n;
-	const uint64 *keys = keys_arg(fcinfo, &n);
-
-	if (n == 0)
-		PG_RETURN_INT64(0);
-	PG_RETURN_INT64((int64) cpht_shared_call(handle_arg(fcinfo), CPHT_CALL_PUT, keys, n, NULL));
-}
-
-Datum
-cpht_shared_count(PG_FUNCTION_ARGS)
-{
-	CphtSharedRef ref = cpht_shared_ref(handle_arg(fcinfo), NULL, NULL);
-
-	PG_RETURN_INT64((int64) cpht_remote_count(&ref));
-}
-
-Datum
-cpht_shared_rebuild(PG_FUNCTION_ARGS)
-{
-	int32		handle = handle_arg(fcinfo);
-	CphtSharedRef ref = cpht_shared_ref(handle, NULL, NULL);
-
-	PG_RETURN_INT64((int64) cpht_remote_rebuild(&ref, handle));
 }
 
 /* A lost table has no memory left to free: dropping it frees its name. */

@@ -9,16 +9,9 @@
 
 #include "client.h"
 
-/* The batch and table functions for a handle cpht_handles_shared() knows;
- * the private-table functions of the same name hand over to these. */
-extern Datum cpht_shared_fop(PG_FUNCTION_ARGS);
-extern Datum cpht_shared_fop_new(PG_FUNCTION_ARGS);
-extern Datum cpht_shared_find(PG_FUNCTION_ARGS);
-extern Datum cpht_shared_put(PG_FUNCTION_ARGS);
-extern Datum cpht_shared_delete(PG_FUNCTION_ARGS);
-extern Datum cpht_shared_count(PG_FUNCTION_ARGS);
+/* cpht_drop of a shared table's handle: for every session, at once.  The
+ * other functions reach shared tables through access.h. */
 extern Datum cpht_shared_drop(PG_FUNCTION_ARGS);
-extern Datum cpht_shared_rebuild(PG_FUNCTION_ARGS);
 
 /*
  * The shared table of a handle, usable by the current role: ERROR 42704

@@ -14,8 +14,9 @@
  *
  * Both overlap the table's work with the executor: batch k runs on a helper
  * thread (and on the GPU for GPU tables) while batch k+1 is collected
- * (cpht_stream_start / cpht_stream_finish).  The stream copies each batch,
- * so a batch in flight never points into memory the executor frees on an
+ * (cpht_stream_start / cpht_stream_finish); a table in the cpht worker or a
+ * shared table runs each batch when it is handed over instead (access.c).
+ * The stream copies each batch, so a batch in flight never points into memory the executor frees on an
  * error; the next call on the table waits for it.
  *
  * This file holds the stream shared by both and the aggregate; fop_rows.c
@@ -34,7 +35,6 @@
 #include "errors.h"
 #include "handles.h"
 #include "memcap.h"
-#include "shared_tables.h"
 #include "stream.h"
 #include "txn.h"
 
@@ -87,7 +87,7 @@ stream_close_callback(void *arg)
 	Stream	   *st = arg;
 
 	if (st->stream != NULL)
-		cpht_stream_close(st->stream);
+		cpht_access_stream_close(st->stream);
 	st->stream = NULL;
 	cpht_memory_release(st->reserved);
 	st->reserved = 0;
@@ -97,12 +97,9 @@ Stream *
 cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 {
 	Stream	   *st = MemoryContextAllocZero(cxt, sizeof(Stream));
-	CphtHandle *h = cpht_handles_shared(handle);
+	CphtHandle *h = cpht_handles_use(handle);
 	uint64		bytes;
 
-	st->shared = h != NULL;
-	if (!st->shared)
-		h = cpht_handles_get(handle);
 	st->handle = h->handle;
 	st->key_bits = h->key_bits;
 	st->batch_keys = cpht_batch_size;
@@ -120,14 +117,7 @@ cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 	st->closer.arg = st;
 	MemoryContextRegisterResetCallback(cxt, &st->closer);
 
-	if (st->shared)
-	{
-		for (int b = 0; b < 2; b++)
-			st->shared_status[b] = MemoryContextAllocHuge(cxt, st->batch_keys);
-		return st;
-	}
-
-	st->stream = cpht_stream_open(h->table);
+	st->stream = cpht_access_stream_open(cpht_handle_table(h));
 	if (st->stream == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -150,36 +140,6 @@ cpht_stream_release(Stream *st, uint64 bytes)
 	st->reserved -= bytes;
 }
 
-/* cpht_stream_swap for a shared table: the batch runs now, its result is
- * handed out at the next swap. */
-static uint64
-shared_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
-{
-	uint64		inserted = st->shared_inserted;
-	int			cur = st->shared_cur;
-
-	if (status)
-	{
-		*status = st->shared_status[cur];
-		*nstatus = st->shared_n;
-	}
-	st->shared_n = 0;
-	st->shared_inserted = 0;
-	if (n > 0)
-	{
-		uint8	   *next = st->shared_status[1 - cur];
-		uint64		nnew = 0;
-
-		(void) cpht_shared_call(st->handle, CPHT_CALL_FOP, keys, n, next);
-		for (int i = 0; i < n; i++)
-			nnew += next[i];
-		st->shared_cur = 1 - cur;
-		st->shared_n = n;
-		st->shared_inserted = nnew;
-	}
-	return inserted;
-}
-
 uint64
 cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
 {
@@ -191,21 +151,19 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 	/* No batch may pass the buffers sized when the stream began. */
 	if (n < 0 || n > st->batch_keys)
 		elog(ERROR, "cpht stream batch of %d keys exceeds its %d-key buffers", n, st->batch_keys);
-	if (st->shared)
-		return shared_swap(st, keys, n, status, nstatus);
-	h = cpht_handles_get(st->handle);
+	h = cpht_handles_use(st->handle);
 	cpht_txn_before_write(h);
 	cpht_memory_sync();
-	cpht_check_status(cpht_stream_finish(st->stream, &done, &got, &inserted),
-					  st->handle, cpht_table_error(h->table));
+	cpht_check_status(cpht_access_stream_finish(st->stream, &done, &got, &inserted),
+					  st->handle, cpht_access_error(cpht_handle_table(h)));
 	if (status)
 	{
 		*status = done;
 		*nstatus = got;
 	}
 	if (n > 0)
-		cpht_check_status(cpht_stream_start(st->stream, keys, (size_t) n),
-						  st->handle, cpht_table_error(h->table));
+		cpht_check_status(cpht_access_stream_start(st->stream, keys, (size_t) n),
+						  st->handle, cpht_access_error(cpht_handle_table(h)));
 	return inserted;
 }
 

@@ -30,18 +30,8 @@ typedef struct Stream
 	int			batch_keys;		/* cpht.batch_size when opened */
 	uint64		batch_bytes;	/* cpht.batch_memory when opened, in bytes */
 	uint64		reserved;		/* bytes counted against cpht.max_memory */
-	cpht_stream *stream;		/* NULL for a shared table */
+	CphtAccessStream *stream;
 	MemoryContextCallback closer;
-	/*
-	 * A shared table: each batch runs through the cpht worker when it is
-	 * handed over, and its statuses wait in one of two buffers until the
-	 * next swap hands them out.
-	 */
-	bool		shared;
-	uint8	   *shared_status[2];
-	int			shared_cur;		/* buffer of the batch not yet handed out */
-	size_t		shared_n;		/* its keys, 0 when none */
-	uint64		shared_inserted;
 } Stream;
 
 /*

@@ -32,7 +32,6 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
-#include "cpht_table.h"
 #include "txn.h"
 
 typedef struct Savepoint
@@ -47,7 +46,7 @@ typedef struct TxnTable
 	int32		handle;
 	SubTransactionId created;	/* creating subxact, while not committed */
 	SubTransactionId dropped;	/* dropping subxact, while not committed */
-	cpht_table *dropped_table;	/* the table while its drop is pending */
+	CphtTable  *dropped_table;	/* the table while its drop is pending */
 	int			depth;
 	int			cap;
 	Savepoint  *stack;
@@ -164,7 +163,7 @@ cpht_txn_before_write(CphtHandle *h)
 			: MemoryContextAlloc(txn_cxt, sizeof(Savepoint) * e->cap);
 	}
 	e->stack[e->depth].subid = cur;
-	e->stack[e->depth].position = cpht_table_log_position(h->table);
+	e->stack[e->depth].position = cpht_access_log_position(h->table);
 	e->depth++;
 }
 
@@ -215,18 +214,18 @@ static void
 destroy_entry_table(TxnTable *e)
 {
 	CphtHandle *h = cpht_handles_entry(e->handle);
-	cpht_table *t = e->dropped_table ? e->dropped_table : h ? h->table : NULL;
+	CphtTable  *t = e->dropped_table ? e->dropped_table : h ? h->table : NULL;
 
 	if (h && e->dropped_table)
 		pending_drop_bytes -= h->bytes;
 	else if (h)
 		cpht_handles_set_table(h, NULL);
 	e->dropped_table = NULL;
-	cpht_table_destroy(t);
+	cpht_access_destroy(t);
 }
 
 /* The live table of an entry, whether or not a drop is pending. */
-static cpht_table *
+static CphtTable *
 entry_table(TxnTable *e)
 {
 	CphtHandle *h = cpht_handles_entry(e->handle);
@@ -239,18 +238,18 @@ entry_table(TxnTable *e)
 static void
 rollback_entry(TxnTable *e, uint64 position)
 {
-	cpht_table *t = entry_table(e);
+	CphtTable  *t = entry_table(e);
 	cpht_status rc;
 
 	if (t == NULL)
 		return;
-	rc = cpht_table_rollback_to(t, position);
+	rc = cpht_access_rollback_to(t, position);
 	if (rc != CPHT_OK)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("cpht table %d could not be rolled back and was dropped", e->handle),
-				 errdetail("%s", cpht_table_error(t))));
+				 errdetail("%s", cpht_access_error(t))));
 		destroy_entry_table(e);
 	}
 }
@@ -367,12 +366,12 @@ at_xact_event(XactEvent event, void *arg)
 			hash_seq_init(&scan, touched);
 			while ((e = hash_seq_search(&scan)) != NULL)
 			{
-				cpht_table *t = entry_table(e);
+				CphtTable  *t = entry_table(e);
 
 				if (e->dropped_table)
 					destroy_entry_table(e);
 				else if (t)
-					cpht_table_truncate_log(t, 0);
+					cpht_access_truncate_log(t, 0);
 			}
 			txn_reset();
 			break;

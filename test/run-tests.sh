@@ -23,7 +23,8 @@
 #
 # A throwaway server runs the whole suite twice: first as a plain server
 # (the library loaded by the sessions that use it), then restarted with
-# shared_preload_libraries = 'cpht'.  Against a running server the suite
+# shared_preload_libraries = 'cpht' and cpht.placement = worker, so that
+# every private table lives in the cpht worker.  Against a running server the suite
 # runs once, in whatever mode that server is in.
 #
 # Exits non-zero when anything fails.
@@ -121,7 +122,10 @@ run_both_modes() {
 	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "ALTER SYSTEM SET shared_preload_libraries = 'cpht'"
 	pg_ctlcluster "$PGVERSION" regress restart
 	psql -X -q -At -d postgres -c "SHOW shared_preload_libraries" | grep -qx cpht
-	run_suite
+	# Every private table of this pass lives in the cpht worker, so the
+	# whole suite runs against the remote path too (CPU tables included).
+	echo "== every test session runs with cpht.placement=worker"
+	PGOPTIONS="${PGOPTIONS:-} -c cpht.placement=worker" run_suite
 	check_worker_restart
 }
 
@@ -152,6 +156,33 @@ check_worker_restart() {
 		echo "== FAILED: the table the stopped worker held is not reported lost: $out"
 		return 1
 	fi
+	# a private table in the worker, used by its session after the worker
+	# that held it was stopped: lost, named by its handle
+	out=$(psql -X -q -At -d postgres 2>&1 <<'SQL' || true
+SET cpht.placement = worker;
+SELECT cpht_create(1000) AS h, cpht_worker_info()->>'worker_pid' AS w \gset
+SELECT set_config('cpht_check.starts', cpht_worker_info()->>'worker_starts', false);
+-- the server signals the worker (both run as the server's user)
+SELECT format('COPY (SELECT 1) TO PROGRAM %L', 'kill -TERM ' || :'w') \gexec
+DO $$ BEGIN
+	FOR i IN 1..150 LOOP
+		EXIT WHEN (cpht_worker_info()->>'worker_starts')::int > current_setting('cpht_check.starts')::int
+			AND cpht_worker_info()->>'worker_pid' IS NOT NULL;
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+END $$;
+SELECT cpht_count(:h);
+SELECT 'listed, count null: ' || bool_and(count IS NULL) FROM cpht_tables() WHERE handle = :h;
+SELECT cpht_drop(:h);
+SELECT 'dropped';
+SQL
+)
+	if ! grep -q "cpht table 1 was lost" <<<"$out" || ! grep -q "^listed, count null: true" <<<"$out" ||
+		! grep -q "^dropped" <<<"$out"; then
+		echo "== FAILED: a private table of the stopped worker is not reported lost, or cannot be dropped: $out"
+		return 1
+	fi
+	echo "== a private table of the stopped worker is reported lost and can be dropped"
 	psql -X -q -d postgres -c "SELECT cpht_drop(cpht_open('restart_check'))" > /dev/null 2>&1 || true
 	psql -X -q -d postgres -c "DROP EXTENSION cpht" > /dev/null
 	echo "== a new cpht worker ($pid -> ${info%%|*}) serves, and the old one's table is reported lost"

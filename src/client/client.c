@@ -21,7 +21,10 @@
 #include "client.h"
 
 static bool attached = false;
+static bool detached = false;	/* the backend is exiting */
 static int	held_window = -1;
+
+bool		cpht_inject_device_fault = false;
 
 static CphtSlot *
 my_slot(void)
@@ -48,6 +51,19 @@ client_detach(int code, Datum arg)
 	if (held_window >= 0)
 		cpht_client_window_release(held_window);
 	my_slot()->pid = 0;
+	detached = true;
+	/* The worker frees this backend's private tables when it sees the
+	 * slot left (worker/private.c). */
+	SpinLockAcquire(&cpht_control->mutex);
+	if (cpht_control->worker_pid != 0)
+		SetLatch(&ProcGlobal->allProcs[cpht_control->worker_pgprocno].procLatch);
+	SpinLockRelease(&cpht_control->mutex);
+}
+
+bool
+cpht_client_can_send(void)
+{
+	return cpht_control != NULL && !detached && MyProc != NULL;
 }
 
 static void
@@ -102,7 +118,26 @@ cpht_client_request(void)
 {
 	attach();
 	memset(&my_slot()->req, 0, sizeof(CphtRequest));
+	my_slot()->req.memory_budget = PG_UINT64_MAX;
+	my_slot()->req.inject_device_fault = cpht_inject_device_fault;
 	return &my_slot()->req;
+}
+
+int
+cpht_client_gpu(char *reason, size_t len, uint64 *generation)
+{
+	int			state;
+
+	cpht_client_require_preload("the cpht worker's GPU");
+	(void) worker_pgprocno();
+	SpinLockAcquire(&cpht_control->mutex);
+	state = cpht_control->gpu_state;
+	if (reason)
+		strlcpy(reason, cpht_control->gpu_reason, len);
+	if (generation)
+		*generation = cpht_control->generation;
+	SpinLockRelease(&cpht_control->mutex);
+	return state;
 }
 
 CphtReply *

@@ -52,4 +52,34 @@ extern void cpht_remote_stats(const CphtSharedRef *ref, int32 handle, cpht_stats
 extern uint64 cpht_remote_rebuild(const CphtSharedRef *ref, int32 handle);
 extern void cpht_remote_drop(const CphtSharedRef *ref);
 
+/* False once the backend left its slot on the way out (and without
+ * preloading): no request can be sent any more. */
+extern bool cpht_client_can_send(void);
+
+/* The cpht worker's GPU state (CPHT_GPU_USABLE or CPHT_GPU_UNUSABLE with
+ * the reason), waiting for a worker to run; *generation gets the worker's
+ * start count. */
+extern int	cpht_client_gpu(char *reason, size_t len, uint64 *generation);
+
+/* Tests only (cpht.inject_device_fault, superuser): every request asks the
+ * worker to break its GPU context first, as a sticky fault would. */
+extern bool cpht_inject_device_fault;
+
+/*
+ * A request on a private table held by the worker: `op` with the table's
+ * id and the backend's memory budget; raises the worker's ERROR, leaves a
+ * kernel status in the reply.
+ */
+extern CphtReply *cpht_remote_private(CphtOp op, uint64 table_id, uint64 memory_budget,
+									  uint64 offset);
+
+/*
+ * A batch call on a private table held by the worker, as cpht_remote_call
+ * but the kernel status and its message are left in *reply (status,
+ * message, memory_delta summed over the pieces, times) for the caller.
+ */
+extern uint64 cpht_remote_private_call(uint64 table_id, uint64 memory_budget, CphtCall call,
+									   const uint64 *keys, uint64 n, uint8 *status,
+									   CphtReply *reply);
+
 #endif							/* CPHT_CLIENT_H */

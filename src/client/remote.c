@@ -23,24 +23,47 @@ check_reply(const CphtReply *rep, int32 handle)
 		cpht_check_status(rep->status, handle, rep->message);
 }
 
+/* The table a request names: a shared table, or (ref NULL) the private
+ * table of private_id. */
+static uint64 private_id;
+static uint64 private_budget;
+
 static CphtRequest *
 table_request(CphtOp op, const CphtSharedRef *ref)
 {
 	CphtRequest *req = cpht_client_request();
 
 	req->op = op;
-	req->entry = ref->entry;
-	req->table_id = ref->table_id;
+	if (ref != NULL)
+	{
+		req->entry = ref->entry;
+		req->table_id = ref->table_id;
+	}
+	else
+	{
+		req->private_table = true;
+		req->entry = -1;
+		req->table_id = private_id;
+		req->memory_budget = private_budget;
+	}
 	return req;
 }
 
-uint64
-cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
-				 const uint64 *keys, uint64 n, uint8 *status)
+/*
+ * The pieces of one batch call.  A kernel status other than CPHT_OK ends
+ * it and is left in *out (with the memory the kernels took, summed over
+ * the requests) for the caller to raise.
+ */
+static uint64
+call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 n,
+			uint8 *status, CphtReply *out)
 {
 	uint64		window_keys = cpht_control->window_keys;
 	uint64		value = 0;
 	int			w;
+	int64		delta = 0;
+
+	memset(out, 0, sizeof(*out));
 
 	w = cpht_client_window_acquire();
 	PG_TRY();
@@ -56,9 +79,10 @@ cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 			req->window = w;
 			req->nkeys = n;
 			rep = cpht_client_send();
-			check_reply(rep, handle);
+			delta += rep->memory_delta;
+			*out = *rep;
 			value = rep->value;
-			if (status != NULL)
+			if (status != NULL && rep->status == CPHT_OK)
 				memcpy(status, cpht_window_status(w), n);
 		}
 		else
@@ -80,9 +104,10 @@ cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 			req->call = call;
 			req->total = n;
 			rep = cpht_client_send();
-			check_reply(rep, handle);
+			delta += rep->memory_delta;
+			*out = *rep;
 			value = rep->value;
-			if (status != NULL)
+			if (status != NULL && rep->status == CPHT_OK)
 			{
 				for (uint64 off = 0; off < n; off += window_keys)
 				{
@@ -103,7 +128,40 @@ cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 		cpht_client_window_release(w);
 	}
 	PG_END_TRY();
+	out->memory_delta = delta;
 	return value;
+}
+
+uint64
+cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
+				 const uint64 *keys, uint64 n, uint8 *status)
+{
+	CphtReply	rep;
+	uint64		value = call_pieces(ref, call, keys, n, status, &rep);
+
+	check_reply(&rep, handle);
+	return value;
+}
+
+uint64
+cpht_remote_private_call(uint64 table_id, uint64 memory_budget, CphtCall call,
+						 const uint64 *keys, uint64 n, uint8 *status, CphtReply *reply)
+{
+	private_id = table_id;
+	private_budget = memory_budget;
+	return call_pieces(NULL, call, keys, n, status, reply);
+}
+
+CphtReply *
+cpht_remote_private(CphtOp op, uint64 table_id, uint64 memory_budget, uint64 offset)
+{
+	CphtRequest *req;
+
+	private_id = table_id;
+	private_budget = memory_budget;
+	req = table_request(op, NULL);
+	req->offset = offset;
+	return cpht_client_send();
 }
 
 uint64

@@ -39,7 +39,13 @@ typedef enum CphtOp
 	CPHT_OP_DOWNLOAD,			/* a piece of a large call's statuses */
 	CPHT_OP_COUNT,
 	CPHT_OP_STATS,
-	CPHT_OP_REBUILD
+	CPHT_OP_REBUILD,
+	/* private tables: one backend's tables held by the worker (private.c) */
+	CPHT_OP_PRIVATE_CREATE,		/* params, logging; replies table_id */
+	CPHT_OP_PRIVATE_DROP,
+	CPHT_OP_LOG_POSITION,		/* replies the undo log position */
+	CPHT_OP_ROLLBACK_TO,		/* offset: the position */
+	CPHT_OP_TRUNCATE_LOG		/* offset: the position */
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
@@ -75,6 +81,20 @@ typedef struct CphtRequest
 	NameData	name;
 	Oid			dboid;
 	Oid			owner;
+	/*
+	 * A private table (CPHT_OP_PRIVATE_*, and CALL/UPLOAD/RUN/DOWNLOAD/
+	 * COUNT/STATS/REBUILD/LOG ops with private_table set): table_id names
+	 * it, entry is unused.  CREATE of one: params and logging.
+	 */
+	bool		private_table;
+	bool		logging;
+	/* Bytes the kernels may add to the table's undo log and transfer
+	 * buffers in this request before it fails with CPHT_ERR_LIMIT
+	 * (cpht.max_memory of the backend); UINT64_MAX: no cap. */
+	uint64		memory_budget;
+	/* Tests only (superuser): the request runs a kernel that breaks the
+	 * device's context first, as a sticky fault would. */
+	bool		inject_device_fault;
 } CphtRequest;
 
 typedef struct CphtReply
@@ -90,6 +110,10 @@ typedef struct CphtReply
 	int32		entry;			/* CREATE: the new table */
 	uint64		table_id;
 	cpht_stats	stats;			/* STATS */
+	/* Bytes the kernels took (positive) or gave back (negative) for the
+	 * request's private table: the backend counts them as its own. */
+	int64		memory_delta;
+	cpht_call_times times;		/* CALL/RUN: where the worker's time went */
 } CphtReply;
 
 typedef struct CphtSlot
@@ -131,7 +155,28 @@ typedef struct CphtControl
 	int			nwindows;		/* at most 64 */
 	uint64		window_keys;
 	uint64		window_free;	/* bit w set: window w is free */
+	/*
+	 * The worker's GPU, probed once when it starts (under mutex).  Backends
+	 * of a preloaded server never probe it themselves.
+	 */
+	int			gpu_state;		/* CPHT_GPU_* */
+	char		gpu_reason[CPHT_TEXT_LEN];	/* why not usable */
+	char		gpu_name[CPHT_TEXT_LEN];
+	uint64		gpu_total_bytes;
+	uint64		gpu_free_bytes; /* at the worker's start */
+	bool		arena_registered;	/* the arena is pinned for DMA */
+	char		arena_reason[CPHT_TEXT_LEN];	/* why not, if not */
+	/* Private tables the worker holds, for cpht_worker_info (under mutex). */
+	int			private_tables;
+	uint64		private_bytes;
+	/* Why the previous worker exited, for the tables it lost. */
+	char		exit_reason[CPHT_TEXT_LEN];
 } CphtControl;
+
+/* gpu_state */
+#define CPHT_GPU_UNKNOWN	0	/* no worker probed it yet */
+#define CPHT_GPU_USABLE		1
+#define CPHT_GPU_UNUSABLE	2
 
 /* Set by the shared memory startup hook in every process (inherited by
  * fork), NULL when cpht was not preloaded. */

@@ -38,6 +38,7 @@ typedef struct LargeCall
 static cpht_table **tables = NULL;	/* by catalog index */
 static uint64 *table_ids = NULL;
 static LargeCall *large = NULL; /* by slot */
+static int	serving = -1;		/* slot of the request being served */
 static MemoryContext request_cxt = NULL;
 
 /* The cancel flag of the call running now, read by the kernels. */
@@ -94,6 +95,8 @@ request_table(const CphtRequest *req)
 {
 	CphtCatalogEntry *e;
 
+	if (req->private_table)
+		return cpht_private_table(serving, req->table_id);
 	if (req->entry < 0 || req->entry >= cpht_control->max_tables)
 		elog(ERROR, "cpht request names table entry %d of %d", req->entry,
 			 cpht_control->max_tables);
@@ -147,6 +150,37 @@ run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 		return;
 	}
 	/*
+	 * A private table behaves as in its backend: the kernels stop between
+	 * chunks, and a call that ended stays (its transaction's savepoints,
+	 * kept by the backend, undo it where needed).
+	 */
+	if (slot->req.private_table)
+	{
+		running_cancel = &slot->cancel;
+		switch (call)
+		{
+			case CPHT_CALL_FOP:
+				st = cpht_table_find_or_put(t, keys, n, status);
+				break;
+			case CPHT_CALL_FIND:
+				st = cpht_table_find(t, keys, n, status);
+				break;
+			case CPHT_CALL_PUT:
+				st = cpht_table_put(t, keys, n, &rep->value);
+				break;
+			case CPHT_CALL_ERASE:
+				st = cpht_table_erase(t, keys, n, status);
+				break;
+			default:
+				running_cancel = NULL;
+				elog(ERROR, "unknown cpht call %d", (int) call);
+		}
+		running_cancel = NULL;
+		cpht_table_call_times(t, &rep->times);
+		reply_status(rep, st, cpht_table_error(t));
+		return;
+	}
+	/*
 	 * The kernels stop at chunk boundaries; a cancel that comes during the
 	 * last chunk is honoured from the undo log, which holds this call
 	 * alone: every shared table logs, and the log is emptied after each
@@ -195,6 +229,8 @@ run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 static void
 after_write(const CphtRequest *req, cpht_table *t)
 {
+	if (req->private_table)
+		return;
 	pg_atomic_write_u64(&cpht_catalog[req->entry].count, cpht_table_count(t));
 }
 
@@ -423,7 +459,8 @@ handle_request(CphtSlot *slot, int s)
 				break;
 			}
 		default:
-			elog(ERROR, "unknown cpht request %d", (int) req->op);
+			if (!cpht_private_request(slot, s))
+				elog(ERROR, "unknown cpht request %d", (int) req->op);
 	}
 }
 
@@ -444,11 +481,16 @@ serve_one(int s)
 	pg_read_barrier();
 	memset(&slot->rep, 0, sizeof(CphtReply));
 	old = MemoryContextSwitchTo(request_cxt);
+	serving = s;
+	cpht_private_request_begin(&slot->req);
 	PG_TRY();
 	{
 		/* a slot that changed hands drops its predecessor's large call */
 		if (large[s].keys != NULL && large[s].pid != slot->pid)
 			large_free(&large[s]);
+		/* tests only: a sticky fault, as a broken kernel would leave */
+		if (slot->req.inject_device_fault)
+			(void) cpht_gpu_break_context();
 		handle_request(slot, s);
 	}
 	PG_CATCH();
@@ -471,8 +513,19 @@ serve_one(int s)
 								 slot->pid, slot->rep.message)));
 	}
 	PG_END_TRY();
+	slot->rep.memory_delta = cpht_private_request_end();
+	serving = -1;
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(request_cxt);
+	if (slot->rep.status == CPHT_ERR_DEVICE_LOST)
+	{
+		char		reason[CPHT_TEXT_LEN];
+
+		/* This request gets its own message; the worker cannot go on. */
+		strlcpy(reason, slot->rep.message, sizeof(reason));
+		reply(s);
+		cpht_worker_device_lost(reason);
+	}
 	reply(s);
 }
 
@@ -499,7 +552,7 @@ cpht_worker_serve(void)
 }
 
 void
-cpht_worker_shutdown(const char *reason)
+cpht_worker_shutdown(const char *reason, int errcode)
 {
 	CphtControl *ctl = cpht_control;
 
@@ -517,11 +570,15 @@ cpht_worker_shutdown(const char *reason)
 		if (pg_atomic_read_u32(&slot->state) != CPHT_SLOT_SUBMITTED)
 			continue;
 		memset(&slot->rep, 0, sizeof(CphtReply));
-		slot->rep.sqlerrcode = ERRCODE_ADMIN_SHUTDOWN;
+		slot->rep.sqlerrcode = errcode;
 		strlcpy(slot->rep.message, "terminating cpht call because the cpht worker is exiting", CPHT_TEXT_LEN);
-		strlcpy(slot->rep.detail, "Shared tables are lost when the cpht worker exits.", CPHT_TEXT_LEN);
+		snprintf(slot->rep.detail, CPHT_TEXT_LEN,
+				 "Tables in the cpht worker are lost when it exits: %s.", reason);
 		reply(s);
 	}
+	SpinLockAcquire(&ctl->mutex);
+	strlcpy(ctl->exit_reason, reason, CPHT_TEXT_LEN);
+	SpinLockRelease(&ctl->mutex);
 
 	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
 	for (int i = 0; i < ctl->max_tables; i++)

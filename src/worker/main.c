@@ -23,12 +23,79 @@
 #include "protocol.h"
 #include "worker.h"
 
+/* Set when a sticky device fault ends the worker. */
+static char device_lost_reason[CPHT_TEXT_LEN];
+
 static void
 worker_at_exit(int code, Datum arg)
 {
 	(void) arg;
-	cpht_worker_shutdown(ShutdownRequestPending ? "the cpht worker stopped" :
-						 "the cpht worker exited after an error");
+	if (device_lost_reason[0] != '\0')
+		cpht_worker_shutdown(device_lost_reason, ERRCODE_SYSTEM_ERROR);
+	else
+		cpht_worker_shutdown(ShutdownRequestPending ? "the cpht worker stopped" :
+							 "the cpht worker exited after an error", ERRCODE_ADMIN_SHUTDOWN);
+}
+
+void
+cpht_worker_device_lost(const char *reason)
+{
+	snprintf(device_lost_reason, sizeof(device_lost_reason),
+			 "its GPU failed (%s) and the cpht worker restarted", reason);
+	ereport(LOG,
+			(errmsg("cpht worker exits: the GPU failed"),
+			 errdetail("%s", reason),
+			 errhint("The postmaster starts a new cpht worker; the tables on the GPU are lost.")));
+	/* Exit code 1: the postmaster starts a new worker (see the main loop). */
+	proc_exit(1);
+}
+
+/*
+ * The worker's GPU, probed once here: no other process of a preloaded
+ * server initialises CUDA.  A GPU that cannot be used leaves the worker
+ * running CPU-only, with the reason for backends that ask for the GPU.
+ * The transfer arena is pinned for DMA when the GPU is usable.
+ */
+static void
+probe_gpu(void)
+{
+	CphtControl *ctl = cpht_control;
+	char		reason[CPHT_TEXT_LEN];
+	char		name[CPHT_TEXT_LEN];
+	char		arena_reason[CPHT_TEXT_LEN];
+	uint64		free_bytes = 0,
+				total_bytes = 0;
+	bool		usable = false;
+	bool		registered = false;
+
+	reason[0] = name[0] = arena_reason[0] = '\0';
+	if (!cpht_gpu_built())
+		strlcpy(reason, "this build of cpht has no GPU support", sizeof(reason));
+	else if (cpht_gpu_usable(reason, sizeof(reason)))
+	{
+		usable = true;
+		(void) cpht_gpu_info(name, sizeof(name), &free_bytes, &total_bytes);
+		registered = cpht_host_register(cpht_arena, (size_t) ctl->nwindows * ctl->window_keys * (sizeof(uint64) + 1),
+										arena_reason, sizeof(arena_reason));
+		if (!registered)
+			ereport(LOG,
+					(errmsg("cpht worker could not pin its transfer arena; calls copy through staging buffers"),
+					 errdetail("%s", arena_reason)));
+	}
+	else
+		ereport(LOG,
+				(errmsg("cpht worker runs without a GPU"),
+				 errdetail("%s", reason)));
+
+	SpinLockAcquire(&ctl->mutex);
+	ctl->gpu_state = usable ? CPHT_GPU_USABLE : CPHT_GPU_UNUSABLE;
+	strlcpy(ctl->gpu_reason, reason, CPHT_TEXT_LEN);
+	strlcpy(ctl->gpu_name, name, CPHT_TEXT_LEN);
+	ctl->gpu_free_bytes = free_bytes;
+	ctl->gpu_total_bytes = total_bytes;
+	ctl->arena_registered = registered;
+	strlcpy(ctl->arena_reason, arena_reason, CPHT_TEXT_LEN);
+	SpinLockRelease(&ctl->mutex);
 }
 
 void
@@ -41,13 +108,15 @@ cpht_worker_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 
 	/*
-	 * The worker's kernels stop a call when the calling backend cancels it,
-	 * and count no session's memory: shared tables are not a session's.
+	 * The worker's kernels stop a call when the calling backend cancels it
+	 * and count only private tables' memory, against their backend's cap
+	 * (private.c): shared tables are not a session's.
 	 */
 	cpht_set_interrupt_check(cpht_worker_interrupt);
-	cpht_set_memory_hook(NULL);
 
 	cpht_worker_tables_init();
+	cpht_private_init();
+	probe_gpu();
 	before_shmem_exit(worker_at_exit, (Datum) 0);
 
 	SpinLockAcquire(&cpht_control->mutex);
@@ -63,6 +132,8 @@ cpht_worker_main(Datum arg)
 		/* Requests submitted before the latch was last reset are served
 		 * here; later ones set it again. */
 		cpht_worker_serve();
+		/* backends that exited set the latch after leaving their slot */
+		cpht_private_sweep();
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L,
 						 PG_WAIT_EXTENSION);

@@ -17,11 +17,37 @@ extern void cpht_worker_tables_init(void);
 /* Serves every submitted request (one pass over the submission bitmap). */
 extern void cpht_worker_serve(void);
 
-/* At exit: answers whatever is still submitted and marks the tables lost. */
-extern void cpht_worker_shutdown(const char *reason);
+/* At exit: answers whatever is still submitted (with the SQLSTATE
+ * errcode) and marks the tables lost. */
+extern void cpht_worker_shutdown(const char *reason, int errcode);
 
 /* The kernels' interrupt check while the worker runs a call: the calling
  * backend's cancel flag. */
 extern int	cpht_worker_interrupt(void);
+
+/* private.c: private tables of backends, held in the worker. */
+#include "protocol.h"
+
+/* At start: the registry and the worker's memory hook. */
+extern void cpht_private_init(void);
+
+/* Serves the CPHT_OP_PRIVATE_* and undo log requests; false for others. */
+extern bool cpht_private_request(CphtSlot *slot, int s);
+
+/* The private table id of slot s, held by the slot's current process;
+ * ERROR 58000 when the worker holds no such table. */
+extern struct cpht_table *cpht_private_table(int s, uint64 id);
+
+/* Frees the private tables whose backend left its slot. */
+extern void cpht_private_sweep(void);
+
+/* Around each request: the backend's memory budget for a private table,
+ * and the net bytes the kernels took meanwhile. */
+extern void cpht_private_request_begin(const CphtRequest *req);
+extern int64 cpht_private_request_end(void);
+
+/* main.c: a sticky device fault ends the worker; the postmaster starts a
+ * new one.  Answers every request in flight with 58000 first. */
+extern void cpht_worker_device_lost(const char *reason) pg_attribute_noreturn();
 
 #endif							/* CPHT_WORKER_H */

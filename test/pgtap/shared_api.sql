@@ -83,8 +83,17 @@ BEGIN
 		'25001', NULL, 'dropping a shared table inside a transaction block fails with 25001');
 	RETURN NEXT throws_ok($q$SELECT * FROM dblink('b', 'SELECT cpht_create(1000, name => ''api_tx'')') AS t(h int)$q$,
 		'0A000', NULL, 'transactional shared tables are refused with 0A000');
-	RETURN NEXT throws_ok($q$SELECT * FROM dblink('b', 'SET cpht.device = gpu; SELECT cpht_create(1000, transactional => false, name => ''api_gpu'')') AS t(h int)$q$,
-		'0A000', NULL, 'shared tables on the GPU are refused with 0A000');
+	-- cpht.device = gpu: the GPU of the cpht worker, or 55000 without one
+	PERFORM dblink_exec('b', 'SET cpht.device = gpu');
+	IF coalesce((cpht_worker_info()->'gpu'->>'usable')::boolean, false) THEN
+		RETURN NEXT is((SELECT d FROM dblink('b', $r$SELECT cpht_info(cpht_create(1000, transactional => false, name => 'api_gpu'))->>'device'$r$) AS t(d text)),
+			'gpu', 'a shared table with cpht.device = gpu lives on the cpht worker''s GPU');
+		PERFORM * FROM dblink('b', $r$SELECT cpht_drop(cpht_open('api_gpu'))$r$) AS t(v text);
+	ELSE
+		RETURN NEXT throws_ok($q$SELECT * FROM dblink('b', 'SELECT cpht_create(1000, transactional => false, name => ''api_gpu'')') AS t(h int)$q$,
+			'55000', 'no usable GPU for cpht',
+			'a shared table with cpht.device = gpu fails with 55000 where the cpht worker has no GPU');
+	END IF;
 	PERFORM dblink_exec('b', 'RESET cpht.device');
 	-- a name taken is the worker's ERROR, answered to the request alone
 	RETURN NEXT throws_ok($q$SELECT * FROM dblink('b', 'SELECT cpht_create(1000, transactional => false, name => ''api_seen'')') AS t(h int)$q$,

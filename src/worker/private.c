@@ -1,0 +1,248 @@
+/*
+ * private.c — private tables the cpht worker holds for backends.
+ *
+ * With cpht preloaded, a table created without a name lives in the worker
+ * when it goes to the GPU (only the worker initialises CUDA) or when
+ * cpht.placement = worker.  It belongs to the backend that created it: only
+ * requests from that backend's slot, while the same process holds the
+ * slot, reach it.  It goes away when that backend drops it, or when the
+ * slot is no longer held by that process: the backend clears its slot's pid
+ * as it exits (client.c, before_shmem_exit, by pg_terminate_backend too)
+ * and sets the worker's latch, and the worker's sweep, run on every wake,
+ * frees the tables whose owner is gone.  A new backend on the same slot is
+ * caught the same way.
+ *
+ * Memory.  The kernels ask the worker's memory hook before they grow an
+ * undo log or transfer buffers.  During a request on a private table it
+ * weighs the growth against what the backend's cpht.max_memory leaves
+ * (the request's memory_budget) and answers the net bytes taken or given
+ * back in the reply, so the backend counts its worker tables' undo logs as
+ * its own.  Shared tables count against no session.
+ */
+#include "postgres.h"
+
+#include "storage/proc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "cpht_table.h"
+#include "protocol.h"
+#include "worker.h"
+
+typedef struct PrivateTable
+{
+	uint64		id;				/* hash key; never reused while the server runs */
+	cpht_table *table;
+	int			slot;
+	int			pid;
+	uint64		bytes;
+} PrivateTable;
+
+static HTAB *privates = NULL;
+static int *slot_tables = NULL; /* private tables per slot */
+static int *slot_pid = NULL;	/* their owner */
+
+/* The memory budget of the request being served (see above). */
+static bool budget_on = false;
+static int64 budget_left = 0;
+static int64 budget_delta = 0;
+
+static void
+publish_counts(int delta_tables, int64 delta_bytes)
+{
+	SpinLockAcquire(&cpht_control->mutex);
+	cpht_control->private_tables += delta_tables;
+	cpht_control->private_bytes += delta_bytes;
+	SpinLockRelease(&cpht_control->mutex);
+}
+
+/*
+ * The kernels' memory hook in the worker.  Only the worker's thread runs
+ * kernels' memory requests here (its tables have no streams), but the
+ * counters are read and written with atomics all the same.
+ */
+static int
+worker_memory_hook(int64_t delta)
+{
+	if (delta > 0 && __atomic_load_n(&budget_on, __ATOMIC_RELAXED))
+	{
+		int64		left = __atomic_load_n(&budget_left, __ATOMIC_RELAXED);
+
+		if (delta > left)
+			return 0;
+		__atomic_fetch_sub(&budget_left, delta, __ATOMIC_RELAXED);
+	}
+	else if (delta < 0 && __atomic_load_n(&budget_on, __ATOMIC_RELAXED))
+		__atomic_fetch_add(&budget_left, -delta, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&budget_delta, delta, __ATOMIC_RELAXED);
+	return 1;
+}
+
+void
+cpht_private_init(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(PrivateTable);
+	ctl.hcxt = TopMemoryContext;
+	privates = hash_create("cpht worker private tables", 256, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	slot_tables = MemoryContextAllocZero(TopMemoryContext, sizeof(int) * cpht_control->nslots);
+	slot_pid = MemoryContextAllocZero(TopMemoryContext, sizeof(int) * cpht_control->nslots);
+	SpinLockAcquire(&cpht_control->mutex);
+	cpht_control->private_tables = 0;
+	cpht_control->private_bytes = 0;
+	SpinLockRelease(&cpht_control->mutex);
+	cpht_set_memory_hook(worker_memory_hook);
+}
+
+void
+cpht_private_request_begin(const CphtRequest *req)
+{
+	budget_delta = 0;
+	budget_on = req->private_table && req->memory_budget != PG_UINT64_MAX;
+	budget_left = req->memory_budget > (uint64) PG_INT64_MAX ? PG_INT64_MAX : (int64) req->memory_budget;
+}
+
+int64
+cpht_private_request_end(void)
+{
+	int64		delta = budget_delta;
+
+	budget_on = false;
+	budget_delta = 0;
+	return delta;
+}
+
+static void
+destroy(PrivateTable *p)
+{
+	cpht_table *t = p->table;
+	uint64		bytes = p->bytes;
+	int			s = p->slot;
+
+	(void) hash_search(privates, &p->id, HASH_REMOVE, NULL);
+	if (--slot_tables[s] == 0)
+		slot_pid[s] = 0;
+	publish_counts(-1, -(int64) bytes);
+	cpht_table_destroy(t);
+}
+
+cpht_table *
+cpht_private_table(int s, uint64 id)
+{
+	PrivateTable *p = hash_search(privates, &id, HASH_FIND, NULL);
+
+	if (p == NULL || p->slot != s || p->pid != cpht_slots[s].pid)
+	{
+		char		reason[CPHT_TEXT_LEN];
+
+		SpinLockAcquire(&cpht_control->mutex);
+		strlcpy(reason, cpht_control->exit_reason, sizeof(reason));
+		SpinLockRelease(&cpht_control->mutex);
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("cpht table was lost"),
+				 errdetail("The cpht worker that held it exited: %s.",
+						   reason[0] ? reason : "the cpht worker restarted")));
+	}
+	return p->table;
+}
+
+static void
+private_create(CphtSlot *slot, int s)
+{
+	const CphtRequest *req = &slot->req;
+	CphtReply  *rep = &slot->rep;
+	cpht_table *table = NULL;
+	PrivateTable *p;
+	char		errbuf[CPHT_TEXT_LEN];
+	cpht_status st;
+	uint64		id;
+	bool		found;
+
+	/* a predecessor's tables on this slot go first */
+	if (slot_tables[s] > 0 && slot_pid[s] != slot->pid)
+		cpht_private_sweep();
+
+	errbuf[0] = '\0';
+	st = cpht_table_create(&req->params, &table, errbuf, sizeof(errbuf));
+	if (st != CPHT_OK)
+	{
+		rep->status = st;
+		strlcpy(rep->message, errbuf, CPHT_TEXT_LEN);
+		return;
+	}
+	cpht_table_set_logging(table, req->logging);
+
+	SpinLockAcquire(&cpht_control->mutex);
+	id = cpht_control->next_table_id++;
+	SpinLockRelease(&cpht_control->mutex);
+	p = hash_search(privates, &id, HASH_ENTER, &found);
+	Assert(!found);
+	p->table = table;
+	p->slot = s;
+	p->pid = slot->pid;
+	p->bytes = cpht_params_table_bytes(&req->params);
+	slot_tables[s]++;
+	slot_pid[s] = slot->pid;
+	publish_counts(1, (int64) p->bytes);
+	rep->table_id = id;
+}
+
+bool
+cpht_private_request(CphtSlot *slot, int s)
+{
+	const CphtRequest *req = &slot->req;
+	CphtReply  *rep = &slot->rep;
+	cpht_table *t;
+	cpht_status st;
+
+	switch (req->op)
+	{
+		case CPHT_OP_PRIVATE_CREATE:
+			private_create(slot, s);
+			return true;
+		case CPHT_OP_PRIVATE_DROP:
+			(void) cpht_private_table(s, req->table_id);
+			destroy(hash_search(privates, &req->table_id, HASH_FIND, NULL));
+			return true;
+		case CPHT_OP_LOG_POSITION:
+			rep->value = cpht_table_log_position(cpht_private_table(s, req->table_id));
+			return true;
+		case CPHT_OP_ROLLBACK_TO:
+			t = cpht_private_table(s, req->table_id);
+			st = cpht_table_rollback_to(t, req->offset);
+			rep->status = st;
+			if (st != CPHT_OK)
+				strlcpy(rep->message, cpht_table_error(t), CPHT_TEXT_LEN);
+			return true;
+		case CPHT_OP_TRUNCATE_LOG:
+			cpht_table_truncate_log(cpht_private_table(s, req->table_id), req->offset);
+			return true;
+		default:
+			return false;
+	}
+}
+
+void
+cpht_private_sweep(void)
+{
+	HASH_SEQ_STATUS scan;
+	PrivateTable *p;
+	bool		any = false;
+
+	for (int s = 0; s < cpht_control->nslots && !any; s++)
+		any = slot_tables[s] > 0 && cpht_slots[s].pid != slot_pid[s];
+	if (!any)
+		return;
+
+	hash_seq_init(&scan, privates);
+	while ((p = hash_seq_search(&scan)) != NULL)
+	{
+		/* Removing the entry just returned is allowed during a scan. */
+		if (cpht_slots[p->slot].pid != p->pid)
+			destroy(p);
+	}
+}
