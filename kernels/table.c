@@ -179,8 +179,8 @@ cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 }
 
 /* Fill in the level geometry of t from t->params, resolving slot widths. */
-static cpht_status
-resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
+cpht_status
+table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 {
 	cpht_params *p = &t->params;
 
@@ -248,7 +248,7 @@ cpht_params_table_bytes(const cpht_params *params)
 
 	memset(&t, 0, sizeof(t));
 	t.params = *params;
-	if (resolve_layout(&t, NULL, 0) != CPHT_OK)
+	if (table_resolve_layout(&t, NULL, 0) != CPHT_OK)
 		return 0;
 	for (int l = 0; l < t.levels; l++)
 		bytes += t.params.slots[l] * (uint64_t) (t.level[l].slot_bits / 8);
@@ -283,7 +283,7 @@ cpht_table_create(const cpht_params *params, cpht_table **out,
 	if (t == NULL)
 		return param_fail(errbuf, errlen, CPHT_ERR_NOMEM, "out of host memory");
 	t->params = *params;
-	rc = resolve_layout(t, errbuf, errlen);
+	rc = table_resolve_layout(t, errbuf, errlen);
 	if (rc != CPHT_OK)
 	{
 		free(t);
@@ -314,6 +314,8 @@ cpht_table_create(const cpht_params *params, cpht_table **out,
 		free(t);
 		return rc;
 	}
+	for (int l = 0; l < t->levels; l++)
+		t->initial_slots += t->params.slots[l];
 	*out = t;
 	return CPHT_OK;
 }
@@ -326,6 +328,7 @@ cpht_table_destroy(cpht_table *t)
 	table_streams_detach(t);
 	table_log_free(t);				/* a backend store goes before the backend */
 	t->backend->destroy(t);
+	table_memory_give((uint64_t) t->grown_bytes);
 	free(t->stash);
 	free(t);
 }

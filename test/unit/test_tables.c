@@ -30,6 +30,7 @@ make_table(const geometry *g, uint64_t primary_slots, int threads, uint64_t seed
 	p.key_bits = g->key_bits;
 	p.seed = seed;
 	p.cpu_threads = threads;
+	p.fixed_size = 1;			/* these tables test one geometry each */
 	p.slots[0] = primary_slots;
 	p.bucket_slots[0] = g->buckets[0];
 	p.slot_bits[0] = g->widths[0];
