@@ -67,6 +67,14 @@ slots_of(cpht_table *t)
 	return s.slots[0] + s.slots[1];
 }
 
+static uint64_t
+stashed_of(cpht_table *t)
+{
+	cpht_stats	s;
+
+	return cpht_table_stats(t, &s) == CPHT_OK ? s.stashed : 0;
+}
+
 /* Distinct 64-bit keys (mix64 is a bijection). */
 static uint64_t
 key_of(uint64_t i)
@@ -198,7 +206,8 @@ check_transaction(cpht_kind kind, cpht_device dev, const char *what)
 	uint64_t   *keys = malloc((base + more) * sizeof(uint64_t));
 	uint8_t    *out = malloc(base + more);
 	uint64_t	grows,
-				mark;
+				mark,
+				stashed;
 
 	if (t == NULL)
 		return;
@@ -220,9 +229,14 @@ check_transaction(cpht_kind kind, cpht_device dev, const char *what)
 	CHECK(grows_of(t) >= grows + 3, "%s: grew %llu times in the transaction", what,
 		  (unsigned long long) (grows_of(t) - grows));
 
-	/* Back to the savepoint: keys 100..4999 without 300..999. */
+	/* Back to the savepoint: keys 100..4999 without 300..999.  The deleted
+	 * keys go back into their tombstones, none to the stash (where a key
+	 * whose logged place held no tombstone would end up). */
+	stashed = stashed_of(t);
 	CHECK(cpht_table_rollback_to(t, mark) == CPHT_OK, "%s: rollback to savepoint: %s", what,
 		  cpht_table_error(t));
+	CHECK(stashed_of(t) == stashed, "%s: the rollback stashed %llu keys", what,
+		  (unsigned long long) (stashed_of(t) - stashed));
 	CHECK(cpht_table_find(t, keys, base + more, out) == CPHT_OK, "%s: find", what);
 	{
 		size_t		wrong = 0;
@@ -234,6 +248,8 @@ check_transaction(cpht_kind kind, cpht_device dev, const char *what)
 	/* Grow again with the deletes still logged, then roll back whole. */
 	CHECK(cpht_table_grow(t) == CPHT_OK, "%s: grow: %s", what, cpht_table_error(t));
 	CHECK(cpht_table_rollback_to(t, 0) == CPHT_OK, "%s: rollback: %s", what, cpht_table_error(t));
+	CHECK(stashed_of(t) == stashed, "%s: the rollback stashed %llu keys", what,
+		  (unsigned long long) (stashed_of(t) - stashed));
 	expect_exactly(t, base, more, what, "the rollback");
 	cpht_table_set_logging(t, 0);
 	free(keys);
