@@ -50,3 +50,11 @@ LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION cpht_worker_info() IS
 'the cpht worker: whether cpht was preloaded, its pid, how often it started, shared tables and transfer windows';
+
+-- Tables grow past their capacity (cpht.grow, on by default); cpht_info
+-- reports initial_slots, grows, last_grow_ms, last_grow_at and bytes_per_key.
+COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean) IS
+'creates a table for capacity distinct keys (kind iceberg or cuckoo, keys of key_bits bits) on the device cpht.device selects, and returns its handle; the table grows past its capacity as keys arrive unless cpht.grow is off; transactional => false skips the undo log';
+
+COMMENT ON FUNCTION cpht_info(int) IS
+'the table''s kind, device, layout (slots per level, now and at creation), fill, growths (how many, the last one''s time and duration), bytes per key and undo log, as jsonb';
