@@ -61,7 +61,8 @@ enum
  * capacity; benchmarks set them by hand.
  *
  * slots[l] is the number of slots of level l; it must be bucket_slots[l]
- * times a power of two (at least 8 buckets).  The cuckoo table has one
+ * times the number of buckets (at least 8, any number: layout.h splits
+ * keys by division where it is no power of two).  The cuckoo table has one
  * level.  slot_bits[l] is 16, 32 or 64, or 0 for the smallest that holds the
  * remainder plus its state bits.
  */
@@ -225,7 +226,8 @@ uint64_t	cpht_table_count(cpht_table *table);
 cpht_status cpht_table_rebuild(cpht_table *table);
 
 /*
- * Grow the table to the next larger layout: a new slot array on the
+ * Grow the table to the next larger layout (half as many buckets again
+ * per level): a new slot array on the
  * table's device (memory asked of the memory hook first), every key moved
  * into it there (the GPU moves them with kernels; no key passes through
  * the host), the old slots freed.  The undo log stays valid: the places of

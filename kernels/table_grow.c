@@ -3,8 +3,10 @@
  * when a find-or-put asks for it (table_past_safe_fill).
  *
  * A growth builds a second table of the same kind on the same device with
- * twice the slots of every level, moves the keys into it and takes over its
- * slots; the old slots are freed.  The keys move on the device where they
+ * half as many buckets again in every level (bucket counts need not be
+ * powers of two: layout.h), moves the keys into it and takes over its
+ * slots; the old slots are freed.  At the peak both layouts are held:
+ * 2.5 times the old slots, 1.67 times the new.  The keys move on the device where they
  * live (backend move_keys: the GPU decodes its slots into keys with a kernel
  * and inserts them with its own find-or-put kernels), so a GPU table's keys
  * never pass through the host.  Only the keys of logged deletes do: there
@@ -238,7 +240,21 @@ table_grow(cpht_table *t)
 	nt->params = t->params;
 	for (int l = 0; l < t->levels; l++)
 	{
-		nt->params.slots[l] = 2 * t->params.slots[l];
+		uint64_t	b = t->level[l].buckets;
+
+		/*
+		 * Half as many buckets again; an iceberg table sized by
+		 * cpht_params_for_capacity keeps its levels' ratio (a primary
+		 * level of a multiple of 4 buckets, the secondary a quarter).
+		 */
+		if (l == 0 && t->levels > 1 && b % 4 == 0 && t->level[1].buckets == b / 4)
+			b = (b + b / 2 + 3) / 4 * 4;
+		else if (l == 1 && t->levels > 1 && t->level[0].buckets % 4 == 0 &&
+				 t->level[1].buckets == t->level[0].buckets / 4)
+			b = nt->params.slots[0] / (uint64_t) t->level[0].bucket_slots / 4;
+		else
+			b = b + (b + 1) / 2;
+		nt->params.slots[l] = b * (uint64_t) t->level[l].bucket_slots;
 		nt->params.slot_bits[l] = 0;	/* longer addresses may leave narrower remainders */
 	}
 	why[0] = '\0';

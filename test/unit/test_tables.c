@@ -358,8 +358,14 @@ check_params(void)
 	p.slot_bits[0] = 16;
 	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_ERR_INVALID, "16-bit slots cannot hold 64-bit keys");
 	p.slot_bits[0] = 0;
-	p.slots[0] += 16;
-	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_ERR_INVALID, "bucket count must be a power of two");
+	p.slots[0] += 8;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_ERR_INVALID, "slots must be whole buckets");
+	p.slots[0] = 7 * 16;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_ERR_INVALID, "at least 8 buckets");
+	p.slots[0] = 1000003 * 16;	/* no power of two: split by division */
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "any bucket count: %s", err);
+	if (t)
+		cpht_table_destroy(t);
 }
 
 int
