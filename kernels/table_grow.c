@@ -3,7 +3,8 @@
  * when a find-or-put asks for it (table_past_safe_fill).
  *
  * A growth builds a second table of the same kind on the same device with
- * half as many buckets again in every level (bucket counts need not be
+ * half as many buckets again in every level (more where the caller asks for
+ * room for more keys at the safe fill) (bucket counts need not be
  * powers of two: layout.h), moves the keys into it and takes over its
  * slots; the old slots are freed.  At the peak both layouts are held:
  * 2.5 times the old slots, 1.67 times the new.  The keys move on the device where they
@@ -68,12 +69,16 @@ slot_bytes(const cpht_table *t)
 	return b;
 }
 
+static double
+safe_fill(const cpht_table *t)
+{
+	return t->params.kind == CPHT_ICEBERG ? ICEBERG_GROW_FILL : CUCKOO_GROW_FILL;
+}
+
 int
 table_past_safe_fill(const cpht_table *t)
 {
-	double		fill = t->params.kind == CPHT_ICEBERG ? ICEBERG_GROW_FILL : CUCKOO_GROW_FILL;
-
-	return (double) (t->count - t->nstash) > fill * (double) total_slots(t);
+	return (double) (t->count - t->nstash) > safe_fill(t) * (double) total_slots(t);
 }
 
 /* A logged delete whose tombstone must move: its key and log_where index. */
@@ -221,7 +226,7 @@ wall_clock_us(void)
 }
 
 cpht_status
-table_grow(cpht_table *t)
+table_grow(cpht_table *t, uint64_t min_keys)
 {
 	double		start = table_clock_ms();
 	cpht_table *nt = calloc(1, sizeof(cpht_table));
@@ -233,14 +238,23 @@ table_grow(cpht_table *t)
 				old_bytes = slot_bytes(t),
 				full = 0;
 	char		why[256];
+	double		scale;
 	cpht_status rc;
 
 	if (nt == NULL)
 		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for growing the table");
 	nt->params = t->params;
+	/* How much more than half again: room for min_keys at the safe fill. */
+	scale = (double) min_keys / (safe_fill(t) * (double) total_slots(t));
+	if (scale < 1.5)
+		scale = 1.5;
 	for (int l = 0; l < t->levels; l++)
 	{
 		uint64_t	b = t->level[l].buckets;
+		double		scaled = (double) b * scale;
+
+		if (scaled > (double) ((uint64_t) 1 << 50))
+			scaled = (double) ((uint64_t) 1 << 50);	/* refused below, as too large */
 
 		/*
 		 * Half as many buckets again; an iceberg table sized by
@@ -248,12 +262,12 @@ table_grow(cpht_table *t)
 		 * level of a multiple of 4 buckets, the secondary a quarter).
 		 */
 		if (l == 0 && t->levels > 1 && b % 4 == 0 && t->level[1].buckets == b / 4)
-			b = (b + b / 2 + 3) / 4 * 4;
+			b = ((uint64_t) scaled + 3) / 4 * 4;
 		else if (l == 1 && t->levels > 1 && t->level[0].buckets % 4 == 0 &&
 				 t->level[1].buckets == t->level[0].buckets / 4)
 			b = nt->params.slots[0] / (uint64_t) t->level[0].bucket_slots / 4;
 		else
-			b = b + (b + 1) / 2;
+			b = (uint64_t) scaled + 1;
 		nt->params.slots[l] = b * (uint64_t) t->level[l].bucket_slots;
 		nt->params.slot_bits[l] = 0;	/* longer addresses may leave narrower remainders */
 	}
@@ -346,5 +360,5 @@ cpht_status
 cpht_table_grow(cpht_table *t)
 {
 	table_settle(t);
-	return table_grow(t);
+	return table_grow(t, 0);
 }

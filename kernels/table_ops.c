@@ -163,9 +163,10 @@ find_or_put_once(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 
 /*
  * Find-or-put that grows the table (table_grow.c) when it is past its safe
- * fill before the call, or when the call runs out of room: the failed
- * attempt was undone whole, so after growing the call runs again from the
- * start and its answers are those of one call on the larger table.  A
+ * fill before the call (by half again), or when the call runs out of room
+ * (to hold all the call's keys as well): the failed attempt was undone
+ * whole, so after growing the call runs again from the start and its
+ * answers are those of one call on the larger table.  A
  * growth before the call that fails for memory is not an error (the call
  * may fit); one after a full attempt is the call's error.
  */
@@ -178,7 +179,7 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 		return CPHT_OK;
 	if (!t->params.fixed_size && table_past_safe_fill(t))
 	{
-		rc = table_grow(t);
+		rc = table_grow(t, 0);
 		if (rc != CPHT_OK && rc != CPHT_ERR_FULL && rc != CPHT_ERR_LIMIT && rc != CPHT_ERR_NOMEM)
 			return rc;
 	}
@@ -190,7 +191,13 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 		if (rc != CPHT_ERR_FULL || t->params.fixed_size)
 			return rc;
 		memcpy(why, t->errmsg, sizeof(why));
-		rc = table_grow(t);
+		/*
+		 * Room for every key of the call as if all were new: one growth,
+		 * not one failed attempt per step of half again.  A batch that
+		 * repeats stored keys makes the table larger than it needs by at
+		 * most its own length.
+		 */
+		rc = table_grow(t, t->count + n);
 		if (rc == CPHT_ERR_FULL)
 		{
 			char		grow_why[sizeof(t->errmsg)];
