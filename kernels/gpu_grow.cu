@@ -121,6 +121,11 @@ gpu_move_keys(cpht_table *to, cpht_table *from, uint64_t *full)
 				rc = table_fail(to, CPHT_ERR_CANCELED, "growing the table was canceled; the table is unchanged");
 				break;
 			}
+			if (table_fault_step())
+			{
+				rc = table_fail(to, CPHT_ERR_DEVICE, "GPU: injected fault while moving keys");
+				break;
+			}
 			rc = gather_range(to, lv, from->params.key_bits, at, nslots - at < range ? nslots - at : range,
 							  st->dkeys[0], dcount, &m);
 			if (rc != CPHT_OK || m == 0)

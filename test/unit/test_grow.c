@@ -20,6 +20,7 @@
 
 #include "cpht_table.h"
 #include "layout.h"
+#include "table_faults.h"
 #include "unit.h"
 
 static int64_t hook_held = 0;
@@ -345,6 +346,35 @@ check_fixed_size(cpht_kind kind, cpht_device dev, const char *what)
 	free(out);
 }
 
+/* A device fault while the keys move: the table is as before, then grows. */
+static void
+check_fault_in_growth(cpht_kind kind, cpht_device dev, const char *what)
+{
+	cpht_table *t = make(kind, dev, 1000, 64);
+	uint64_t   *keys = malloc(20000 * sizeof(uint64_t));
+	uint8_t    *out = malloc(20000);
+	uint64_t	slots;
+
+	if (t == NULL)
+		return;
+	for (size_t i = 0; i < 20000; i++)
+		keys[i] = key_of(i);
+	CHECK(cpht_table_find_or_put(t, keys, 500, out) == CPHT_OK, "%s: 500 keys", what);
+	slots = slots_of(t);
+	/* step 1: the first move of the growth the call starts with */
+	cpht_fault_arm(1);
+	CHECK(cpht_table_find_or_put(t, keys, 20000, out) == CPHT_ERR_DEVICE, "%s: fault while growing: %s",
+		  what, cpht_table_error(t));
+	cpht_fault_arm(0);
+	CHECK(slots_of(t) == slots && grows_of(t) == 0, "%s: layout unchanged after the fault", what);
+	expect_exactly(t, 500, 19500, what, "a fault while growing");
+	CHECK(cpht_table_find_or_put(t, keys, 20000, out) == CPHT_OK && grows_of(t) > 0, "%s: grows after", what);
+	expect_exactly(t, 20000, 0, what, "growing after the fault");
+	cpht_table_destroy(t);
+	free(keys);
+	free(out);
+}
+
 /* The GPU grows like the CPU: same batches, same answers and layouts. */
 static void
 check_gpu_like_cpu(cpht_kind kind, const char *what)
@@ -400,6 +430,7 @@ main(void)
 			check_memory_hook((cpht_kind) kind, (cpht_device) dev, what);
 			check_growth_impossible((cpht_kind) kind, (cpht_device) dev, what);
 			check_fixed_size((cpht_kind) kind, (cpht_device) dev, what);
+			check_fault_in_growth((cpht_kind) kind, (cpht_device) dev, what);
 			if (dev == 1)
 				check_gpu_like_cpu((cpht_kind) kind, what);
 		}
