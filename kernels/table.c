@@ -340,7 +340,6 @@ cpht_table_create(const cpht_params *params, cpht_table **out,
 	}
 	for (int l = 0; l < t->levels; l++)
 		t->initial_slots += t->params.slots[l];
-	t->new_share = 1.0;
 	*out = t;
 	return CPHT_OK;
 }

@@ -78,13 +78,7 @@ safe_fill(const cpht_table *t)
 int
 table_past_safe_fill(const cpht_table *t)
 {
-	return table_past_safe_fill_with(t, 0);
-}
-
-int
-table_past_safe_fill_with(const cpht_table *t, uint64_t more)
-{
-	return (double) (t->count - t->nstash + more) > safe_fill(t) * (double) total_slots(t);
+	return (double) (t->count - t->nstash) > safe_fill(t) * (double) total_slots(t);
 }
 
 /* A logged delete whose tombstone must move: its key and log_where index. */

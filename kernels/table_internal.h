@@ -104,8 +104,6 @@ struct cpht_table
 	double		last_grow_ms;
 	int64_t		last_grow_at_us;
 	uint64_t	initial_slots;	/* all levels, at creation */
-	double		new_share;		/* of the last find-or-put's keys, the share
-								 * that was new (growth expects as many) */
 	int64_t		grown_bytes;	/* slot bytes taken from the memory hook
 								 * by growth (given back at destroy) */
 	/* streams (cpht_stream_*): the batch running on a helper thread */

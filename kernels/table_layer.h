@@ -17,7 +17,6 @@ cpht_status table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen);
 
 /* table_grow.c: the kind's safe fill (growth starts past it) and growth */
 int			table_past_safe_fill(const cpht_table *t);
-int			table_past_safe_fill_with(const cpht_table *t, uint64_t more_keys);
 /* grow: by half again, or to room for min_keys at the safe fill if more */
 cpht_status table_grow(cpht_table *t, uint64_t min_keys);
 

@@ -177,31 +177,21 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 
 	if (n == 0)
 		return CPHT_OK;
-	if (!t->params.fixed_size)
+	/*
+	 * Not from how many keys the call brings: they may all be stored
+	 * already, and a table must not grow for keys it has.
+	 */
+	if (!t->params.fixed_size && table_past_safe_fill(t))
 	{
-		/*
-		 * Expect the share of new keys the last call had: a stream of new
-		 * keys grows the table before a call that needs it, not after a
-		 * failed attempt.  By half again only: a batch of stored keys after
-		 * a stream of new ones grows the table once at most.
-		 */
-		uint64_t	expected = (uint64_t) ((double) n * t->new_share);
-
-		if (table_past_safe_fill(t) || table_past_safe_fill_with(t, expected))
-		{
-			rc = table_grow(t, 0);
-			if (rc != CPHT_OK && rc != CPHT_ERR_FULL && rc != CPHT_ERR_LIMIT && rc != CPHT_ERR_NOMEM)
-				return rc;
-		}
+		rc = table_grow(t, 0);
+		if (rc != CPHT_OK && rc != CPHT_ERR_FULL && rc != CPHT_ERR_LIMIT && rc != CPHT_ERR_NOMEM)
+			return rc;
 	}
 	for (;;)
 	{
 		char		why[sizeof(t->errmsg)];
-		uint64_t	before = t->count;
 
 		rc = find_or_put_once(t, keys, n, status);
-		if (rc == CPHT_OK)
-			t->new_share = (double) (t->count - before) / (double) n;
 		if (rc != CPHT_ERR_FULL || t->params.fixed_size)
 			return rc;
 		memcpy(why, t->errmsg, sizeof(why));
