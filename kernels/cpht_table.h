@@ -64,7 +64,8 @@ enum
  * capacity; benchmarks set them by hand.
  *
  * slots[l] is the number of slots of level l; it must be bucket_slots[l]
- * times a power of two (at least 8 buckets).  The cuckoo table has one
+ * times the number of buckets (at least 8, any number: layout.h splits
+ * keys by division where it is no power of two).  The cuckoo table has one
  * level.  slot_bits[l] is 16, 32 or 64, or 0 for the smallest that holds the
  * remainder plus its state bits.
  */
@@ -79,6 +80,8 @@ typedef struct cpht_params
 	int			slot_bits[CPHT_MAX_LEVELS];
 	int			cpu_threads;	/* CPU implementation: 0 = one per core */
 	int			max_evictions;	/* cuckoo: bound on an eviction chain, 0 = default */
+	int			fixed_size;		/* 1: never grow; a key that finds no slot
+								 * fails the call with CPHT_ERR_FULL */
 } cpht_params;
 
 /* What cpht_info reports. */
@@ -103,6 +106,11 @@ typedef struct cpht_stats
 	uint64_t	device_free_bytes;	/* GPU tables: the device's free and */
 	uint64_t	device_total_bytes; /* total memory (0 for CPU tables) */
 	char		device_name[128];
+	uint64_t	grows;			/* times the table grew */
+	double		last_grow_ms;	/* how long the last growth took */
+	int64_t		last_grow_at_us;	/* when it ended: microseconds since the
+									 * Unix epoch, 0 if it never grew */
+	uint64_t	initial_slots;	/* slots of all levels at creation */
 } cpht_stats;
 
 typedef struct cpht_table cpht_table;
@@ -112,7 +120,9 @@ typedef struct cpht_table cpht_table;
  * time, in milliseconds (cpht.trace reports it).  total is the whole call;
  * for a GPU table, stage_in is copying keys into pinned memory, wait is
  * waiting for transfers and kernels, copy_out is copying results out of
- * pinned memory; undo_log is keeping the undo log on the host.
+ * pinned memory; undo_log is keeping the undo log on the host; grow is
+ * growing the table (moving its keys into a larger layout) inside the call,
+ * and grows how many times it grew.
  */
 typedef struct cpht_call_times
 {
@@ -121,6 +131,8 @@ typedef struct cpht_call_times
 	double		wait;
 	double		copy_out;
 	double		undo_log;
+	double		grow;
+	int			grows;
 } cpht_call_times;
 
 void		cpht_table_call_times(const cpht_table *table, cpht_call_times *out);
@@ -138,6 +150,15 @@ void		cpht_table_destroy(cpht_table *table);
  * key_bits by the caller.  A failing find_or_put or put (full table, device
  * fault, interrupt) leaves the table as it was before the call: no key of
  * the call stays.
+ *
+ * Growth.  Unless params.fixed_size is set, a find_or_put or put that finds
+ * the table past its kind's safe fill, or that runs out of room, grows the
+ * table (cpht_table_grow) and goes on; the answers are those of a table
+ * large enough from the start.  The call then fails only where growth
+ * does: CPHT_ERR_LIMIT (the memory hook refused the larger layout),
+ * CPHT_ERR_NOMEM, a device fault, or CPHT_ERR_FULL when no larger layout
+ * exists for the key width (the bucket address would take every key bit,
+ * or the table would pass the largest cpht addresses).
  *
  * find_or_put: status[i] = CPHT_FOUND or CPHT_PUT; a key repeated inside the
  *   batch is CPHT_PUT exactly once (at one of its occurrences, not always
@@ -206,6 +227,17 @@ uint64_t	cpht_table_count(cpht_table *table);
  * works, CPHT_ERR_CANCELED); on failure the table is unchanged.
  */
 cpht_status cpht_table_rebuild(cpht_table *table);
+
+/*
+ * Grow the table to the next larger layout (half as many buckets again
+ * per level): a new slot array on the
+ * table's device (memory asked of the memory hook first), every key moved
+ * into it there (the GPU moves them with kernels; no key passes through
+ * the host), the old slots freed.  The undo log stays valid: the places of
+ * logged deletes are moved with their tombstones.  Stashed keys stay in
+ * the stash.  On failure the table is unchanged.
+ */
+cpht_status cpht_table_grow(cpht_table *table);
 cpht_status cpht_table_stats(cpht_table *table, cpht_stats *out);
 
 /* Message of the last failed call on this table. */

@@ -109,6 +109,12 @@ cpht_status gpu_revive(cpht_table *t, const uint64_t *dkeys, const uint8_t *dwhe
 cpht_status gpu_copy_level(cpht_table *t, int level, void *host);
 cpht_status gpu_write_level(cpht_table *t, int level, const void *host);
 
+/* ---- growth (gpu_grow.cu) ----------------------------------------------- */
+
+/* Backend move_keys: every live key of `from` into the new table `to`, on
+ * the device.  Waits for the device. */
+cpht_status gpu_move_keys(cpht_table *to, cpht_table *from, uint64_t *full);
+
 /* ---- scan (gpu_scan.cu) -------------------------------------------------- */
 
 /* Live and tombstone slots per level.  Waits for the device. */

@@ -13,17 +13,32 @@
  * This is a one-round Feistel network whose split sits exactly at the
  * address width, so it is a bijection on [0, 2^w) with the obvious inverse
  * low = address XOR mix(remainder), and each hash choice j gets its own
- * seed, hence its own permutation.  Two properties follow:
+ * seed, hence its own permutation.
  *
- *  - robust spread: every key bit moves the address — bits below N
- *    directly, bits above N through a strong 64-bit mixer — so keys that are
+ * A level with B buckets, B not a power of two, splits by division instead:
+ * high = k / B, low = k mod B, and
+ *
+ *     address   = (low + h) mod B,   h = (mix(high, seed_j) * B) >> 64
+ *     remainder = high
+ *
+ * For each high this rotates [0, B), so (address, remainder) still names
+ * the key exactly (low = (address - h) mod B, k = high * B + low): the map
+ * is injective on [0, 2^w), the last, partial block of B keys included.
+ * The remainder is below 2^w / B, so it takes w - floor(log2 B) bits, as
+ * with the power of two below B.  The division is a multiplication by a
+ * precomputed reciprocal (layout_level.recip) and one correction step, the
+ * same on both devices.  Two properties follow, for both splits:
+ *
+ *  - robust spread: every key bit moves the address — bits of low
+ *    directly, bits of high through a strong 64-bit mixer — so keys that are
  *    constant in some bits (strides, timestamps in the high bits, a fixed
  *    worker id in the middle) still reach every bucket.  (The paper's
  *    Feistel splits at w/2 and leaves address bits above w/2 raw.)
- *  - locality: keys that differ only below N keep their relative order
- *    inside an aligned block (XOR with a constant), so a run of sequential
- *    ids fills consecutive buckets evenly — the coherent access pattern that
- *    makes sequential ingests faster and lets them fill the table higher.
+ *  - locality: keys that differ only in low keep their relative order
+ *    inside a block (XOR with, or rotation by, a constant), so a run of
+ *    sequential ids fills consecutive buckets evenly — the coherent access
+ *    pattern that makes sequential ingests faster and lets them fill the
+ *    table higher.
  *
  * Slot encoding.  0 is EMPTY.  A live slot is odd:
  *     slot = (remainder << (1 + choice_bits)) | (choice << 1) | 1
@@ -77,17 +92,56 @@ layout_mix64(uint64_t x)
 	return x;
 }
 
+/* High 64 bits of a 64 x 64-bit product. */
+CPHT_HD uint64_t
+layout_mulhi(uint64_t a, uint64_t b)
+{
+#ifdef __CUDA_ARCH__
+	return __umul64hi(a, b);
+#else
+	return (uint64_t) (((unsigned __int128) a * b) >> 64);
+#endif
+}
+
 /*
- * One permutation: a level of 2^addr_bits buckets, keys of key_bits bits,
- * and the seed of one hash choice.  Everything an operation needs to place
- * a key is derived from these three numbers.
+ * One permutation: a level's buckets, keys of key_bits bits, and the seed
+ * of one hash choice.  Everything an operation needs to place a key is
+ * derived from these.  recip == 0: 2^addr_bits buckets (the XOR split);
+ * otherwise `buckets` buckets and recip = floor((2^64 - 1) / buckets) (the
+ * division split).
  */
 typedef struct layout_perm
 {
 	uint64_t	seed;
 	int			key_bits;
 	int			addr_bits;
+	uint64_t	buckets;
+	uint64_t	recip;
 } layout_perm;
+
+/* high = key / buckets, low = key mod buckets (division split).  The
+ * estimate through the reciprocal is the quotient or one less. */
+CPHT_HD uint64_t
+layout_divide(layout_perm p, uint64_t key, uint64_t *low)
+{
+	uint64_t	q = layout_mulhi(key, p.recip);
+	uint64_t	r = key - q * p.buckets;
+
+	if (r >= p.buckets)
+	{
+		q++;
+		r -= p.buckets;
+	}
+	*low = r;
+	return q;
+}
+
+/* The rotation of a block (division split), in [0, buckets). */
+CPHT_HD uint64_t
+layout_rotation(layout_perm p, uint64_t high)
+{
+	return layout_mulhi(layout_mix64(high ^ p.seed), p.buckets);
+}
 
 /* Seed of hash choice `choice` of level `level` for a table seed. */
 CPHT_HD uint64_t
@@ -99,24 +153,45 @@ layout_choice_seed(uint64_t table_seed, int level, int choice)
 CPHT_HD uint64_t
 layout_address(layout_perm p, uint64_t key)
 {
-	uint64_t	high = layout_shr(key, p.addr_bits);
+	uint64_t	high,
+				low,
+				a;
 
-	return (key ^ layout_mix64(high ^ p.seed)) & layout_mask(p.addr_bits);
+	if (p.recip == 0)
+	{
+		high = layout_shr(key, p.addr_bits);
+		return (key ^ layout_mix64(high ^ p.seed)) & layout_mask(p.addr_bits);
+	}
+	high = layout_divide(p, key, &low);
+	a = low + layout_rotation(p, high);
+	return a >= p.buckets ? a - p.buckets : a;
 }
 
 CPHT_HD uint64_t
 layout_remainder(layout_perm p, uint64_t key)
 {
-	return layout_shr(key, p.addr_bits);
+	uint64_t	low;
+
+	if (p.recip == 0)
+		return layout_shr(key, p.addr_bits);
+	return layout_divide(p, key, &low);
 }
 
 /* The inverse permutation: the key stored as `remainder` in bucket `address`. */
 CPHT_HD uint64_t
 layout_key(layout_perm p, uint64_t address, uint64_t remainder)
 {
-	uint64_t	low = (address ^ layout_mix64(remainder ^ p.seed)) & layout_mask(p.addr_bits);
+	uint64_t	low,
+				h;
 
-	return layout_shl(remainder, p.addr_bits) | low;
+	if (p.recip == 0)
+	{
+		low = (address ^ layout_mix64(remainder ^ p.seed)) & layout_mask(p.addr_bits);
+		return layout_shl(remainder, p.addr_bits) | low;
+	}
+	h = layout_rotation(p, remainder);
+	low = address >= h ? address - h : address + p.buckets - h;
+	return remainder * p.buckets + low;
 }
 
 /* Slot encoding (see the header comment). */
@@ -144,11 +219,12 @@ slot_choice(uint64_t slot, int choice_bits)
 	return (int) ((slot >> 1) & layout_mask(choice_bits));
 }
 
-/* Bits a slot needs: remainder, choice and the live bit. */
+/* Bits a slot needs: remainder, choice and the live bit.  floor_bits is
+ * floor(log2) of the level's bucket count. */
 CPHT_HD int
-slot_bits_needed(int key_bits, int addr_bits, int choice_bits)
+slot_bits_needed(int key_bits, int floor_bits, int choice_bits)
 {
-	int			rem = key_bits > addr_bits ? key_bits - addr_bits : 0;
+	int			rem = key_bits > floor_bits ? key_bits - floor_bits : 0;
 
 	return rem + choice_bits + 1;
 }
@@ -168,8 +244,10 @@ slot_width_for(int needed)
 typedef struct layout_level
 {
 	void	   *slots;			/* host or device memory, slot_bits wide */
-	uint64_t	buckets;		/* 2^addr_bits */
-	int			addr_bits;
+	uint64_t	buckets;		/* any number from 8 on */
+	uint64_t	recip;			/* 0 for 2^addr_bits buckets, else
+								 * floor((2^64 - 1) / buckets) */
+	int			addr_bits;		/* bits of an address: ceil(log2 buckets) */
 	int			bucket_slots;
 	int			slot_bits;		/* 16, 32 or 64 */
 	int			choice_bits;	/* bits of the hash-choice index in a slot */
@@ -185,6 +263,8 @@ layout_level_perm(const layout_level *lv, int key_bits, int choice)
 	p.seed = lv->seeds[choice];
 	p.key_bits = key_bits;
 	p.addr_bits = lv->addr_bits;
+	p.buckets = lv->buckets;
+	p.recip = lv->recip;
 	return p;
 }
 

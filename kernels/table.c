@@ -17,8 +17,8 @@
 /* Fill each kind reaches with margin on random keys (the sizing target). */
 #define ICEBERG_TARGET_FILL 0.80
 #define CUCKOO_TARGET_FILL 0.90
-#define MIN_ADDR_BITS 3			/* at least 8 buckets per level */
-#define MAX_ADDR_BITS 48
+#define MIN_BUCKETS 8			/* per level */
+#define MAX_BUCKETS ((uint64_t) 1 << 48)
 
 static cpht_interrupt_fn interrupt_check = NULL;
 static cpht_memory_fn memory_hook = NULL;
@@ -115,14 +115,22 @@ param_fail(char *errbuf, size_t errlen, cpht_status code, const char *fmt,...)
 	return code;
 }
 
+/* ceil(capacity / keys_per_bucket) buckets, as a double (no overflow). */
+static double
+buckets_for(uint64_t capacity, double keys_per_bucket)
+{
+	double		x = (double) capacity / keys_per_bucket;
+	double		whole = (double) (uint64_t) x;
+
+	return whole < x ? whole + 1 : whole;
+}
+
 static int
-log2_exact(uint64_t x)
+floor_log2(uint64_t x)
 {
 	int			b = 0;
 
-	if (x == 0 || (x & (x - 1)) != 0)
-		return -1;
-	while ((x >> b) != 1)
+	while (x >> (b + 1))
 		b++;
 	return b;
 }
@@ -133,7 +141,6 @@ cpht_status
 cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 						 cpht_params *out, char *errbuf, size_t errlen)
 {
-	int			n;
 
 	memset(out, 0, sizeof(*out));
 	if (kind != CPHT_ICEBERG && kind != CPHT_CUCKOO)
@@ -152,35 +159,40 @@ cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 	{
 		/*
 		 * 16-slot primary buckets and 8-slot secondary buckets, the
-		 * secondary level an eighth of the primary in slots: total slots
-		 * = 18 * 2^n for 2^n primary buckets.
+		 * secondary level an eighth of the primary in slots: 18 slots per
+		 * primary bucket, whose number is a multiple of 4 (the secondary
+		 * level has a quarter as many buckets), 32 at least.
 		 */
-		for (n = MIN_ADDR_BITS + 2; n <= MAX_ADDR_BITS; n++)
-			if (18.0 * (double) ((uint64_t) 1 << n) * ICEBERG_TARGET_FILL >= (double) capacity)
-				break;
+		double		want = buckets_for(capacity, 18.0 * ICEBERG_TARGET_FILL);
+		uint64_t	b = want < 32 ? 32 : ((uint64_t) want + 3) / 4 * 4;
+
+		if (want > (double) MAX_BUCKETS)
+			return param_fail(errbuf, errlen, CPHT_ERR_NOMEM,
+							  "capacity %llu is larger than any table cpht can allocate",
+							  (unsigned long long) capacity);
 		out->bucket_slots[0] = 16;
 		out->bucket_slots[1] = 8;
-		out->slots[0] = (uint64_t) 16 << n;
-		out->slots[1] = (uint64_t) 8 << (n - 2);
+		out->slots[0] = 16 * b;
+		out->slots[1] = 8 * (b / 4);
 	}
 	else
 	{
-		for (n = MIN_ADDR_BITS; n <= MAX_ADDR_BITS; n++)
-			if (16.0 * (double) ((uint64_t) 1 << n) * CUCKOO_TARGET_FILL >= (double) capacity)
-				break;
+		double		want = buckets_for(capacity, 16.0 * CUCKOO_TARGET_FILL);
+		uint64_t	b = want < 8 ? 8 : (uint64_t) want;
+
+		if (want > (double) MAX_BUCKETS)
+			return param_fail(errbuf, errlen, CPHT_ERR_NOMEM,
+							  "capacity %llu is larger than any table cpht can allocate",
+							  (unsigned long long) capacity);
 		out->bucket_slots[0] = 16;
-		out->slots[0] = (uint64_t) 16 << n;
+		out->slots[0] = 16 * b;
 	}
-	if (n > MAX_ADDR_BITS)
-		return param_fail(errbuf, errlen, CPHT_ERR_NOMEM,
-						  "capacity %llu is larger than any table cpht can allocate",
-						  (unsigned long long) capacity);
 	return CPHT_OK;
 }
 
 /* Fill in the level geometry of t from t->params, resolving slot widths. */
-static cpht_status
-resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
+cpht_status
+table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 {
 	cpht_params *p = &t->params;
 
@@ -194,7 +206,8 @@ resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 	{
 		layout_level *lv = &t->level[l];
 		int			b = p->bucket_slots[l];
-		int			needed;
+		int			needed,
+					floor_bits;
 
 		if (b != 4 && b != 8 && b != 16 && b != 32)
 			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
@@ -204,18 +217,29 @@ resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 							  "slots of level %d must be a multiple of the bucket size", l + 1);
 		lv->bucket_slots = b;
 		lv->buckets = p->slots[l] / (uint64_t) b;
-		lv->addr_bits = log2_exact(lv->buckets);
-		if (lv->addr_bits < MIN_ADDR_BITS || lv->addr_bits > MAX_ADDR_BITS)
+		if (lv->buckets < MIN_BUCKETS || lv->buckets > MAX_BUCKETS)
 			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
-							  "level %d must have a power of two of buckets between 2^%d and 2^%d",
-							  l + 1, MIN_ADDR_BITS, MAX_ADDR_BITS);
-		if (lv->addr_bits > p->key_bits)
+							  "level %d must have between %d and 2^48 buckets, not %llu",
+							  l + 1, MIN_BUCKETS, (unsigned long long) lv->buckets);
+		if (p->key_bits < 64 && lv->buckets > ((uint64_t) 1 << p->key_bits))
 			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
 							  "level %d has more buckets than there are %d-bit keys", l + 1, p->key_bits);
+		floor_bits = floor_log2(lv->buckets);
+		/* A power of two splits by bits, other counts by division (layout.h). */
+		if ((lv->buckets & (lv->buckets - 1)) == 0)
+		{
+			lv->addr_bits = floor_bits;
+			lv->recip = 0;
+		}
+		else
+		{
+			lv->addr_bits = floor_bits + 1;
+			lv->recip = UINT64_MAX / lv->buckets;
+		}
 
 		lv->choices = p->kind == CPHT_CUCKOO ? CPHT_CUCKOO_CHOICES : l == 0 ? 1 : CPHT_ICEBERG_CHOICES;
 		lv->choice_bits = lv->choices == 1 ? 0 : lv->choices == 2 ? 1 : 2;
-		needed = slot_bits_needed(p->key_bits, lv->addr_bits, lv->choice_bits);
+		needed = slot_bits_needed(p->key_bits, floor_bits, lv->choice_bits);
 		if (p->slot_bits[l] == 0)
 			p->slot_bits[l] = slot_width_for(needed);
 		if (p->slot_bits[l] != 16 && p->slot_bits[l] != 32 && p->slot_bits[l] != 64)
@@ -248,7 +272,7 @@ cpht_params_table_bytes(const cpht_params *params)
 
 	memset(&t, 0, sizeof(t));
 	t.params = *params;
-	if (resolve_layout(&t, NULL, 0) != CPHT_OK)
+	if (table_resolve_layout(&t, NULL, 0) != CPHT_OK)
 		return 0;
 	for (int l = 0; l < t.levels; l++)
 		bytes += t.params.slots[l] * (uint64_t) (t.level[l].slot_bits / 8);
@@ -307,7 +331,7 @@ cpht_table_create(const cpht_params *params, cpht_table **out,
 	if (t == NULL)
 		return param_fail(errbuf, errlen, CPHT_ERR_NOMEM, "out of host memory");
 	t->params = *params;
-	rc = resolve_layout(t, errbuf, errlen);
+	rc = table_resolve_layout(t, errbuf, errlen);
 	if (rc != CPHT_OK)
 	{
 		free(t);
@@ -338,6 +362,8 @@ cpht_table_create(const cpht_params *params, cpht_table **out,
 		free(t);
 		return rc;
 	}
+	for (int l = 0; l < t->levels; l++)
+		t->initial_slots += t->params.slots[l];
 	*out = t;
 	return CPHT_OK;
 }
@@ -350,6 +376,7 @@ cpht_table_destroy(cpht_table *t)
 	table_streams_detach(t);
 	table_log_free(t);				/* a backend store goes before the backend */
 	t->backend->destroy(t);
+	table_memory_give((uint64_t) t->grown_bytes);
 	free(t->stash);
 	free(t);
 }

@@ -99,6 +99,13 @@ struct cpht_table
 	int			log_moved;		/* keys moved (rebuild, re-put by a rollback)
 								 * since the log began: undo by tombstones */
 	cpht_call_times times;		/* where the last call spent its time */
+	/* growth (table_grow.c) */
+	uint64_t	grows;
+	double		last_grow_ms;
+	int64_t		last_grow_at_us;
+	uint64_t	initial_slots;	/* all levels, at creation */
+	int64_t		grown_bytes;	/* slot bytes taken from the memory hook
+								 * by growth (given back at destroy) */
 	/* streams (cpht_stream_*): the batch running on a helper thread */
 	int			running;
 	pthread_t	runner;
@@ -142,6 +149,10 @@ struct cpht_table
  *   CPHT_FULL when that slot is not a tombstone (never, while the rules
  *   above hold).
  * write_slots: copy level l's slots from host memory (rebuild).
+ * move_keys: insert every live key of `from` (same kind and backend; its
+ *   slots are only read) into `to`, a new empty table (growth); the keys are
+ *   distinct and absent from `to`.  *full = keys that found no slot (then
+ *   `to` is thrown away).  It may stop for an interrupt (CPHT_ERR_CANCELED).
  * log_reserve, log_write, log_read, log_release: a log store kept by the
  *   backend (all NULL: the table layer keeps the log in host memory).
  *   reserve makes room for `entries` in all, keeping the first `keep`
@@ -176,6 +187,7 @@ struct cpht_backend
 	void		(*log_release) (cpht_table *t);
 	/* free and total memory of the table's device (NULL: host memory) */
 	void		(*device_memory) (cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes);
+	cpht_status (*move_keys) (cpht_table *to, cpht_table *from, uint64_t *full);
 };
 
 extern const cpht_backend cpht_cpu_backend;

@@ -12,6 +12,13 @@
 double		table_clock_ms(void);
 void		table_call_begin(cpht_table *t);
 cpht_status table_call_end(cpht_table *t, cpht_status rc);
+/* table.c: level geometry of t from t->params (slot widths resolved) */
+cpht_status table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen);
+
+/* table_grow.c: the kind's safe fill (growth starts past it) and growth */
+int			table_past_safe_fill(const cpht_table *t);
+/* grow: by half again, or to room for min_keys at the safe fill if more */
+cpht_status table_grow(cpht_table *t, uint64_t min_keys);
 
 
 /* table_stream.c: wait for a stream's running batch; cut streams loose */

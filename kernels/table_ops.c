@@ -120,8 +120,8 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 	return rc;
 }
 
-cpht_status
-table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+static cpht_status
+find_or_put_once(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 {
 	uint64_t   *rest;
 	size_t	   *where;
@@ -159,6 +159,59 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 	free(where);
 	free(sub);
 	return rc;
+}
+
+/*
+ * Find-or-put that grows the table (table_grow.c) when it is past its safe
+ * fill before the call (by half again), or when the call runs out of room
+ * (to hold all the call's keys as well): the failed attempt was undone
+ * whole, so after growing the call runs again from the start and its
+ * answers are those of one call on the larger table.  A
+ * growth before the call that fails for memory is not an error (the call
+ * may fit); one after a full attempt is the call's error.
+ */
+cpht_status
+table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
+	cpht_status rc;
+
+	if (n == 0)
+		return CPHT_OK;
+	/*
+	 * Not from how many keys the call brings: they may all be stored
+	 * already, and a table must not grow for keys it has.
+	 */
+	if (!t->params.fixed_size && table_past_safe_fill(t))
+	{
+		rc = table_grow(t, 0);
+		if (rc != CPHT_OK && rc != CPHT_ERR_FULL && rc != CPHT_ERR_LIMIT && rc != CPHT_ERR_NOMEM)
+			return rc;
+	}
+	for (;;)
+	{
+		char		why[sizeof(t->errmsg)];
+
+		rc = find_or_put_once(t, keys, n, status);
+		if (rc != CPHT_ERR_FULL || t->params.fixed_size)
+			return rc;
+		memcpy(why, t->errmsg, sizeof(why));
+		/*
+		 * Room for every key of the call as if all were new: one growth,
+		 * not one failed attempt per step of half again.  A batch that
+		 * repeats stored keys makes the table larger than it needs by at
+		 * most its own length.
+		 */
+		rc = table_grow(t, t->count + n);
+		if (rc == CPHT_ERR_FULL)
+		{
+			char		grow_why[sizeof(t->errmsg)];
+
+			memcpy(grow_why, t->errmsg, sizeof(grow_why));
+			snprintf(t->errmsg, sizeof(t->errmsg), "%s; %s", why, grow_why);
+		}
+		if (rc != CPHT_OK)
+			return rc;
+	}
 }
 
 /* table_find_or_put, also telling how many keys it inserted. */

@@ -35,6 +35,10 @@ cpht_table_stats(cpht_table *t, cpht_stats *out)
 	out->log_entries = t->log_len;
 	out->log_bytes = t->log_cap * sizeof(uint64_t) + t->log_runs_cap * sizeof(cpht_log_run);
 	out->count = t->count;
+	out->grows = t->grows;
+	out->last_grow_ms = t->last_grow_ms;
+	out->last_grow_at_us = t->last_grow_at_us;
+	out->initial_slots = t->initial_slots;
 	out->staging_bytes = t->backend->staging_bytes(t);
 	if (t->backend->device_memory)
 		t->backend->device_memory(t, &out->device_free_bytes, &out->device_total_bytes);

@@ -16,7 +16,7 @@ AS 'MODULE_PATHNAME', 'cpht_create_named'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text) IS
-'creates a table that holds capacity distinct keys (kind iceberg or cuckoo, keys of key_bits bits) and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional => false required)';
+'creates a table for capacity distinct keys (kind iceberg or cuckoo, keys of key_bits bits), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional => false required)';
 
 CREATE FUNCTION cpht_open(name text)
 RETURNS int
@@ -50,3 +50,8 @@ LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION cpht_worker_info() IS
 'the cpht worker: whether cpht was preloaded, its pid, how often it started, shared tables, transfer windows, the private tables it holds and its GPU';
+
+-- Tables grow past their capacity (cpht.grow, on by default); cpht_info
+-- reports initial_slots, grows, last_grow_ms, last_grow_at and bytes_per_key.
+COMMENT ON FUNCTION cpht_info(int) IS
+'the table''s kind, device, layout (slots per level, now and at creation), fill, growths (how many, the last one''s time and duration), bytes per key and undo log, as jsonb';

@@ -56,7 +56,7 @@ RESET cpht.batch_size;
 -- the table), which the unit tests check.
 SET cpht.device = cpu;
 SHOW cpht.max_memory;
-SET cpht.max_memory = '30kB';
+SET cpht.max_memory = '15kB';
 SHOW cpht.max_memory;
 SELECT cpht_create(1000) AS m1 \gset
 \set VERBOSITY sqlstate

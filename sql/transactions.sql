@@ -201,8 +201,10 @@ COMMIT;
 SELECT cpht_count(:brief);
 SELECT handle, kind, count FROM cpht_tables() ORDER BY handle;
 
--- an error inside a transaction: a full table.  The failing call is undone
--- at once; ROLLBACK TO and ROLLBACK undo the rest.
+-- an error inside a transaction: a full table (of fixed size: cpht.grow
+-- off).  The failing call is undone at once; ROLLBACK TO and ROLLBACK undo
+-- the rest.
+SET cpht.grow = off;
 CREATE TEMP TABLE small AS
 	SELECT kind, cpht_create(10, kind) AS h
 	FROM unnest(ARRAY['iceberg', 'cuckoo']) WITH ORDINALITY AS k(kind, n)
@@ -230,10 +232,12 @@ SELECT kind, cpht_count(h), pg_temp.present(h, '{1,2,3,4,5}') FROM small ORDER B
 \set VERBOSITY default
 
 -- non-transactional tables keep no undo log: their keys stay after ROLLBACK
+-- (fixed size, so that a call can fail for want of room)
 CREATE TEMP TABLE nt AS
 	SELECT kind, cpht_create(1000, kind, 64, false) AS h
 	FROM unnest(ARRAY['iceberg', 'cuckoo']) WITH ORDINALITY AS k(kind, n)
 	ORDER BY n;
+RESET cpht.grow;
 SELECT kind, cpht_info(h)->'transactional' AS transactional FROM nt ORDER BY h;
 SELECT kind, cpht_put(h, '{1,2,3}') FROM nt ORDER BY h;
 BEGIN;

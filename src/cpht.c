@@ -28,6 +28,7 @@ int			cpht_device_setting = CPHT_SETTING_AUTO;
 int			cpht_cpu_threads = 0;
 int			cpht_max_memory_kb = 0;
 bool		cpht_trace = false;
+bool		cpht_grow = true;
 
 static const struct config_enum_entry placement_options[] = {
 	{"backend", CPHT_PLACEMENT_BACKEND, false},
@@ -114,6 +115,15 @@ _PG_init(void)
 							 "A NOTICE per call: reading the array, the table call, building the result.",
 							 &cpht_trace,
 							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("cpht.grow",
+							 "Whether new cpht tables grow when they run out of room.",
+							 "On: a table created with cpht_create() grows past its capacity as keys arrive. Off: it keeps the size it was created with, and a call that finds no room for a key fails with an error and stores nothing.",
+							 &cpht_grow,
+							 true,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);

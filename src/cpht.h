@@ -16,6 +16,7 @@ extern int	cpht_device_setting;
 extern int	cpht_cpu_threads;
 extern int	cpht_max_memory_kb;
 extern bool cpht_trace;
+extern bool cpht_grow;
 
 extern void _PG_init(void);
 

@@ -13,6 +13,7 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "cpht_table.h"
@@ -95,6 +96,26 @@ cpht_info(PG_FUNCTION_ARGS)
 					 stats.table_bytes, stats.staging_bytes, stats.stashed,
 					 entry->transactional ? "true" : "false",
 					 stats.log_entries, stats.log_bytes);
+	/*
+	 * Growth: how often and when the table grew from the layout it was
+	 * created with (initial_slots), and the slot memory per stored key.
+	 */
+	appendStringInfo(&buf, ", \"initial_slots\": " UINT64_FORMAT ", \"grows\": " UINT64_FORMAT,
+					 stats.initial_slots, stats.grows);
+	if (stats.grows > 0)
+	{
+		TimestampTz at = (TimestampTz) stats.last_grow_at_us -
+			((TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY);
+
+		appendStringInfo(&buf, ", \"last_grow_ms\": %.3f, \"last_grow_at\": ", stats.last_grow_ms);
+		escape_json(&buf, timestamptz_to_str(at));
+	}
+	else
+		appendStringInfoString(&buf, ", \"last_grow_ms\": null, \"last_grow_at\": null");
+	if (stats.count > 0)
+		appendStringInfo(&buf, ", \"bytes_per_key\": %.3f", (double) stats.table_bytes / (double) stats.count);
+	else
+		appendStringInfoString(&buf, ", \"bytes_per_key\": null");
 	/* GPU tables: how much room the device has left (for sizing and for
 	 * watching memory across sessions); null for CPU tables. */
 	if (stats.device_total_bytes > 0)

@@ -103,6 +103,8 @@ cpht_create_params(int64 capacity, const char *kind_name, int32 key_bits,
 				 errmsg("capacity " INT64_FORMAT " is too large for a cpht table",
 						capacity),
 				 errdetail("%s", cpht_sentence(errbuf))));
+	/* cpht.grow off: the table keeps this size (a full call is 53000). */
+	params->fixed_size = !cpht_grow;
 	return cpht_params_table_bytes(params);
 }
 

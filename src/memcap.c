@@ -2,8 +2,10 @@
  * memcap.c — cpht.max_memory: what one session may hold, and making sure a
  * cap a superuser set is the one in force.
  *
- * Counting.  Tables are counted by their slot memory (handles.c, and
- * txn.c for tables whose drop has not committed yet).  The batch buffers
+ * Counting.  Tables are counted by the slot memory they were created with
+ * (handles.c, and txn.c for tables whose drop has not committed yet); what
+ * a table grows by, and both layouts while it grows, the kernels count
+ * through memory_hook() like their undo logs.  The batch buffers
  * of the streaming functions and the rows cpht_fop_rows holds per batch are
  * reserved here before they are allocated and released when freed.  The
  * undo logs grow inside the kernels, possibly on a stream's helper thread,

@@ -16,8 +16,9 @@ extern void cpht_memory_settle(void);
 /* Registers the kernels' memory hook (from _PG_init). */
 extern void cpht_memory_init(void);
 
-/* Call before a table call that may grow an undo log: lets the kernels'
- * memory hook see what the session holds besides its undo logs. */
+/* Call before a table call that may grow an undo log or the table: lets
+ * the kernels' memory hook see what the session holds besides what the
+ * kernels count themselves. */
 extern void cpht_memory_sync(void);
 
 /* Bytes the session holds: tables (those dropped by the open transaction

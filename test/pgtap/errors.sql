@@ -68,8 +68,11 @@ FROM unnest(ARRAY['cpht_fop', 'cpht_fop_new', 'cpht_find', 'cpht_put', 'cpht_del
 SELECT throws_ok(format('SELECT cpht_fop(%s, ''{-1}'')', :h12), '22003',
 	'key -1 is out of range for a table with key_bits 12', 'negative key with key_bits 12');
 
--- 53000 insufficient_resources: a full table; nothing of the call stays
+-- 53000 insufficient_resources: a full table of fixed size (cpht.grow off);
+-- nothing of the call stays
+SET cpht.grow = off;
 SELECT cpht_create(10, 'iceberg') AS fi, cpht_create(10, 'cuckoo') AS fc \gset
+RESET cpht.grow;
 SELECT cpht_put(:fi, '{1,2,3}') + cpht_put(:fc, '{1,2,3}') AS six \gset
 SELECT throws_ok(format('SELECT %s(%s, (SELECT array_agg(g) FROM generate_series(1, 20000) g))', f, h),
 	'53000', format('cpht table %s is full', h), format('%s on a full %s table', f, k))

@@ -41,7 +41,10 @@ BEGIN
 	SET LOCAL cpht.device = gpu;
 	g := cpht_create(2000000, kind);
 	g37 := cpht_create(500000, kind, 37);
+	-- tiny keeps its size (cpht.grow off), so that it fills up
+	PERFORM set_config('cpht.grow', 'off', true);
 	tiny := cpht_create(10, kind);
+	PERFORM set_config('cpht.grow', 'on', true);
 	SET LOCAL cpht.device = cpu;
 	c := cpht_create(2000000, kind);
 

@@ -10,7 +10,7 @@
 -- Runs at top level: the capped role must be committed before another
 -- session can log in with it.
 SET client_min_messages = warning;
-SELECT plan(15);
+SELECT plan(19);
 
 -- ---- a role's cap against its connection options ---------------------------
 -- A new session through dblink, logging in as a non-superuser that passes
@@ -102,6 +102,28 @@ SELECT is(cpht_put(:nt, array_agg(g)), 200000::bigint, 'a table with transaction
 FROM generate_series(1, 200000) g;
 SELECT is(cpht_put(:t, array_agg(g)), 20000::bigint, 'an undo log within the cap')
 FROM generate_series(1, 20000) g;
+
+ROLLBACK;
+
+-- ---- growth counts against the cap ------------------------------------------
+-- A growth holds the old and the new slots while the keys move.
+BEGIN;
+SET LOCAL cpht.device = cpu;
+SELECT cpht_create(1000, transactional => false) AS g \gset
+SELECT is(cpht_put(:g, array_agg(x)), 500::bigint, 'a growing table within its capacity')
+FROM generate_series(1, 500) x;
+SELECT (cpht_info(:g)->>'bytes')::bigint AS g_bytes \gset
+-- five times the table: room to grow for thousands of keys, not 100000
+SELECT set_config('cpht.max_memory', ((SELECT sum(bytes) FROM cpht_tables()) * 5 / 1024)::text, true)
+	IS NOT NULL AS set \gset
+SELECT throws_ok(format('SELECT cpht_put(%s, array_agg(x)) FROM generate_series(1, 100000) x', :g),
+	'53400', format('cpht table %s would exceed cpht.max_memory', :g),
+	'a growth that would pass cpht.max_memory');
+SELECT ok(cpht_count(:g) = 500 AND (cpht_info(:g)->>'grows')::int = 0
+		  AND (cpht_info(:g)->>'bytes')::bigint = :g_bytes,
+	'... fails the call with the table unchanged');
+SELECT is(cpht_put(:g, array_agg(x)), 1500::bigint, 'a growth within the cap')
+FROM generate_series(1, 2000) x;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -16,6 +16,9 @@ EXCEPTION WHEN OTHERS THEN
 	RETURN SQLERRM;
 END $$;
 
+-- These tables keep the size they were created with, so that they fill up.
+SET cpht.grow = off;
+
 -- Fill a table one key at a time until it is full; returns the count.
 CREATE FUNCTION pg_temp.fill(h int) RETURNS bigint LANGUAGE plpgsql AS $$
 BEGIN

@@ -73,6 +73,7 @@ make(cpht_kind kind, cpht_device dev, int logging)
 	cpht_params_for_capacity(kind, 400000, KEY_BITS, &p, err, sizeof(err));
 	p.device = dev;
 	p.seed = 5;
+	p.fixed_size = 1;			/* slots compared bit for bit: no growth */
 	if (cpht_table_create(&p, &t, err, sizeof(err)) != CPHT_OK)
 	{
 		CHECK(0, "create: %s", err);
@@ -296,6 +297,7 @@ check_gpu_memory_hook(void)
 
 	cpht_params_for_capacity(CPHT_CUCKOO, 400000, KEY_BITS, &p, err, sizeof(err));
 	p.device = CPHT_DEVICE_GPU;
+	p.fixed_size = 1;			/* the cap is for the transfer buffers alone */
 	cpht_set_memory_hook(memory_hook);
 	hook_cap = 1 << 20;
 	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_ERR_LIMIT, "GPU create under a 1 MB cap: %s", err);

@@ -65,6 +65,7 @@ make(const config *c, cpht_device dev, uint64_t seed)
 	p.device = dev;
 	p.key_bits = c->key_bits;
 	p.seed = seed;
+	p.fixed_size = 1;			/* the overfull batch must find the table full */
 	for (int l = 0; l < (c->kind == CPHT_ICEBERG ? 2 : 1); l++)
 	{
 		p.slots[l] = c->slots[l];

@@ -1,6 +1,8 @@
 /*
  * test_layout.c — the permutations are bijections with exact inverses for
- * every key width, differ per hash choice, and the slot encoding round-trips.
+ * every key width, differ per hash choice, and the slot encoding round-trips;
+ * the division split of bucket counts that are no power of two names every
+ * key exactly, spreads keys evenly and keeps runs of ids together.
  */
 #include <string.h>
 
@@ -12,7 +14,7 @@ check_exhaustive(int key_bits, int addr_bits, uint64_t seed)
 {
 	uint64_t	n = (uint64_t) 1 << key_bits;
 	uint8_t    *seen = calloc(n, 1);
-	layout_perm p = {seed, key_bits, addr_bits};
+	layout_perm p = {seed, key_bits, addr_bits, 0, 0};
 	int			ok_inverse = 1,
 				ok_range = 1,
 				ok_bijective = 1;
@@ -39,10 +41,98 @@ check_exhaustive(int key_bits, int addr_bits, uint64_t seed)
 	free(seen);
 }
 
+/* A division-split permutation for `buckets` buckets. */
+static layout_perm
+division_perm(uint64_t seed, int key_bits, uint64_t buckets)
+{
+	layout_perm p = {seed, key_bits, 0, buckets, UINT64_MAX / buckets};
+	int			floor_bits = 0;
+
+	while (buckets >> (floor_bits + 1))
+		floor_bits++;
+	p.addr_bits = floor_bits + 1;
+	return p;
+}
+
+/*
+ * Every w-bit key gets an address below B and a remainder below 2^(w -
+ * floor(log2 B)), no two keys the same pair, and the inverse gives the key
+ * back; the buckets get ceil or floor of 2^w / B keys each (each block of
+ * B keys is a rotation); consecutive keys of a block land in consecutive
+ * buckets.
+ */
+static void
+check_division(int key_bits, uint64_t buckets, uint64_t seed)
+{
+	uint64_t	n = (uint64_t) 1 << key_bits;
+	layout_perm p = division_perm(seed, key_bits, buckets);
+	int			floor_bits = p.addr_bits - 1;
+	uint64_t	rem_limit = (uint64_t) 1 << (key_bits - floor_bits);
+	uint8_t    *seen = calloc(buckets * rem_limit, 1);
+	uint32_t   *load = calloc(buckets, sizeof(uint32_t));
+	int			ok_inverse = 1,
+				ok_range = 1,
+				ok_injective = 1,
+				ok_even = 1,
+				ok_local = 1;
+
+	for (uint64_t k = 0; k < n; k++)
+	{
+		uint64_t	a = layout_address(p, k);
+		uint64_t	r = layout_remainder(p, k);
+
+		if (a >= buckets || r >= rem_limit)
+		{
+			ok_range = 0;
+			continue;
+		}
+		ok_inverse &= layout_key(p, a, r) == k;
+		ok_injective &= !seen[r * buckets + a];
+		seen[r * buckets + a] = 1;
+		load[a]++;
+		if (k % buckets != 0)
+			ok_local &= a == (layout_address(p, k - 1) + 1) % buckets;
+	}
+	for (uint64_t b = 0; b < buckets; b++)
+		ok_even &= load[b] == n / buckets || load[b] == n / buckets + 1;
+	CHECK(ok_range, "w=%d B=%llu: address/remainder out of range", key_bits, (unsigned long long) buckets);
+	CHECK(ok_inverse, "w=%d B=%llu: inverse not exact", key_bits, (unsigned long long) buckets);
+	CHECK(ok_injective, "w=%d B=%llu: two keys share a place", key_bits, (unsigned long long) buckets);
+	CHECK(ok_even, "w=%d B=%llu: uneven bucket loads", key_bits, (unsigned long long) buckets);
+	CHECK(ok_local, "w=%d B=%llu: consecutive keys not in consecutive buckets", key_bits, (unsigned long long) buckets);
+	free(seen);
+	free(load);
+}
+
 int
 main(void)
 {
 	uint64_t	rng = 42;
+
+	/* Division split: exhaustive for small widths and bucket counts of
+	 * every kind; random keys for every width up to 64. */
+	for (int w = 8; w <= 18; w += 2)
+		for (uint64_t b = 9; b < ((uint64_t) 1 << (w - 1)); b = b * 3 + 1)
+			if ((b & (b - 1)) != 0)
+				check_division(w, b, unit_rand(&rng));
+	for (int w = 8; w <= 64; w++)
+	{
+		int			ok = 1;
+
+		for (uint64_t b = 12; b < ((uint64_t) 1 << (w < 48 ? w : 48)); b = b * 5 + 3)
+		{
+			layout_perm p = division_perm(unit_rand(&rng), w, b);
+
+			for (int i = 0; i < 5000; i++)
+			{
+				uint64_t	k = unit_rand(&rng) & layout_mask(w);
+				uint64_t	a = layout_address(p, k);
+
+				ok &= a < b && layout_key(p, a, layout_remainder(p, k)) == k;
+			}
+		}
+		CHECK(ok, "w=%d: division split: inverse not exact on random keys", w);
+	}
 
 	/* Exhaustive for small widths, every address width. */
 	for (int w = 8; w <= 20; w++)
@@ -56,7 +146,7 @@ main(void)
 
 		for (int nbits = 3; nbits <= (w < 48 ? w : 48); nbits += 5)
 		{
-			layout_perm p = {unit_rand(&rng), w, nbits};
+			layout_perm p = {unit_rand(&rng), w, nbits, 0, 0};
 
 			for (int i = 0; i < 20000; i++)
 			{
@@ -70,8 +160,8 @@ main(void)
 
 	/* Different seeds (hash choices) give different permutations. */
 	{
-		layout_perm p0 = {layout_choice_seed(7, 1, 0), 64, 20};
-		layout_perm p1 = {layout_choice_seed(7, 1, 1), 64, 20};
+		layout_perm p0 = {layout_choice_seed(7, 1, 0), 64, 20, 0, 0};
+		layout_perm p1 = {layout_choice_seed(7, 1, 1), 64, 20, 0, 0};
 		int			same = 0;
 
 		for (uint64_t k = 0; k < 100000; k++)
@@ -86,7 +176,7 @@ main(void)
 
 	/* Every key bit moves the address: flip each bit of random keys. */
 	{
-		layout_perm p = {12345, 64, 22};
+		layout_perm p = {12345, 64, 22, 0, 0};
 
 		for (int bit = 0; bit < 64; bit++)
 		{
@@ -105,7 +195,7 @@ main(void)
 	/* Locality: an aligned run of 2^j keys below the address width maps onto
 	 * an aligned run of 2^j buckets. */
 	{
-		layout_perm p = {999, 64, 20};
+		layout_perm p = {999, 64, 20, 0, 0};
 		uint64_t	base = 0x123456789ULL << 20;
 		int			ok = 1;
 

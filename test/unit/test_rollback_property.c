@@ -2,12 +2,15 @@
  * test_rollback_property.c — rollbacks never lose a committed key.
  *
  * A property test, on the CPU and (where one is usable) on the GPU, for
- * both kinds and several key widths.  Each round fills a table until it
- * refuses keys (the committed state), then runs a transaction: deletes of
- * random fractions (10 keys up to all of them), inserts (that may find the
- * table full), savepoints, rebuilds, and rollbacks to savepoints and to the
- * transaction's start, as ROLLBACK TO SAVEPOINT, exception blocks and
- * ROLLBACK do.  After every step the table must hold exactly the reference
+ * both kinds and several key widths, on tables of a fixed size and on
+ * tables that grow.  A fixed-size round fills the table until it refuses
+ * keys (the committed state); a growing round starts from a small table
+ * and commits enough keys to grow it twice, and its inserts inside the
+ * transaction are large enough to grow it again there.  Then a transaction
+ * runs: deletes of random fractions (10 keys up to all of them), inserts
+ * (that may find a fixed-size table full), savepoints, rebuilds, and
+ * rollbacks to savepoints and to the transaction's start, as ROLLBACK TO
+ * SAVEPOINT, exception blocks and ROLLBACK do.  After every step the table must hold exactly the reference
  * set: every key of it found, no other key of the round found, the count
  * exact; a rollback must never fail.
  *
@@ -20,6 +23,10 @@
 #include "unit.h"
 
 #define UNIVERSE_FACTOR 3
+#define GROWING_UNIVERSE_FACTOR 8	/* a growing round: keys per initial slot */
+
+/* Growths that happened inside transactions, over all growing rounds. */
+static uint64_t grows_in_transactions = 0;
 #define CAPACITY 1000
 #define MAX_SAVEPOINTS 8
 #define STEPS 12
@@ -32,6 +39,7 @@ typedef struct round_state
 	size_t		n;
 	uint64_t	rng;
 	const char *what;			/* configuration, for messages */
+	int			growing;		/* the table is not fixed_size */
 	int			round;
 } round_state;
 
@@ -99,11 +107,9 @@ delete_some(round_state *r)
 	for (size_t i = 0; i < r->n; i++)
 		if (!r->in[i])
 		{
-			keys[m] = r->u[i];
+			keys[m++] = r->u[i];
 			break;
 		}
-	if (m < r->n)
-		m++;
 	if (cpht_table_erase(r->t, keys, m, flags) == CPHT_OK)
 	{
 		for (size_t i = 0; i < m; i++)
@@ -127,7 +133,7 @@ delete_some(round_state *r)
 static void
 insert_some(round_state *r)
 {
-	size_t		want = 1 + (size_t) (unit_rand(&r->rng) % 200);
+	size_t		want = 1 + (size_t) (unit_rand(&r->rng) % (r->growing ? 1000 : 200));
 	uint64_t   *keys = malloc(want * sizeof(uint64_t));
 	size_t	   *idx = malloc(want * sizeof(size_t));
 	uint8_t    *status = malloc(want);
@@ -166,11 +172,13 @@ run_round(const cpht_params *base, const char *what, int round, uint64_t seed)
 	int			nsave = 0;
 	size_t		batch = 64;
 	uint8_t    *status = malloc(batch);
+	uint64_t	grows_before = 0;
 
 	memset(&r, 0, sizeof(r));
 	r.rng = seed;
 	r.what = what;
 	r.round = round;
+	r.growing = !p.fixed_size;
 	p.seed = unit_rand(&r.rng);
 	if (cpht_table_create(&p, &r.t, err, sizeof(err)) != CPHT_OK)
 	{
@@ -180,7 +188,7 @@ run_round(const cpht_params *base, const char *what, int round, uint64_t seed)
 	}
 
 	/* The round's keys: distinct, below 2^key_bits. */
-	r.n = UNIVERSE_FACTOR * (p.slots[0] + p.slots[1]);
+	r.n = (r.growing ? GROWING_UNIVERSE_FACTOR : UNIVERSE_FACTOR) * (p.slots[0] + p.slots[1]);
 	r.u = malloc(r.n * sizeof(uint64_t));
 	r.in = calloc(r.n, 1);
 	for (size_t i = 0; i < r.n;)
@@ -196,8 +204,9 @@ run_round(const cpht_params *base, const char *what, int round, uint64_t seed)
 			r.u[i++] = k;
 	}
 
-	/* Committed state: fill until the table refuses a batch. */
-	for (size_t at = 0; at < r.n; at += batch)
+	/* Committed state: fill until the table refuses a batch, or (growing)
+	 * with three eighths of the keys, three times the first size. */
+	for (size_t at = 0; at < (r.growing ? r.n * 3 / 8 : r.n); at += batch)
 	{
 		size_t		m = r.n - at < batch ? r.n - at : batch;
 		cpht_status rc = cpht_table_find_or_put(r.t, r.u + at, m, status);
@@ -214,6 +223,16 @@ run_round(const cpht_params *base, const char *what, int round, uint64_t seed)
 	CHECK(cpht_table_rebuild(r.t) == CPHT_OK, "%s round %d: rebuild of the filled table: %s",
 		  what, round, cpht_table_error(r.t));
 	verify(&r, "a rebuild of the filled table");
+
+	if (r.growing)
+	{
+		cpht_stats	st;
+
+		CHECK(cpht_table_stats(r.t, &st) == CPHT_OK && st.grows >= 2,
+			  "%s round %d: the committed keys grew the table twice (grew %llu times)",
+			  what, round, (unsigned long long) st.grows);
+		grows_before = st.grows;
+	}
 
 	/* The transaction. */
 	cpht_table_set_logging(r.t, 1);
@@ -271,6 +290,13 @@ run_round(const cpht_params *base, const char *what, int round, uint64_t seed)
 	}
 	verify(&r, "the end of the transaction");
 	cpht_table_set_logging(r.t, 0);
+	if (r.growing)
+	{
+		cpht_stats	st;
+
+		if (cpht_table_stats(r.t, &st) == CPHT_OK)
+			grows_in_transactions += st.grows - grows_before;
+	}
 
 	while (nsave > 0)
 		free(saved[--nsave]);
@@ -296,26 +322,31 @@ main(void)
 		printf("# GPU part skipped: %s\n", why);
 	for (int device = 0; device < 1 + gpu; device++)
 		for (int kind = 0; kind < 2; kind++)
-			for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); w++)
+			for (size_t w = 0; w < 2 * sizeof(widths) / sizeof(widths[0]); w++)
 			{
+				int			growing = w % 2;
+
 				cpht_params p;
 				char		what[64];
 
-				if (cpht_params_for_capacity((cpht_kind) kind, CAPACITY, widths[w], &p, why, sizeof(why)) != CPHT_OK)
+				if (cpht_params_for_capacity((cpht_kind) kind, CAPACITY, widths[w / 2], &p, why, sizeof(why)) != CPHT_OK)
 				{
 					CHECK(0, "params: %s", why);
 					continue;
 				}
 				p.device = device ? CPHT_DEVICE_GPU : CPHT_DEVICE_CPU;
 				p.cpu_threads = 2;
-				snprintf(what, sizeof(what), "%s %s %d-bit", device ? "GPU" : "CPU",
-						 kind ? "cuckoo" : "iceberg", widths[w]);
+				p.fixed_size = !growing;
+				snprintf(what, sizeof(what), "%s %s %d-bit %s", device ? "GPU" : "CPU",
+						 kind ? "cuckoo" : "iceberg", widths[w / 2], growing ? "growing" : "fixed");
 				for (int i = 0; i < rounds && unit_failures == 0; i++)
 				{
 					run_round(&p, what, i, seed * 1000003u + (uint64_t) i * 7919u + (uint64_t) w * 31u + (uint64_t) kind);
 					total++;
 				}
 			}
-	printf("# %d rounds (%d per configuration, first seed %llu)\n", total, rounds, (unsigned long long) seed);
+	printf("# %d rounds (%d per configuration, first seed %llu); growing tables grew %llu times inside transactions\n",
+		   total, rounds, (unsigned long long) seed, (unsigned long long) grows_in_transactions);
+	CHECK(grows_in_transactions > 0, "no growing table grew inside a transaction");
 	UNIT_DONE();
 }

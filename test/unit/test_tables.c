@@ -30,6 +30,7 @@ make_table(const geometry *g, uint64_t primary_slots, int threads, uint64_t seed
 	p.key_bits = g->key_bits;
 	p.seed = seed;
 	p.cpu_threads = threads;
+	p.fixed_size = 1;			/* these tables test one geometry each */
 	p.slots[0] = primary_slots;
 	p.bucket_slots[0] = g->buckets[0];
 	p.slot_bits[0] = g->widths[0];
@@ -357,8 +358,14 @@ check_params(void)
 	p.slot_bits[0] = 16;
 	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_ERR_INVALID, "16-bit slots cannot hold 64-bit keys");
 	p.slot_bits[0] = 0;
-	p.slots[0] += 16;
-	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_ERR_INVALID, "bucket count must be a power of two");
+	p.slots[0] += 8;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_ERR_INVALID, "slots must be whole buckets");
+	p.slots[0] = 7 * 16;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_ERR_INVALID, "at least 8 buckets");
+	p.slots[0] = 1000003 * 16;	/* no power of two: split by division */
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "any bucket count: %s", err);
+	if (t)
+		cpht_table_destroy(t);
 }
 
 int

@@ -214,6 +214,7 @@ check_rollback_deletes_when_full(cpht_kind kind)
 
 	cpht_params_for_capacity(kind, 1000, 64, &p, err, sizeof(err));
 	p.device = device;
+	p.fixed_size = 1;			/* filled to its first FULL */
 	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create");
 	cpht_table_set_logging(t, 1);
 	for (uint64_t k = 1; n < 4096; k++)
