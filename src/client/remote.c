@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "errors.h"
+#include "waits.h"
 
 static void
 check_reply(const CphtReply *rep, int32 handle)
@@ -34,9 +35,15 @@ table_request(CphtOp op, const CphtSharedRef *ref)
 	return req;
 }
 
-uint64
-cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
-				 const uint64 *keys, uint64 n, uint8 *status)
+/*
+ * The call once.  On a transactional table a write that meets keys other
+ * open transactions changed runs not at all: *nconflicts gets how many of
+ * them (their xids in conflicts) and nothing else comes back.
+ */
+static uint64
+call_once(const CphtSharedRef *ref, int32 handle, CphtCall call,
+		  const uint64 *keys, uint64 n, uint8 *status,
+		  TransactionId *conflicts, int *nconflicts)
 {
 	uint64		window_keys = cpht_control->window_keys;
 	uint64		value = 0;
@@ -55,7 +62,10 @@ cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 			req->call = call;
 			req->window = w;
 			req->nkeys = n;
+			cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
 			rep = cpht_client_send();
+			if (cpht_waits_conflicts(rep, conflicts, nconflicts))
+				goto done;
 			check_reply(rep, handle);
 			value = rep->value;
 			if (status != NULL)
@@ -79,7 +89,10 @@ cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 			req = table_request(CPHT_OP_RUN, ref);
 			req->call = call;
 			req->total = n;
+			cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
 			rep = cpht_client_send();
+			if (cpht_waits_conflicts(rep, conflicts, nconflicts))
+				goto done;
 			check_reply(rep, handle);
 			value = rep->value;
 			if (status != NULL)
@@ -97,6 +110,8 @@ cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 				}
 			}
 		}
+done:
+		;
 	}
 	PG_FINALLY();
 	{
@@ -107,9 +122,32 @@ cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 }
 
 uint64
+cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
+				 const uint64 *keys, uint64 n, uint8 *status)
+{
+	TransactionId waited[CPHT_MAX_CONFLICTS];
+	int			nwaited = 0;
+
+	/* After a conflict: wait for the owners (no window held), then again. */
+	for (;;)
+	{
+		TransactionId conflicts[CPHT_MAX_CONFLICTS];
+		int			nconflicts = 0;
+		uint64		value = call_once(ref, handle, call, keys, n, status,
+									  conflicts, &nconflicts);
+
+		if (nconflicts == 0)
+			return value;
+		cpht_waits_wait(conflicts, nconflicts, waited, nwaited);
+		memcpy(waited, conflicts, sizeof(TransactionId) * nconflicts);
+		nwaited = nconflicts;
+	}
+}
+
+uint64
 cpht_remote_count(const CphtSharedRef *ref)
 {
-	(void) table_request(CPHT_OP_COUNT, ref);
+	cpht_waits_tag(table_request(CPHT_OP_COUNT, ref), ref->transactional, false);
 	return cpht_client_send()->value;
 }
 

@@ -39,7 +39,13 @@ typedef enum CphtOp
 	CPHT_OP_DOWNLOAD,			/* a piece of a large call's statuses */
 	CPHT_OP_COUNT,
 	CPHT_OP_STATS,
-	CPHT_OP_REBUILD
+	CPHT_OP_REBUILD,
+	/* transactional shared tables: a transaction's end, sent before it
+	 * releases its xid locks (req.top_xid; ROLLBACK_TO: req.sub_xid is
+	 * the aborting subtransaction) */
+	CPHT_OP_COMMIT,
+	CPHT_OP_ABORT,
+	CPHT_OP_ROLLBACK_TO
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
@@ -75,7 +81,18 @@ typedef struct CphtRequest
 	NameData	name;
 	Oid			dboid;
 	Oid			owner;
+	bool		transactional;	/* CREATE */
+	/*
+	 * On a transactional table: the caller's top transaction (0 when it
+	 * has none: it owns no change) and, for a write, its current
+	 * (sub)transaction, which holds its xid lock.
+	 */
+	TransactionId top_xid;
+	TransactionId sub_xid;
 } CphtRequest;
+
+/* Owners a write that met other transactions' pending keys reports. */
+#define CPHT_MAX_CONFLICTS 4
 
 typedef struct CphtReply
 {
@@ -90,6 +107,13 @@ typedef struct CphtReply
 	int32		entry;			/* CREATE: the new table */
 	uint64		table_id;
 	cpht_stats	stats;			/* STATS */
+	/*
+	 * A write on a transactional table that met keys other open
+	 * transactions changed: nothing of it ran; wait for these
+	 * (sub)transactions and send it again.
+	 */
+	int			nconflicts;
+	TransactionId conflicts[CPHT_MAX_CONFLICTS];
 } CphtReply;
 
 typedef struct CphtSlot
@@ -115,6 +139,7 @@ typedef struct CphtCatalogEntry
 	uint64		bytes;
 	pg_atomic_uint64 count;		/* written by the worker after each write */
 	char		lost_reason[CPHT_TEXT_LEN];
+	bool		transactional;
 } CphtCatalogEntry;
 
 typedef struct CphtControl

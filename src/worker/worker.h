@@ -24,4 +24,12 @@ extern void cpht_worker_shutdown(const char *reason);
  * backend's cancel flag. */
 extern int	cpht_worker_interrupt(void);
 
+/* The live table at a catalog index with that id, or NULL (xacts.c). */
+struct cpht_table;
+extern struct cpht_table *cpht_worker_table(int entry, uint64 table_id);
+
+/* Marks a table lost for every session and frees it: its state cannot be
+ * trusted any more (an undo failed). */
+extern void cpht_worker_table_lose(int entry, const char *reason);
+
 #endif							/* CPHT_WORKER_H */
