@@ -37,13 +37,12 @@ table_request(CphtOp op, const CphtSharedRef *ref)
 
 /*
  * The call once.  On a transactional table a write that meets keys other
- * open transactions changed runs not at all: *nconflicts gets how many of
- * them (their xids in conflicts) and nothing else comes back.
+ * open transactions changed runs not at all: *conflicts gets their owners
+ * and nothing else comes back.
  */
 static uint64
 call_once(const CphtSharedRef *ref, int32 handle, CphtCall call,
-		  const uint64 *keys, uint64 n, uint8 *status,
-		  TransactionId *conflicts, int *nconflicts)
+		  const uint64 *keys, uint64 n, uint8 *status, CphtConflicts *conflicts)
 {
 	uint64		window_keys = cpht_control->window_keys;
 	uint64		value = 0;
@@ -64,7 +63,7 @@ call_once(const CphtSharedRef *ref, int32 handle, CphtCall call,
 			req->nkeys = n;
 			cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
 			rep = cpht_client_send();
-			if (cpht_waits_conflicts(rep, conflicts, nconflicts))
+			if (cpht_waits_conflicts(rep, conflicts))
 				goto done;
 			check_reply(rep, handle);
 			value = rep->value;
@@ -91,7 +90,7 @@ call_once(const CphtSharedRef *ref, int32 handle, CphtCall call,
 			req->total = n;
 			cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
 			rep = cpht_client_send();
-			if (cpht_waits_conflicts(rep, conflicts, nconflicts))
+			if (cpht_waits_conflicts(rep, conflicts))
 				goto done;
 			check_reply(rep, handle);
 			value = rep->value;
@@ -125,22 +124,21 @@ uint64
 cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 				 const uint64 *keys, uint64 n, uint8 *status)
 {
-	TransactionId waited[CPHT_MAX_CONFLICTS];
-	int			nwaited = 0;
+	CphtConflicts prev;
 
+	prev.n = 0;
 	/* After a conflict: wait for the owners (no window held), then again. */
 	for (;;)
 	{
-		TransactionId conflicts[CPHT_MAX_CONFLICTS];
-		int			nconflicts = 0;
-		uint64		value = call_once(ref, handle, call, keys, n, status,
-									  conflicts, &nconflicts);
+		CphtConflicts conflicts;
+		uint64		value;
 
-		if (nconflicts == 0)
+		conflicts.n = 0;
+		value = call_once(ref, handle, call, keys, n, status, &conflicts);
+		if (conflicts.n == 0)
 			return value;
-		cpht_waits_wait(conflicts, nconflicts, waited, nwaited);
-		memcpy(waited, conflicts, sizeof(TransactionId) * nconflicts);
-		nwaited = nconflicts;
+		cpht_waits_wait(&conflicts, &prev);
+		prev = conflicts;
 	}
 }
 

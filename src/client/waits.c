@@ -33,30 +33,44 @@ cpht_waits_tag(CphtRequest *req, bool transactional, bool write)
 }
 
 bool
-cpht_waits_conflicts(const CphtReply *rep, TransactionId *conflicts, int *nconflicts)
+cpht_waits_conflicts(const CphtReply *rep, CphtConflicts *c)
 {
 	if (rep->sqlerrcode != 0 || rep->nconflicts <= 0)
 		return false;
-	*nconflicts = Min(rep->nconflicts, CPHT_MAX_CONFLICTS);
-	memcpy(conflicts, rep->conflicts, sizeof(TransactionId) * *nconflicts);
+	c->n = Min(rep->nconflicts, CPHT_MAX_CONFLICTS);
+	memcpy(c->sub, rep->conflicts, sizeof(TransactionId) * c->n);
+	memcpy(c->top, rep->conflict_tops, sizeof(TransactionId) * c->n);
 	return true;
 }
 
+/*
+ * A (sub)transaction's xid lock goes when it aborts (after it told the
+ * worker), but also when it commits into its parent: XactLockTableWait
+ * then waits for the top transaction, unless that one is already leaving
+ * the proc array and has not yet told the worker (the window between
+ * ProcArrayEndTransaction and its commit callback).  So an owner named
+ * again after its (sub)transaction was waited for is waited for by its top
+ * transaction, whose lock goes only after the worker heard of its end;
+ * named again after that, it is an error, not a loop.
+ */
 void
-cpht_waits_wait(const TransactionId *xids, int n, const TransactionId *waited, int nwaited)
+cpht_waits_wait(CphtConflicts *c, const CphtConflicts *prev)
 {
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < c->n; i++)
 	{
-		for (int j = 0; j < nwaited; j++)
-		{
-			/* Its lock was released, so it told the worker it ended. */
-			if (xids[i] == waited[j] && !TransactionIdIsInProgress(xids[i]))
-				ereport(ERROR,
-						(errcode(ERRCODE_INTERNAL_ERROR),
-						 errmsg("shared cpht table keeps changes of transaction %u, which has ended", xids[i]),
-						 errdetail("The cpht worker was not told that the transaction ended.")));
-		}
+		int			again = -1;
+
+		for (int j = 0; j < prev->n; j++)
+			if (prev->sub[j] == c->sub[i])
+				again = j;
+		c->waited_top[i] = again >= 0;
+		if (again >= 0 && (prev->waited_top[again] || c->top[i] == c->sub[i]) &&
+			!TransactionIdIsInProgress(c->top[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("shared cpht table keeps changes of transaction %u, which has ended", c->top[i]),
+					 errdetail("The cpht worker was not told that the transaction ended.")));
 	}
-	for (int i = 0; i < n; i++)
-		XactLockTableWait(xids[i], NULL, NULL, XLTW_None);
+	for (int i = 0; i < c->n; i++)
+		XactLockTableWait(c->waited_top[i] ? c->top[i] : c->sub[i], NULL, NULL, XLTW_None);
 }

@@ -19,17 +19,24 @@
  */
 extern void cpht_waits_tag(CphtRequest *req, bool transactional, bool write);
 
-/* Whether the reply is a conflict; if so, its xids go to conflicts. */
-extern bool cpht_waits_conflicts(const CphtReply *rep, TransactionId *conflicts,
-								 int *nconflicts);
+/* What a write met: owners' (sub)transactions, and what was waited for. */
+typedef struct CphtConflicts
+{
+	int			n;
+	TransactionId sub[CPHT_MAX_CONFLICTS];	/* of the first changes */
+	TransactionId top[CPHT_MAX_CONFLICTS];	/* their top transactions */
+	bool		waited_top[CPHT_MAX_CONFLICTS]; /* this round waited for top */
+} CphtConflicts;
+
+/* Whether the reply is a conflict; if so, its owners go to *c. */
+extern bool cpht_waits_conflicts(const CphtReply *rep, CphtConflicts *c);
 
 /*
- * Waits for each (sub)transaction of a conflict to end (its xid lock:
- * cancelable, deadlock-detected).  waited lists those of the previous
- * round: one of them named again after it ended is an error, not a loop.
+ * Waits for the owners of a conflict to end (their xid locks: cancelable,
+ * deadlock-detected).  prev is the previous round of the same call (n 0
+ * for none).
  */
-extern void cpht_waits_wait(const TransactionId *xids, int n,
-							const TransactionId *waited, int nwaited);
+extern void cpht_waits_wait(CphtConflicts *c, const CphtConflicts *prev);
 
 /* xact_end.c: a write of (sub)transaction sub_xid of top_xid is about to
  * be sent. */

@@ -113,7 +113,8 @@ typedef struct CphtReply
 	 * (sub)transactions and send it again.
 	 */
 	int			nconflicts;
-	TransactionId conflicts[CPHT_MAX_CONFLICTS];
+	TransactionId conflicts[CPHT_MAX_CONFLICTS];	/* of the first changes */
+	TransactionId conflict_tops[CPHT_MAX_CONFLICTS];	/* their top xids */
 } CphtReply;
 
 typedef struct CphtSlot

@@ -266,7 +266,10 @@ cpht_xacts_before_call(const CphtRequest *req, CphtCall call, const uint64 *keys
 			for (int c = 0; c < rep->nconflicts; c++)
 				known |= rep->conflicts[c] == e->subxid;
 			if (!known)
-				rep->conflicts[rep->nconflicts++] = e->subxid;
+			{
+				rep->conflicts[rep->nconflicts] = e->subxid;
+				rep->conflict_tops[rep->nconflicts++] = e->owner->xact->xid;
+			}
 		}
 		if (rep->nconflicts > 0)
 			return true;

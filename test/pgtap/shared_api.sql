@@ -81,8 +81,9 @@ BEGIN
 		'25001', NULL, 'creating a shared table inside a transaction block fails with 25001');
 	RETURN NEXT throws_ok(format('SELECT cpht_drop(%s)', mine),
 		'25001', NULL, 'dropping a shared table inside a transaction block fails with 25001');
-	RETURN NEXT throws_ok($q$SELECT * FROM dblink('b', 'SELECT cpht_create(1000, name => ''api_tx'')') AS t(h int)$q$,
-		'0A000', NULL, 'transactional shared tables are refused with 0A000');
+	RETURN NEXT is((SELECT v FROM dblink('b', $q$SELECT cpht_info(cpht_create(1000, name => 'api_tx'))->>'transactional'$q$) AS t(v text)),
+		'true', 'a shared table is transactional unless created with transactional => false');
+	PERFORM pg_temp.remote('b', $q$SELECT cpht_drop(cpht_open('api_tx'))$q$);
 	RETURN NEXT throws_ok($q$SELECT * FROM dblink('b', 'SET cpht.device = gpu; SELECT cpht_create(1000, transactional => false, name => ''api_gpu'')') AS t(h int)$q$,
 		'0A000', NULL, 'shared tables on the GPU are refused with 0A000');
 	PERFORM dblink_exec('b', 'RESET cpht.device');

@@ -10,7 +10,7 @@
 --     keys are undone before its waiters go on; streaming waits too;
 --   - rebuild is refused while deletes are pending; PREPARE is refused.
 BEGIN;
-SELECT plan(2 * 35 + 1);
+SELECT plan(2 * 35 + 4);
 
 \ir include/shared_sessions.psql
 
@@ -241,6 +241,35 @@ BEGIN
 	PERFORM dblink_disconnect('b');
 END $$;
 SELECT pg_temp.plain_test();
+
+-- A call larger than a transfer window (sent in pieces) waits, then runs
+-- whole once the owner ended.
+CREATE FUNCTION pg_temp.large_test() RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+	pb int;
+	n bigint := (cpht_worker_info()->>'window_keys')::bigint + 10;
+BEGIN
+	IF pg_temp.why_skip() IS NOT NULL THEN
+		RETURN NEXT skip(pg_temp.why_skip(), 3);
+		RETURN;
+	END IF;
+	PERFORM pg_temp.connect('a');
+	PERFORM pg_temp.connect('b');
+	pb := pg_temp.pid_of('b');
+	PERFORM pg_temp.remote('a', format($q$SELECT cpht_create(%s, name => 'txn_large')$q$, 2 * n));
+	PERFORM dblink_exec('a', 'BEGIN');
+	PERFORM pg_temp.remote('a', format($q$SELECT cpht_fop(cpht_open('txn_large'), '{%s}')$q$, n));
+	PERFORM dblink_send_query('b', format($q$SELECT cardinality(cpht_fop_new(cpht_open('txn_large'),
+		(SELECT array_agg(g) FROM generate_series(1, %s) g)))::text$q$, n));
+	RETURN NEXT ok(pg_temp.await_lock_wait(pb), 'a call larger than a transfer window waits for the owner of its last key');
+	PERFORM dblink_exec('a', 'COMMIT');
+	RETURN NEXT is(pg_temp.result('b'), (n - 1)::text, 'and then runs whole: every key but the committed one is new');
+	RETURN NEXT is(cpht_count(cpht_open('txn_large')), n, 'the table holds every key once');
+	PERFORM pg_temp.remote('a', $q$SELECT cpht_drop(cpht_open('txn_large'))$q$);
+	PERFORM dblink_disconnect('a');
+	PERFORM dblink_disconnect('b');
+END $$;
+SELECT pg_temp.large_test();
 
 SELECT * FROM finish();
 ROLLBACK;
