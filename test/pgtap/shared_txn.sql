@@ -76,6 +76,9 @@ BEGIN
 	END IF;
 	PERFORM pg_temp.connect('a');
 	PERFORM pg_temp.connect('b');
+	-- a waiter that is never released fails its test instead of hanging it
+	PERFORM dblink_exec('a', 'SET statement_timeout = ''60s''');
+	PERFORM dblink_exec('b', 'SET statement_timeout = ''60s''');
 	pa := pg_temp.pid_of('a');
 	pb := pg_temp.pid_of('b');
 	PERFORM pg_temp.remote('a', format($q$SELECT cpht_create(1000, %L, name => %L)$q$, kind, tname));
