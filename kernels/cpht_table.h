@@ -215,6 +215,30 @@ uint64_t	cpht_table_log_position(cpht_table *table);
 cpht_status cpht_table_rollback_to(cpht_table *table, uint64_t position);
 void		cpht_table_truncate_log(cpht_table *table, uint64_t position);
 
+/*
+ * Undo kept by the caller, for a table that many transactions change at
+ * once (the cpht worker's transactional shared tables), where rolling the
+ * single log back to a position would undo other transactions too.  The
+ * caller reads each call's entries out of the log and truncates it; later
+ * it undoes one transaction's entries alone, whatever others did in
+ * between to other keys.
+ *
+ * log_read: entries [position, position + n): keys[i], and where[i] 0 for
+ *   an inserted key or nonzero (its place) for a deleted one.
+ * hold_deletes: the caller keeps `delta` more (negative: fewer) deleted
+ *   entries read out: their tombstones stay reserved, as for deleted keys
+ *   in the log, and rebuild is refused while it keeps any.
+ * undo: entries read with log_read, newest (n - 1) first: an inserted key
+ *   is taken out (a tombstone takes its slot), a deleted key goes back into
+ *   its place.  Needs no free space; fails only for host memory or a
+ *   device fault.  The caller then holds fewer deletes (hold_deletes).
+ */
+cpht_status cpht_table_log_read(cpht_table *table, uint64_t position, uint64_t n,
+								uint64_t *keys, uint8_t *where);
+void		cpht_table_hold_deletes(cpht_table *table, int64_t delta);
+cpht_status cpht_table_undo(cpht_table *table, const uint64_t *keys,
+							const uint8_t *where, size_t n);
+
 uint64_t	cpht_table_count(cpht_table *table);
 
 /*

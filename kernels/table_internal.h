@@ -93,6 +93,9 @@ struct cpht_table
 	 * evictions then take EMPTY slots only).  Kept by the log code.
 	 */
 	int			keep_tombstones;
+	uint64_t	held_deletes;	/* deleted entries the caller read out of the
+								 * log and keeps (cpht_table_hold_deletes):
+								 * their tombstones are kept too */
 	int			reinserting;	/* table_undo_call is putting evicted keys
 								 * back: a backend must try every key, not
 								 * stop at the first homeless one */

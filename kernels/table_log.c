@@ -64,7 +64,7 @@ table_log_free(cpht_table *t)
 	t->log_where = NULL;
 	t->log_nwhere = 0;
 	t->log_where_cap = 0;
-	t->keep_tombstones = 0;
+	t->keep_tombstones = t->held_deletes > 0;
 }
 
 /*
@@ -167,7 +167,7 @@ table_log_mark(cpht_table *t, int deleted, uint64_t added)
 	t->log_len += added;
 	if (deleted)
 		t->log_nwhere += added;
-	t->keep_tombstones = t->log_nwhere > 0;
+	t->keep_tombstones = t->log_nwhere > 0 || t->held_deletes > 0;
 }
 
 /*
@@ -315,10 +315,56 @@ cpht_table_truncate_log(cpht_table *t, uint64_t position)
 
 		t->log_nwhere = last->where_at + (last->deleted ? t->log_len - last->start : 0);
 	}
-	t->keep_tombstones = t->log_nwhere > 0;
+	t->keep_tombstones = t->log_nwhere > 0 || t->held_deletes > 0;
 	if (t->log_len == 0)
 		t->log_moved = 0;
 	/* A finished transaction gives back a large log's memory. */
 	if (t->log_len == 0 && t->log_cap > ((uint64_t) 1 << 16))
 		table_log_free(t);
+}
+
+cpht_status
+cpht_table_log_read(cpht_table *t, uint64_t position, uint64_t n,
+					uint64_t *keys, uint8_t *where)
+{
+	cpht_status rc = CPHT_OK;
+
+	table_settle(t);
+	if (position > t->log_len || n > t->log_len - position)
+		return table_fail(t, CPHT_ERR_INVALID, "log entries %llu to %llu are past the log's %llu",
+						  (unsigned long long) position, (unsigned long long) (position + n),
+						  (unsigned long long) t->log_len);
+	if (n == 0)
+		return CPHT_OK;
+	if (table_log_on_backend(t))
+		rc = t->backend->log_read(t, position, (size_t) n, keys);
+	else
+		memcpy(keys, t->log_keys + position, (size_t) n * sizeof(uint64_t));
+	if (rc != CPHT_OK)
+		return rc;
+	memset(where, 0, (size_t) n);
+	for (size_t r = 0; r < t->log_nruns; r++)
+	{
+		const cpht_log_run *run = &t->log_runs[r];
+		uint64_t	end = r + 1 < t->log_nruns ? t->log_runs[r + 1].start : t->log_len;
+		uint64_t	lo = run->start > position ? run->start : position;
+		uint64_t	hi = end < position + n ? end : position + n;
+
+		if (!run->deleted || lo >= hi)
+			continue;
+		memcpy(where + (lo - position), t->log_where + run->where_at + (lo - run->start),
+			   (size_t) (hi - lo));
+	}
+	return CPHT_OK;
+}
+
+void
+cpht_table_hold_deletes(cpht_table *t, int64_t delta)
+{
+	table_settle(t);
+	if (delta < 0 && (uint64_t) -delta > t->held_deletes)
+		t->held_deletes = 0;
+	else
+		t->held_deletes += (uint64_t) delta;
+	t->keep_tombstones = t->log_nwhere > 0 || t->held_deletes > 0;
 }

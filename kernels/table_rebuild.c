@@ -178,6 +178,11 @@ cpht_table_rebuild(cpht_table *t)
 	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
+	/* Deleted keys held outside the log have places rebuild cannot update. */
+	if (t->held_deletes > 0)
+		return table_fail(t, CPHT_ERR_INVALID,
+						  "the table cannot be rebuilt while %llu deleted keys wait to be put back or forgotten",
+						  (unsigned long long) t->held_deletes);
 	items = malloc(most * sizeof(rb_item));
 	left = malloc((t->nstash + 1) * sizeof(uint64_t));
 	for (int l = 0; l < t->levels; l++)

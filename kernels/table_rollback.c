@@ -218,3 +218,44 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 		cpht_table_truncate_log(t, position);
 	return rc;
 }
+
+/*
+ * Undo entries the caller read out of the log (cpht_table_log_read), newest
+ * first, a run of inserted or deleted keys at a time.  Other calls may have
+ * changed the table since, on other keys: an inserted key is taken out by
+ * key wherever it is now and leaves a tombstone (emptying its slot could cut
+ * a probe sequence of a key put after it), and a deleted key goes back into
+ * its tombstone, which stayed reserved while the caller held it.
+ */
+cpht_status
+cpht_table_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n)
+{
+	int			logging = t->logging;
+	uint8_t    *flags;
+	size_t		hi = n;
+	cpht_status rc = CPHT_OK;
+
+	table_settle(t);
+	if (n == 0)
+		return CPHT_OK;
+	flags = malloc(n);
+	if (flags == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory while undoing %zu changes", n);
+	t->logging = 0;
+	while (rc == CPHT_OK && hi > 0)
+	{
+		int			deleted = where[hi - 1] != 0;
+		size_t		lo = hi - 1;
+
+		while (lo > 0 && (where[lo - 1] != 0) == deleted)
+			lo--;
+		if (deleted)
+			rc = table_put_back(t, keys + lo, where + lo, hi - lo);
+		else
+			rc = take_out(t, keys + lo, hi - lo, flags);
+		hi = lo;
+	}
+	t->logging = logging;
+	free(flags);
+	return rc;
+}

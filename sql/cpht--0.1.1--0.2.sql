@@ -5,6 +5,9 @@
 
 -- cpht_create gains name: a named table is shared, held by the cpht worker
 -- (cpht in shared_preload_libraries) and opened by name with cpht_open.
+-- transactional (default true) applies to shared tables too: their writes
+-- wait for the open transactions that changed the same keys, as inserts
+-- into a unique index do, and an abort undoes a transaction's changes.
 -- Not STRICT, because name defaults to NULL; the C function returns NULL
 -- for a NULL among the other arguments, as STRICT did.
 DROP FUNCTION cpht_create(bigint, text, int, boolean);
@@ -16,7 +19,7 @@ AS 'MODULE_PATHNAME', 'cpht_create_named'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text) IS
-'creates a table for capacity distinct keys (kind iceberg or cuckoo, keys of key_bits bits), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional => false required)';
+'creates a table for capacity distinct keys (kind iceberg or cuckoo, keys of key_bits bits), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it)';
 
 CREATE FUNCTION cpht_open(name text)
 RETURNS int

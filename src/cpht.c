@@ -21,6 +21,7 @@
 #include "protocol.h"
 #include "stream.h"
 #include "txn.h"
+#include "waits.h"
 
 PG_MODULE_MAGIC;
 
@@ -130,6 +131,8 @@ _PG_init(void)
 
 	cpht_stream_define_gucs();
 	cpht_txn_init();
+	/* transactional shared tables tell the worker how transactions end */
+	cpht_xact_end_init();
 	/* shared_preload_libraries: the worker's settings, memory and
 	 * registration (shmem/shmem.c) */
 	cpht_shmem_init();

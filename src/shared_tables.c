@@ -5,8 +5,12 @@
  * every session of the database opens with cpht_open('x').  In this
  * version shared tables:
  *   - live in the worker, on the device cpht.device picks there;
- *   - are not transactional (transactional => false is required): a key is
- *     in the table once the call that put it returns;
+ *   - are transactional by default (the worker's xacts.c): a key put or
+ *     deleted by an open transaction is seen by others as it was before,
+ *     and their writes of that key wait for the transaction to end, as
+ *     inserts into a unique index do (client/waits.c); with
+ *     transactional => false a key is in the table once the call that put
+ *     it returns;
  *   - are created and dropped at once, which no rollback undoes, so
  *     neither runs inside a transaction block (like CREATE DATABASE);
  *   - belong to the creating role: it, its members (has_privs_of_role) and
@@ -72,6 +76,7 @@ register_handle(int32 entry, const CphtCatalogEntry *e)
 	h.kind = e->kind;
 	h.device = e->device;
 	h.key_bits = e->key_bits;
+	h.transactional = e->transactional;
 	h.capacity = e->capacity;
 	h.bytes = e->bytes;
 	h.shared_access = cpht_access_shared(0);
@@ -141,6 +146,7 @@ cpht_shared_ref(int32 handle, char *name, Oid *owner)
 		*owner = copy.owner;
 	ref.entry = h->shared_entry;
 	ref.table_id = h->shared_table_id;
+	ref.transactional = copy.transactional;
 	return ref;
 }
 
@@ -196,12 +202,6 @@ cpht_create_named(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_NAME),
 				 errmsg("invalid shared cpht table name \"%s\"", name),
 				 errdetail("A name has 1 to %d bytes.", NAMEDATALEN - 1)));
-	if (PG_GETARG_BOOL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("transactional shared cpht tables are not available yet"),
-				 errdetail("A shared table keeps every key at once, whatever transaction put it."),
-				 errhint("Create it with transactional => false.")));
 	refuse_transaction_block("creating a shared cpht table");
 
 	bytes = cpht_create_params(PG_GETARG_INT64(0), text_to_cstring(PG_GETARG_TEXT_PP(1)),
@@ -217,6 +217,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	req->op = CPHT_OP_CREATE;
 	req->params = params;
 	req->capacity = PG_GETARG_INT64(0);
+	req->transactional = PG_GETARG_BOOL(3);
 	namestrcpy(&req->name, name);
 	req->dboid = MyDatabaseId;
 	req->owner = GetUserId();

@@ -16,6 +16,10 @@
 #                                          (2000), for CI; set it high
 #                                          (100000) for a long run on the
 #                                          GPU machine
+#   CPHT_LOADERS_TXNS=N test/run-tests.sh  transactions per session of the
+#                                          concurrent loaders on shared
+#                                          tables (test/shared_loaders.sh,
+#                                          preloaded mode); 150 without it
 #   CPHT_ROLLBACK_REPEAT=N test/run-tests.sh
 #                                          runs the 120 rounds of the rollback
 #                                          property (test/pgtap/rollback.sql)
@@ -126,7 +130,19 @@ run_both_modes() {
 	# whole suite runs against the remote path too (CPU tables included).
 	echo "== every test session runs with cpht.placement=worker"
 	PGOPTIONS="${PGOPTIONS:-} -c cpht.placement=worker" run_suite
+	check_shared_loaders
 	check_worker_restart
+}
+
+# Concurrent loaders on transactional shared tables (test/shared_loaders.sh).
+check_shared_loaders() {
+	local rc=0
+	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "SET client_min_messages = warning" \
+		-c "DROP DATABASE IF EXISTS cpht_loaders" -c "CREATE DATABASE cpht_loaders"
+	psql -X -q -v ON_ERROR_STOP=1 -d cpht_loaders -c "CREATE EXTENSION cpht"
+	test/shared_loaders.sh cpht_loaders || rc=$?
+	psql -X -q -d postgres -c "DROP DATABASE cpht_loaders" || true
+	return $rc
 }
 
 # The cpht worker, stopped by a SIGTERM while the server runs, is started

@@ -196,7 +196,7 @@ cpht_worker_table_rollback_to(CphtTable *t, uint64 position)
 	}
 	PG_TRY();
 	{
-		CphtReply  *rep = cpht_remote_private(CPHT_OP_ROLLBACK_TO, t->remote_id, PG_UINT64_MAX, position);
+		CphtReply  *rep = cpht_remote_private(CPHT_OP_LOG_ROLLBACK_TO, t->remote_id, PG_UINT64_MAX, position);
 
 		account(t, rep->memory_delta);
 		st = take_status(t, rep);

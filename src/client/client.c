@@ -140,12 +140,13 @@ cpht_client_gpu(char *reason, size_t len, uint64 *generation)
 	return state;
 }
 
-CphtReply *
-cpht_client_send(void)
+/* Submits the request to the worker at pgprocno `worker` and waits for its
+ * reply; never raises. */
+static void
+submit_and_wait(int worker)
 {
 	CphtSlot   *slot = my_slot();
 	int			s = MyProc->pgprocno;
-	int			worker = worker_pgprocno();
 	bool		cancel_sent = false;
 
 	Assert(attached);
@@ -170,7 +171,14 @@ cpht_client_send(void)
 	}
 	pg_read_barrier();
 	pg_atomic_write_u32(&slot->state, CPHT_SLOT_IDLE);
+}
 
+CphtReply *
+cpht_client_send(void)
+{
+	CphtSlot   *slot = my_slot();
+
+	submit_and_wait(worker_pgprocno());
 	if (slot->rep.sqlerrcode != 0)
 		ereport(ERROR,
 				(errcode(slot->rep.sqlerrcode),
@@ -178,6 +186,24 @@ cpht_client_send(void)
 				 slot->rep.detail[0] ? errdetail_internal("%s", slot->rep.detail) : 0,
 				 slot->rep.hint[0] ? errhint("%s", slot->rep.hint) : 0));
 	return &slot->rep;
+}
+
+CphtReply *
+cpht_client_send_quiet(void)
+{
+	int			pid,
+				procno;
+
+	if (!attached)
+		return NULL;
+	SpinLockAcquire(&cpht_control->mutex);
+	pid = cpht_control->worker_pid;
+	procno = cpht_control->worker_pgprocno;
+	SpinLockRelease(&cpht_control->mutex);
+	if (pid == 0)
+		return NULL;
+	submit_and_wait(procno);
+	return &my_slot()->rep;
 }
 
 int

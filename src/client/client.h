@@ -12,6 +12,7 @@ typedef struct CphtSharedRef
 {
 	int32		entry;			/* catalog index */
 	uint64		table_id;
+	bool		transactional;	/* writes wait for other transactions */
 } CphtSharedRef;
 
 /* ERROR 55000 unless cpht was preloaded; `what` names the refused feature
@@ -29,6 +30,13 @@ extern CphtRequest *cpht_client_request(void);
  * until the next request.
  */
 extern CphtReply *cpht_client_send(void);
+
+/*
+ * cpht_client_send for a transaction's end, which must not raise: NULL when
+ * no worker runs (or this backend never talked to one), else the reply,
+ * whose error, if any, the caller reports as it can.
+ */
+extern CphtReply *cpht_client_send_quiet(void);
 
 /* An arena window for one call (waits, cancelable, while none is free),
  * and its release; a window still held when the backend exits is

@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "errors.h"
+#include "waits.h"
 
 static void
 check_reply(const CphtReply *rep, int32 handle)
@@ -50,13 +51,15 @@ table_request(CphtOp op, const CphtSharedRef *ref)
 }
 
 /*
- * The pieces of one batch call.  A kernel status other than CPHT_OK ends
- * it and is left in *out (with the memory the kernels took, summed over
- * the requests) for the caller to raise.
+ * The pieces of one batch call, once.  A kernel status other than CPHT_OK
+ * ends it and is left in *out (with the memory the kernels took, summed
+ * over the requests) for the caller to raise.  On a transactional shared
+ * table a write that meets keys other open transactions changed runs not
+ * at all: *conflicts gets their owners and nothing else comes back.
  */
 static uint64
 call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 n,
-			uint8 *status, CphtReply *out)
+			uint8 *status, CphtReply *out, CphtConflicts *conflicts)
 {
 	uint64		window_keys = cpht_control->window_keys;
 	uint64		value = 0;
@@ -78,7 +81,11 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 			req->call = call;
 			req->window = w;
 			req->nkeys = n;
+			if (ref != NULL)
+				cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
 			rep = cpht_client_send();
+			if (cpht_waits_conflicts(rep, conflicts))
+				goto done;
 			delta += rep->memory_delta;
 			*out = *rep;
 			value = rep->value;
@@ -103,7 +110,11 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 			req = table_request(CPHT_OP_RUN, ref);
 			req->call = call;
 			req->total = n;
+			if (ref != NULL)
+				cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
 			rep = cpht_client_send();
+			if (cpht_waits_conflicts(rep, conflicts))
+				goto done;
 			delta += rep->memory_delta;
 			*out = *rep;
 			value = rep->value;
@@ -122,6 +133,8 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 				}
 			}
 		}
+done:
+		;
 	}
 	PG_FINALLY();
 	{
@@ -136,20 +149,38 @@ uint64
 cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 				 const uint64 *keys, uint64 n, uint8 *status)
 {
-	CphtReply	rep;
-	uint64		value = call_pieces(ref, call, keys, n, status, &rep);
+	CphtConflicts prev;
 
-	check_reply(&rep, handle);
-	return value;
+	prev.n = 0;
+	/* After a conflict: wait for the owners (no window held), then again. */
+	for (;;)
+	{
+		CphtConflicts conflicts;
+		CphtReply	rep;
+		uint64		value;
+
+		conflicts.n = 0;
+		value = call_pieces(ref, call, keys, n, status, &rep, &conflicts);
+		if (conflicts.n == 0)
+		{
+			check_reply(&rep, handle);
+			return value;
+		}
+		cpht_waits_wait(&conflicts, &prev);
+		prev = conflicts;
+	}
 }
 
 uint64
 cpht_remote_private_call(uint64 table_id, uint64 memory_budget, CphtCall call,
 						 const uint64 *keys, uint64 n, uint8 *status, CphtReply *reply)
 {
+	CphtConflicts none;
+
 	private_id = table_id;
 	private_budget = memory_budget;
-	return call_pieces(NULL, call, keys, n, status, reply);
+	none.n = 0;
+	return call_pieces(NULL, call, keys, n, status, reply, &none);
 }
 
 CphtReply *
@@ -167,7 +198,7 @@ cpht_remote_private(CphtOp op, uint64 table_id, uint64 memory_budget, uint64 off
 uint64
 cpht_remote_count(const CphtSharedRef *ref)
 {
-	(void) table_request(CPHT_OP_COUNT, ref);
+	cpht_waits_tag(table_request(CPHT_OP_COUNT, ref), ref->transactional, false);
 	return cpht_client_send()->value;
 }
 

@@ -44,8 +44,14 @@ typedef enum CphtOp
 	CPHT_OP_PRIVATE_CREATE,		/* params, logging; replies table_id */
 	CPHT_OP_PRIVATE_DROP,
 	CPHT_OP_LOG_POSITION,		/* replies the undo log position */
-	CPHT_OP_ROLLBACK_TO,		/* offset: the position */
-	CPHT_OP_TRUNCATE_LOG		/* offset: the position */
+	CPHT_OP_LOG_ROLLBACK_TO,	/* offset: the position */
+	CPHT_OP_TRUNCATE_LOG,		/* offset: the position */
+	/* transactional shared tables: a transaction's end, sent before it
+	 * releases its xid locks (req.top_xid; XACT_ROLLBACK_TO: req.sub_xid
+	 * is the aborting subtransaction) */
+	CPHT_OP_XACT_COMMIT,
+	CPHT_OP_XACT_ABORT,
+	CPHT_OP_XACT_ROLLBACK_TO
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
@@ -95,7 +101,18 @@ typedef struct CphtRequest
 	/* Tests only (superuser): the request runs a kernel that breaks the
 	 * device's context first, as a sticky fault would. */
 	bool		inject_device_fault;
+	bool		transactional;	/* CREATE */
+	/*
+	 * On a transactional table: the caller's top transaction (0 when it
+	 * has none: it owns no change) and, for a write, its current
+	 * (sub)transaction, which holds its xid lock.
+	 */
+	TransactionId top_xid;
+	TransactionId sub_xid;
 } CphtRequest;
+
+/* Owners a write that met other transactions' pending keys reports. */
+#define CPHT_MAX_CONFLICTS 4
 
 typedef struct CphtReply
 {
@@ -114,6 +131,14 @@ typedef struct CphtReply
 	 * request's private table: the backend counts them as its own. */
 	int64		memory_delta;
 	cpht_call_times times;		/* CALL/RUN: where the worker's time went */
+	/*
+	 * A write on a transactional table that met keys other open
+	 * transactions changed: nothing of it ran; wait for these
+	 * (sub)transactions and send it again.
+	 */
+	int			nconflicts;
+	TransactionId conflicts[CPHT_MAX_CONFLICTS];	/* of the first changes */
+	TransactionId conflict_tops[CPHT_MAX_CONFLICTS];	/* their top xids */
 } CphtReply;
 
 typedef struct CphtSlot
@@ -139,6 +164,7 @@ typedef struct CphtCatalogEntry
 	uint64		bytes;
 	pg_atomic_uint64 count;		/* written by the worker after each write */
 	char		lost_reason[CPHT_TEXT_LEN];
+	bool		transactional;
 } CphtCatalogEntry;
 
 typedef struct CphtControl

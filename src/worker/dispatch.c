@@ -24,6 +24,7 @@
 #include "cpht_table.h"
 #include "protocol.h"
 #include "worker.h"
+#include "xacts.h"
 
 /* A large call being assembled for one slot (malloc'ed buffers). */
 typedef struct LargeCall
@@ -62,6 +63,7 @@ cpht_worker_tables_init(void)
 	large = MemoryContextAllocZero(TopMemoryContext, sizeof(LargeCall) * ctl->nslots);
 	request_cxt = AllocSetContextCreate(TopMemoryContext, "cpht worker request",
 										ALLOCSET_DEFAULT_SIZES);
+	cpht_xacts_init();
 
 	/* What a previous worker held is gone with its memory. */
 	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
@@ -180,6 +182,10 @@ run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 		reply_status(rep, st, cpht_table_error(t));
 		return;
 	}
+	/* A transactional table: a write meeting other transactions' pending
+	 * keys does not run (xacts.c). */
+	if (cpht_xacts_before_call(&slot->req, call, keys, n, rep))
+		return;
 	/*
 	 * The kernels stop at chunk boundaries; a cancel that comes during the
 	 * last chunk is honoured from the undo log, which holds this call
@@ -222,6 +228,17 @@ run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 				(errmsg("could not undo a canceled call on a shared cpht table: %s",
 						cpht_table_error(t))));
 	}
+	if (st == CPHT_OK)
+	{
+		st = cpht_xacts_after_call(&slot->req, t, call, keys, n, status, position);
+		/* its changes could not be recorded for their transaction */
+		if (st != CPHT_OK && cpht_table_rollback_to(t, position) != CPHT_OK)
+			ereport(WARNING,
+					(errmsg("could not undo a call on a shared cpht table: %s",
+							cpht_table_error(t))));
+		if (st != CPHT_OK)
+			rep->value = 0;
+	}
 	cpht_table_truncate_log(t, position);
 	reply_status(rep, st, cpht_table_error(t));
 }
@@ -231,7 +248,8 @@ after_write(const CphtRequest *req, cpht_table *t)
 {
 	if (req->private_table)
 		return;
-	pg_atomic_write_u64(&cpht_catalog[req->entry].count, cpht_table_count(t));
+	pg_atomic_write_u64(&cpht_catalog[req->entry].count,
+						cpht_xacts_committed_count(req->entry, cpht_table_count(t)));
 }
 
 static void
@@ -310,6 +328,8 @@ op_create(CphtSlot *slot)
 	e->kind = req->params.kind;
 	e->device = req->params.device;
 	e->key_bits = req->params.key_bits;
+	e->transactional = req->transactional;
+	cpht_xacts_table_created(i, table_ids[i], req->transactional);
 	e->capacity = req->capacity;
 	e->bytes = cpht_params_table_bytes(&req->params);
 	pg_atomic_write_u64(&e->count, 0);
@@ -331,6 +351,30 @@ op_drop(CphtSlot *slot)
 	LWLockRelease(cpht_control->catalog_lock);
 	tables[req->entry] = NULL;
 	table_ids[req->entry] = 0;
+	cpht_xacts_table_dropped(req->entry);
+	cpht_table_destroy(t);
+}
+
+cpht_table *
+cpht_worker_table(int entry, uint64 table_id)
+{
+	if (entry < 0 || entry >= cpht_control->max_tables || table_ids[entry] != table_id)
+		return NULL;
+	return tables[entry];
+}
+
+void
+cpht_worker_table_lose(int entry, const char *reason)
+{
+	cpht_table *t = tables[entry];
+
+	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
+	cpht_catalog[entry].state = CPHT_ENTRY_LOST;
+	strlcpy(cpht_catalog[entry].lost_reason, reason, CPHT_TEXT_LEN);
+	LWLockRelease(cpht_control->catalog_lock);
+	tables[entry] = NULL;
+	table_ids[entry] = 0;
+	cpht_xacts_table_dropped(entry);
 	cpht_table_destroy(t);
 }
 
@@ -390,8 +434,9 @@ op_run(CphtSlot *slot, LargeCall *c)
 	run_call(slot, t, req->call, c->keys, c->total, c->status);
 	if (req->call != CPHT_CALL_FIND)
 		after_write(req, t);
-	/* Without statuses to download, the call is over. */
-	if (req->call == CPHT_CALL_PUT || slot->rep.status != CPHT_OK)
+	/* Without statuses to download, the call is over; after a conflict it
+	 * is sent again whole. */
+	if (req->call == CPHT_CALL_PUT || slot->rep.status != CPHT_OK || slot->rep.nconflicts > 0)
 		large_free(c);
 }
 
@@ -438,7 +483,7 @@ handle_request(CphtSlot *slot, int s)
 			op_download(slot, &large[s]);
 			break;
 		case CPHT_OP_COUNT:
-			rep->value = cpht_table_count(request_table(req));
+			rep->value = cpht_xacts_count(req, cpht_table_count(request_table(req)));
 			break;
 		case CPHT_OP_STATS:
 			t = request_table(req);
@@ -449,6 +494,7 @@ handle_request(CphtSlot *slot, int s)
 				cpht_stats	before;
 
 				t = request_table(req);
+				cpht_xacts_check_rebuild(req);
 				reply_status(rep, cpht_table_stats(t, &before), cpht_table_error(t));
 				if (rep->status != CPHT_OK)
 					break;
@@ -458,6 +504,11 @@ handle_request(CphtSlot *slot, int s)
 				rep->value = before.tombstones[0] + before.tombstones[1];
 				break;
 			}
+		case CPHT_OP_XACT_COMMIT:
+		case CPHT_OP_XACT_ABORT:
+		case CPHT_OP_XACT_ROLLBACK_TO:
+			cpht_xacts_end(req);
+			break;
 		default:
 			if (!cpht_private_request(slot, s))
 				elog(ERROR, "unknown cpht request %d", (int) req->op);

@@ -211,7 +211,7 @@ cpht_private_request(CphtSlot *slot, int s)
 		case CPHT_OP_LOG_POSITION:
 			rep->value = cpht_table_log_position(cpht_private_table(s, req->table_id));
 			return true;
-		case CPHT_OP_ROLLBACK_TO:
+		case CPHT_OP_LOG_ROLLBACK_TO:
 			t = cpht_private_table(s, req->table_id);
 			st = cpht_table_rollback_to(t, req->offset);
 			rep->status = st;

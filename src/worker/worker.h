@@ -50,4 +50,12 @@ extern int64 cpht_private_request_end(void);
  * new one.  Answers every request in flight with 58000 first. */
 extern void cpht_worker_device_lost(const char *reason) pg_attribute_noreturn();
 
+/* The live table at a catalog index with that id, or NULL (xacts.c). */
+struct cpht_table;
+extern struct cpht_table *cpht_worker_table(int entry, uint64 table_id);
+
+/* Marks a table lost for every session and frees it: its state cannot be
+ * trusted any more (an undo failed). */
+extern void cpht_worker_table_lose(int entry, const char *reason);
+
 #endif							/* CPHT_WORKER_H */

@@ -81,8 +81,9 @@ BEGIN
 		'25001', NULL, 'creating a shared table inside a transaction block fails with 25001');
 	RETURN NEXT throws_ok(format('SELECT cpht_drop(%s)', mine),
 		'25001', NULL, 'dropping a shared table inside a transaction block fails with 25001');
-	RETURN NEXT throws_ok($q$SELECT * FROM dblink('b', 'SELECT cpht_create(1000, name => ''api_tx'')') AS t(h int)$q$,
-		'0A000', NULL, 'transactional shared tables are refused with 0A000');
+	RETURN NEXT is((SELECT v FROM dblink('b', $q$SELECT cpht_info(cpht_create(1000, name => 'api_tx'))->>'transactional'$q$) AS t(v text)),
+		'true', 'a shared table is transactional unless created with transactional => false');
+	PERFORM pg_temp.remote('b', $q$SELECT cpht_drop(cpht_open('api_tx'))$q$);
 	-- cpht.device = gpu: the GPU of the cpht worker, or 55000 without one
 	PERFORM dblink_exec('b', 'SET cpht.device = gpu');
 	IF coalesce((cpht_worker_info()->'gpu'->>'usable')::boolean, false) THEN

@@ -1,0 +1,507 @@
+/*
+ * xacts.c — transactional shared tables in the cpht worker.
+ *
+ * Many transactions change one shared table at once, so the table's single
+ * undo log cannot serve them (rolling it back to a position undoes
+ * everyone's later calls).  Instead each call runs with the log on, as
+ * every shared table call does, and its entries — the keys it inserted,
+ * the keys it deleted with their places — are read out of the log into an
+ * undo list of the calling transaction for that table (XactTable); the log
+ * is then emptied as before.  An abort undoes the transaction's list alone,
+ * newest first (cpht_table_undo): keys of different open transactions are
+ * disjoint, so the order between transactions does not matter.
+ *
+ * The pending map (pending.c) of each table says which open transaction
+ * changed a key, the key's state before that transaction's first change,
+ * and the (sub)transaction of that first change.  It gives unique-index
+ * semantics: a write that meets another transaction's pending key runs
+ * not at all and names the owners, which the backend waits for (their xid
+ * locks, XactLockTableWait) before it sends the call again; a find answers
+ * such a key as it was before; a count leaves out other transactions'
+ * pending changes.  Requests are served one at a time, so checking and
+ * then applying is atomic.
+ *
+ * Savepoints: a transaction's list is cut into segments by the
+ * subtransaction that wrote them.  When subtransaction X aborts, everything
+ * written since X began belongs to X or its children, whose xids all follow
+ * X's (a child gets its xid after its parent), and everything before has
+ * smaller xids; so the segments to undo are the last ones whose xid
+ * follows or equals X.
+ *
+ * Held deletes: a deleted key's tombstone must stay where it is until its
+ * transaction ends, since an abort puts the key back there; the kernels
+ * keep such tombstones while the caller holds deletes
+ * (cpht_table_hold_deletes), and refuse to rebuild then.
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "lib/ilist.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "cpht_table.h"
+#include "pending.h"
+#include "protocol.h"
+#include "worker.h"
+#include "xacts.h"
+
+typedef struct XactSegment
+{
+	TransactionId subxid;		/* the writing (sub)transaction */
+	uint64		start;			/* its first entry in the list */
+} XactSegment;
+
+typedef struct Xact Xact;
+
+/* What one open transaction changed in one table. */
+typedef struct XactTable
+{
+	Xact	   *xact;
+	int			entry;			/* catalog index, -1 once the table is gone */
+	uint64	   *keys;			/* undo list, malloc'ed: entries as the */
+	uint8	   *where;			/* kernels' log had them */
+	uint64		n;
+	uint64		cap;
+	XactSegment *segs;
+	int			nsegs;
+	int			segcap;
+	int64		delta;			/* keys present now minus before */
+	uint64		deletes;		/* deleted entries in the list (held) */
+	struct XactTable *next_in_xact;
+	dlist_node	table_node;
+} XactTable;
+
+struct Xact
+{
+	TransactionId xid;			/* hash key: the top transaction */
+	XactTable  *tables;
+};
+
+/* Per catalog index: the pending state of a transactional table. */
+typedef struct TableXacts
+{
+	bool		transactional;
+	uint64		table_id;
+	PendingMap	map;
+	dlist_head	xacts;			/* XactTable.table_node of open transactions */
+	uint64		held_deletes;
+} TableXacts;
+
+static TableXacts *table_xacts = NULL;
+static HTAB *xacts = NULL;
+
+void
+cpht_xacts_init(void)
+{
+	HASHCTL		ctl;
+
+	table_xacts = MemoryContextAllocZero(TopMemoryContext,
+										 sizeof(TableXacts) * cpht_control->max_tables);
+	ctl.keysize = sizeof(TransactionId);
+	ctl.entrysize = sizeof(Xact);
+	ctl.hcxt = TopMemoryContext;
+	xacts = hash_create("cpht open transactions", 64, &ctl,
+						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+static void
+xact_table_free_lists(XactTable *tt)
+{
+	free(tt->keys);
+	free(tt->where);
+	free(tt->segs);
+	tt->keys = NULL;
+	tt->where = NULL;
+	tt->segs = NULL;
+	tt->n = tt->cap = 0;
+	tt->nsegs = tt->segcap = 0;
+}
+
+void
+cpht_xacts_table_created(int entry, uint64 table_id, bool transactional)
+{
+	TableXacts *tx = &table_xacts[entry];
+
+	memset(tx, 0, sizeof(*tx));
+	tx->transactional = transactional;
+	tx->table_id = table_id;
+	dlist_init(&tx->xacts);
+}
+
+void
+cpht_xacts_table_dropped(int entry)
+{
+	TableXacts *tx = &table_xacts[entry];
+	dlist_mutable_iter it;
+
+	if (!tx->transactional)
+		return;
+	/* The transactions stay open; what they did to this table is gone. */
+	dlist_foreach_modify(it, &tx->xacts)
+	{
+		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
+
+		dlist_delete(&tt->table_node);
+		xact_table_free_lists(tt);
+		tt->entry = -1;
+	}
+	pending_free(&tx->map);
+	memset(tx, 0, sizeof(*tx));
+}
+
+/* The table state a request names, or NULL when not transactional (a
+ * private table's requests name no catalog entry). */
+static TableXacts *
+request_table_xacts(const CphtRequest *req)
+{
+	TableXacts *tx;
+
+	if (req->private_table || req->entry < 0 || req->entry >= cpht_control->max_tables)
+		return NULL;
+	tx = &table_xacts[req->entry];
+
+	if (!tx->transactional || tx->table_id != req->table_id)
+		return NULL;
+	return tx;
+}
+
+/* Has an open transaction other than top pending changes on the table? */
+static bool
+others_pending(TableXacts *tx, TransactionId top)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &tx->xacts)
+	{
+		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
+
+		if (tt->xact->xid != top && tt->n > 0)
+			return true;
+	}
+	return false;
+}
+
+/* The caller's record of the table, created if new. */
+static XactTable *
+xact_table(TableXacts *tx, const CphtRequest *req)
+{
+	Xact	   *x;
+	XactTable  *tt;
+	bool		found;
+
+	x = hash_search(xacts, &req->top_xid, HASH_ENTER, &found);
+	if (!found)
+		x->tables = NULL;
+	for (tt = x->tables; tt != NULL; tt = tt->next_in_xact)
+		if (tt->entry == req->entry)
+			return tt;
+	tt = MemoryContextAllocZero(TopMemoryContext, sizeof(XactTable));
+	tt->xact = x;
+	tt->entry = req->entry;
+	tt->next_in_xact = x->tables;
+	x->tables = tt;
+	dlist_push_tail(&tx->xacts, &tt->table_node);
+	return tt;
+}
+
+static void
+out_of_memory(uint64 n)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OUT_OF_MEMORY),
+			 errmsg("out of memory in the cpht worker"),
+			 errdetail("Recording the changes of a call of " UINT64_FORMAT " keys on a transactional shared table needs more memory there.", n)));
+}
+
+/* Room for n more entries and one more segment, before the call runs. */
+static void
+reserve(TableXacts *tx, XactTable *tt, uint64 n)
+{
+	if (tt->n + n > tt->cap)
+	{
+		uint64		cap = Max(Max(tt->cap * 2, tt->n + n), 1024);
+		uint64	   *keys = realloc(tt->keys, cap * sizeof(uint64));
+		uint8	   *where;
+
+		if (keys == NULL)
+			out_of_memory(n);
+		tt->keys = keys;
+		where = realloc(tt->where, cap);
+		if (where == NULL)
+			out_of_memory(n);
+		tt->where = where;
+		tt->cap = cap;
+	}
+	if (tt->nsegs == tt->segcap)
+	{
+		int			cap = Max(tt->segcap * 2, 8);
+		XactSegment *segs = realloc(tt->segs, cap * sizeof(XactSegment));
+
+		if (segs == NULL)
+			out_of_memory(n);
+		tt->segs = segs;
+		tt->segcap = cap;
+	}
+	if (!pending_reserve(&tx->map, n))
+		out_of_memory(n);
+}
+
+bool
+cpht_xacts_before_call(const CphtRequest *req, CphtCall call, const uint64 *keys,
+					   uint64 n, CphtReply *rep)
+{
+	TableXacts *tx = request_table_xacts(req);
+
+	if (tx == NULL || call == CPHT_CALL_FIND)
+		return false;
+	if (!TransactionIdIsValid(req->top_xid) || !TransactionIdIsValid(req->sub_xid))
+		elog(ERROR, "a write on a transactional shared cpht table names no transaction");
+
+	/* A lone writer skips the probe. */
+	if (others_pending(tx, req->top_xid))
+	{
+		for (uint64 i = 0; i < n && rep->nconflicts < CPHT_MAX_CONFLICTS; i++)
+		{
+			PendingEntry *e = pending_find(&tx->map, keys[i]);
+			bool		known = false;
+
+			if (e == NULL || e->owner->xact->xid == req->top_xid)
+				continue;
+			for (int c = 0; c < rep->nconflicts; c++)
+				known |= rep->conflicts[c] == e->subxid;
+			if (!known)
+			{
+				rep->conflicts[rep->nconflicts] = e->subxid;
+				rep->conflict_tops[rep->nconflicts++] = e->owner->xact->xid;
+			}
+		}
+		if (rep->nconflicts > 0)
+			return true;
+	}
+	reserve(tx, xact_table(tx, req), n);
+	return false;
+}
+
+/* Record the call's log entries [position, log end) for the caller. */
+static cpht_status
+record(TableXacts *tx, const CphtRequest *req, cpht_table *t, uint64 position)
+{
+	XactTable  *tt = xact_table(tx, req);
+	uint64		m = cpht_table_log_position(t) - position;
+	uint64		base = tt->n;
+	uint64		deletes = 0;
+	cpht_status st;
+
+	if (m == 0)
+		return CPHT_OK;
+	Assert(tt->n + m <= tt->cap);
+	st = cpht_table_log_read(t, position, m, tt->keys + base, tt->where + base);
+	if (st != CPHT_OK)
+		return st;
+	if (tt->nsegs == 0 || tt->segs[tt->nsegs - 1].subxid != req->sub_xid)
+	{
+		tt->segs[tt->nsegs].subxid = req->sub_xid;
+		tt->segs[tt->nsegs].start = base;
+		tt->nsegs++;
+	}
+	for (uint64 i = base; i < base + m; i++)
+	{
+		bool		found;
+		PendingEntry *e = pending_insert(&tx->map, tt->keys[i], &found);
+		bool		deleted = tt->where[i] != 0;
+
+		if (!found)
+		{
+			e->owner = tt;
+			e->subxid = req->sub_xid;
+			e->before_present = deleted;
+			e->first = i;
+		}
+		else if (e->owner != tt)
+			elog(WARNING, "cpht worker: key " UINT64_FORMAT " changed by two open transactions", tt->keys[i]);
+		tt->delta += deleted ? -1 : 1;
+		deletes += deleted;
+	}
+	tt->n += m;
+	tt->deletes += deletes;
+	tx->held_deletes += deletes;
+	cpht_table_hold_deletes(t, (int64) deletes);
+	return CPHT_OK;
+}
+
+cpht_status
+cpht_xacts_after_call(const CphtRequest *req, cpht_table *t, CphtCall call,
+					  const uint64 *keys, uint64 n, uint8 *status, uint64 position)
+{
+	TableXacts *tx = request_table_xacts(req);
+
+	if (tx == NULL)
+		return CPHT_OK;
+	if (call != CPHT_CALL_FIND)
+		return record(tx, req, t, position);
+
+	/* Others' pending keys as they were before. */
+	if (others_pending(tx, req->top_xid))
+	{
+		for (uint64 i = 0; i < n; i++)
+		{
+			PendingEntry *e = pending_find(&tx->map, keys[i]);
+
+			if (e != NULL && e->owner->xact->xid != req->top_xid)
+				status[i] = e->before_present;
+		}
+	}
+	return CPHT_OK;
+}
+
+uint64
+cpht_xacts_count(const CphtRequest *req, uint64 physical)
+{
+	TableXacts *tx = request_table_xacts(req);
+	int64		count = (int64) physical;
+	dlist_iter	it;
+
+	if (tx == NULL)
+		return physical;
+	dlist_foreach(it, &tx->xacts)
+	{
+		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
+
+		if (tt->xact->xid != req->top_xid)
+			count -= tt->delta;
+	}
+	return (uint64) count;
+}
+
+uint64
+cpht_xacts_committed_count(int entry, uint64 physical)
+{
+	TableXacts *tx = &table_xacts[entry];
+	int64		count = (int64) physical;
+	dlist_iter	it;
+
+	if (!tx->transactional)
+		return physical;
+	dlist_foreach(it, &tx->xacts)
+		count -= dlist_container(XactTable, table_node, it.cur)->delta;
+	return (uint64) count;
+}
+
+void
+cpht_xacts_check_rebuild(const CphtRequest *req)
+{
+	TableXacts *tx = request_table_xacts(req);
+
+	if (tx != NULL && tx->held_deletes > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("shared cpht table cannot be rebuilt while open transactions have deleted keys from it"),
+				 errdetail(UINT64_FORMAT " deleted keys must stay in their places until their transactions end: a rollback puts them back there.",
+						   tx->held_deletes),
+				 errhint("Run cpht_rebuild again when those transactions have ended.")));
+}
+
+/*
+ * Undo the entries [from, n) of a transaction's list and forget the
+ * pending keys whose first change was among them.
+ */
+static void
+undo_from(XactTable *tt, uint64 from)
+{
+	TableXacts *tx;
+	cpht_table *t;
+	uint64		deletes = 0;
+	cpht_status st;
+
+	if (tt->entry < 0 || from >= tt->n)
+		return;
+	tx = &table_xacts[tt->entry];
+	t = cpht_worker_table(tt->entry, tx->table_id);
+	Assert(t != NULL);
+	st = cpht_table_undo(t, tt->keys + from, tt->where + from, tt->n - from);
+	for (uint64 i = from; i < tt->n; i++)
+	{
+		PendingEntry *e = pending_find(&tx->map, tt->keys[i]);
+
+		if (e != NULL && e->owner == tt && e->first >= from)
+			pending_remove(&tx->map, tt->keys[i]);
+		tt->delta += tt->where[i] != 0 ? 1 : -1;
+		deletes += tt->where[i] != 0;
+	}
+	tt->n = from;
+	tt->deletes -= deletes;
+	tx->held_deletes -= deletes;
+	cpht_table_hold_deletes(t, -(int64) deletes);
+	if (st != CPHT_OK)
+	{
+		char		reason[CPHT_TEXT_LEN];
+
+		snprintf(reason, sizeof(reason), "a transaction's changes could not be undone: %s",
+				 cpht_table_error(t));
+		ereport(WARNING,
+				(errmsg("shared cpht table lost: %s", reason)));
+		cpht_worker_table_lose(tt->entry, reason);
+	}
+}
+
+/* A transaction ends for one table: forget its pending keys and list. */
+static void
+forget(XactTable *tt)
+{
+	TableXacts *tx;
+
+	if (tt->entry >= 0)
+	{
+		tx = &table_xacts[tt->entry];
+		for (uint64 i = 0; i < tt->n; i++)
+		{
+			PendingEntry *e = pending_find(&tx->map, tt->keys[i]);
+
+			if (e != NULL && e->owner == tt)
+				pending_remove(&tx->map, tt->keys[i]);
+		}
+		tx->held_deletes -= tt->deletes;
+		cpht_table_hold_deletes(cpht_worker_table(tt->entry, tx->table_id), -(int64) tt->deletes);
+		dlist_delete(&tt->table_node);
+	}
+	xact_table_free_lists(tt);
+	pfree(tt);
+}
+
+void
+cpht_xacts_end(const CphtRequest *req)
+{
+	Xact	   *x = hash_search(xacts, &req->top_xid, HASH_FIND, NULL);
+	XactTable  *tt,
+			   *next;
+
+	/* A transaction that changed nothing here (or before this worker). */
+	if (x == NULL)
+		return;
+	if (req->op == CPHT_OP_XACT_ROLLBACK_TO)
+	{
+		for (tt = x->tables; tt != NULL; tt = tt->next_in_xact)
+		{
+			int			s = tt->nsegs;
+
+			while (s > 0 && TransactionIdFollowsOrEquals(tt->segs[s - 1].subxid, req->sub_xid))
+				s--;
+			if (s < tt->nsegs)
+			{
+				undo_from(tt, tt->segs[s].start);
+				tt->nsegs = s;
+			}
+		}
+		return;
+	}
+	for (tt = x->tables; tt != NULL; tt = next)
+	{
+		next = tt->next_in_xact;
+		/* Newest first; a table lost by a failed undo has entry -1 now. */
+		if (req->op == CPHT_OP_XACT_ABORT)
+			undo_from(tt, 0);
+		forget(tt);
+	}
+	hash_search(xacts, &req->top_xid, HASH_REMOVE, NULL);
+}

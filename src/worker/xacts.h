@@ -1,0 +1,49 @@
+/*
+ * xacts.h — transactional shared tables in the cpht worker: which open
+ * transaction changed which keys, what those keys were before, and undoing
+ * one transaction's changes alone.
+ */
+#ifndef CPHT_XACTS_H
+#define CPHT_XACTS_H
+
+#include "protocol.h"
+
+/* At start. */
+extern void cpht_xacts_init(void);
+
+/* A table was created (transactional or not) or dropped at catalog index
+ * entry; a drop forgets the pending changes on it. */
+extern void cpht_xacts_table_created(int entry, uint64 table_id, bool transactional);
+extern void cpht_xacts_table_dropped(int entry);
+
+/*
+ * Before a batch call on a table: for a write on a transactional table,
+ * whether other open transactions changed any of its keys (then the reply
+ * lists them and the call must not run: returns true), and room to record
+ * the call's changes (ERROR when out of memory, before anything ran).
+ */
+extern bool cpht_xacts_before_call(const CphtRequest *req, CphtCall call,
+								   const uint64 *keys, uint64 n, CphtReply *rep);
+
+/*
+ * After a call that succeeded (its changes are the table's log entries from
+ * position on): a write's changes are recorded for its transaction; a find
+ * answers other transactions' pending keys as they were before.  Returns
+ * CPHT_OK, or the status of a failure to read the log (the call must then
+ * be undone).
+ */
+extern cpht_status cpht_xacts_after_call(const CphtRequest *req, cpht_table *t, CphtCall call,
+										 const uint64 *keys, uint64 n, uint8 *status,
+										 uint64 position);
+
+/* The table's count as the caller's transaction sees it, and as committed. */
+extern uint64 cpht_xacts_count(const CphtRequest *req, uint64 physical);
+extern uint64 cpht_xacts_committed_count(int entry, uint64 physical);
+
+/* ERROR 55006 when open transactions hold deleted keys of the table. */
+extern void cpht_xacts_check_rebuild(const CphtRequest *req);
+
+/* COMMIT, ABORT and ROLLBACK_TO requests. */
+extern void cpht_xacts_end(const CphtRequest *req);
+
+#endif							/* CPHT_XACTS_H */
