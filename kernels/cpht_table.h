@@ -231,7 +231,10 @@ void		cpht_table_truncate_log(cpht_table *table, uint64_t position);
  * undo: entries read with log_read, newest (n - 1) first: an inserted key
  *   is taken out (a tombstone takes its slot), a deleted key goes back into
  *   its place.  Needs no free space; fails only for host memory or a
- *   device fault.  The caller then holds fewer deletes (hold_deletes).
+ *   device fault.  If the table grew while deletes were held, their places
+ *   are gone: until the caller holds none, deleted keys go back by a plain
+ *   put, which may grow the table again (and so may also fail for the
+ *   memory hook).  The caller then holds fewer deletes (hold_deletes).
  */
 cpht_status cpht_table_log_read(cpht_table *table, uint64_t position, uint64_t n,
 								uint64_t *keys, uint8_t *where);

@@ -344,6 +344,9 @@ table_grow(cpht_table *t, uint64_t min_keys)
 	for (size_t i = 0; i < npending; i++)
 		t->log_where[items[i].where_at] = where[i];
 	t->log_moved = t->log_len > 0;
+	/* Places the caller read out of the log name the old layout. */
+	if (t->held_deletes > 0)
+		t->held_places_stale = 1;
 	free(nt);
 	free(items);
 	free(where);

@@ -96,6 +96,10 @@ struct cpht_table
 	uint64_t	held_deletes;	/* deleted entries the caller read out of the
 								 * log and keeps (cpht_table_hold_deletes):
 								 * their tombstones are kept too */
+	int			held_places_stale;	/* a growth moved the keys while deletes
+									 * were held: their places are gone, so
+									 * cpht_table_undo puts them back with a
+									 * plain put until no delete is held */
 	int			reinserting;	/* table_undo_call is putting evicted keys
 								 * back: a backend must try every key, not
 								 * stop at the first homeless one */

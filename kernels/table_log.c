@@ -366,5 +366,7 @@ cpht_table_hold_deletes(cpht_table *t, int64_t delta)
 		t->held_deletes = 0;
 	else
 		t->held_deletes += (uint64_t) delta;
+	if (t->held_deletes == 0)
+		t->held_places_stale = 0;
 	t->keep_tombstones = t->log_nwhere > 0 || t->held_deletes > 0;
 }

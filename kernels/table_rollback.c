@@ -249,7 +249,16 @@ cpht_table_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_
 
 		while (lo > 0 && (where[lo - 1] != 0) == deleted)
 			lo--;
-		if (deleted)
+		if (deleted && t->held_places_stale)
+		{
+			/* The table grew since these places were read: the keys go
+			 * back wherever a put puts them (a grown table has room, and a
+			 * put may grow it again). */
+			uint64_t	inserted;
+
+			rc = cpht_table_put(t, keys + lo, hi - lo, &inserted);
+		}
+		else if (deleted)
 			rc = table_put_back(t, keys + lo, where + lo, hi - lo);
 		else
 			rc = take_out(t, keys + lo, hi - lo, flags);
