@@ -8,7 +8,9 @@
  * also two pinned host buffers and two device buffers of one chunk each,
  * and a scratch area for the temporaries of one device call (overflow
  * lists, grouping, the cuckoo sort); all grow on first use and are
- * reported by staging_bytes.
+ * reported by staging_bytes.  The transfer buffers for batches as large as
+ * the table, and with them an iceberg table's scratch for a find of one
+ * chunk, are made when the table is.
  *
  * Pipeline.  The caller's arrays are pageable host memory.  A batch goes
  * in chunks: the host copies chunk i+1 into pinned memory and uploads it
@@ -150,13 +152,17 @@ gpu_scratch_reserve(cpht_table *t, size_t bytes)
 	/* Kernels already queued may still use the old area. */
 	GPU_TRY(t, cudaStreamSynchronize(st->comp), "waiting for the table's kernels");
 	grown = bytes + bytes / 8;
-	/* cpht.max_memory counts it (the memory hook). */
+	/*
+	 * cpht.max_memory counts it (the memory hook): the hook is asked for
+	 * the difference only, so from here on it holds `grown` bytes for the
+	 * area, whether the new allocation succeeds (then all of it is in use)
+	 * or fails (then all of it is given back, the old area being freed).
+	 */
 	if (!table_memory_take(grown - st->scratch_cap))
 		return table_fail(t, CPHT_ERR_LIMIT,
 						  "growing the GPU scratch area to %zu bytes would pass the memory limit", grown);
 	if (st->scratch)
 		(void) cudaFree(st->scratch);
-	table_memory_give(st->scratch_cap);
 	st->scratch = NULL;
 	st->scratch_cap = 0;
 	{
@@ -239,6 +245,13 @@ ensure_staging(cpht_table *t, size_t n)
 			return gpu_fail(t, err, "allocating transfer buffers");
 		}
 	}
+	/*
+	 * With them, the scratch an iceberg find of one chunk needs: a find
+	 * then takes no memory of its own, so a table that the memory hook
+	 * keeps from growing still answers finds of any size.
+	 */
+	if (t->params.kind == CPHT_ICEBERG)
+		return gpu_scratch_reserve(t, gpu_iceberg_scratch_bytes((uint32_t) want));
 	return CPHT_OK;
 }
 

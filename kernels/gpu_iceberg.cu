@@ -345,6 +345,16 @@ launch(cpht_table *t, const ice_args &a, uint32_t n, const char *what)
 	return gpu_coop_launch_level<OP>(t, a, n, what);
 }
 
+size_t
+gpu_iceberg_scratch_bytes(uint32_t n)
+{
+	gpu_carve	c = {NULL, 0};
+	gpu_list	ovf;
+
+	gpu_list_carve(&c, &ovf, n, 1);
+	return c.off;
+}
+
 /*
  * Run pass 1 (P1) over the batch, grouped by primary bucket when that pays,
  * then pass 2 (P2) over the overflow list.

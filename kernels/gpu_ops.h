@@ -24,6 +24,10 @@ cpht_status gpu_iceberg_find(cpht_table *t, const uint64_t *dkeys, uint32_t n, u
 cpht_status gpu_iceberg_erase(cpht_table *t, const uint64_t *dkeys, uint32_t n,
 							  uint8_t *dpresent, int to_empty);
 
+/* Scratch bytes an iceberg find, erase or ungrouped find-or-put of n keys
+ * uses (its overflow lists). */
+size_t		gpu_iceberg_scratch_bytes(uint32_t n);
+
 /* ---- cuckoo (gpu_cuckoo.cu) --------------------------------------------- */
 
 /*

@@ -11,7 +11,9 @@
  *      sequence the slot arrays must be equal byte for byte, level by level,
  *      and so must the stashes.  (Within a batch the GPU places keys
  *      concurrently: which of two keys racing for a bucket's last slot wins
- *      may differ, so batches are compared by part B instead.)
+ *      may differ, so batches are compared by part B instead.)  The
+ *      tables have room for every key, so neither grows: a growth moves all
+ *      keys as one batch, which places them as a batch does.
  *
  *   B. Batches, and the slot image moved across: a table filled in batches
  *      on one device has its slots copied into a fresh table of the same
@@ -96,8 +98,8 @@ one_key_calls(cpht_kind kind, int key_bits)
 	uint64_t   *keys = malloc(4000 * sizeof(uint64_t));
 	int			diffs = 0;
 
-	t[0] = make(kind, key_bits, 3000, CPHT_DEVICE_CPU);
-	t[1] = make(kind, key_bits, 3000, other);
+	t[0] = make(kind, key_bits, 4000, CPHT_DEVICE_CPU);
+	t[1] = make(kind, key_bits, 4000, other);
 	for (int i = 0; i < 4000; i++)
 		keys[i] = key_of(&rng, key_bits);
 
@@ -115,6 +117,13 @@ one_key_calls(cpht_kind kind, int key_bits)
 			CHECK(cpht_table_put(t[d], &keys[i], 1, &put) == CPHT_OK, "%s/%d put %d", name, key_bits, i);
 	}
 
+	for (int d = 0; d < 2; d++)
+	{
+		cpht_stats	s;
+
+		CHECK(cpht_table_stats(t[d], &s) == CPHT_OK && s.grows == 0, "%s/%d: the %s table grew", name, key_bits,
+			  d ? "second" : "CPU");
+	}
 	CHECK(cpht_table_count(t[0]) == cpht_table_count(t[1]), "%s/%d counts %llu vs %llu", name, key_bits,
 		  (unsigned long long) cpht_table_count(t[0]), (unsigned long long) cpht_table_count(t[1]));
 	for (int l = 0; l < t[0]->levels; l++)
