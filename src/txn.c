@@ -150,7 +150,10 @@ cpht_txn_before_write(CphtHandle *h)
 	SubTransactionId cur = GetCurrentSubTransactionId();
 	TxnTable   *e;
 
-	if (!h->transactional)
+	/* A shared table's transactions are kept by the cpht worker (its
+	 * writes wait and its ends are sent there: client/waits.c,
+	 * client/xact_end.c), not by savepoints of this session. */
+	if (!h->transactional || h->shared)
 		return;
 	e = txn_touch(h->handle);
 	if (e->depth > 0 && e->stack[e->depth - 1].subid == cur)
