@@ -16,7 +16,10 @@ set -euo pipefail
 db=$1
 : "${CPHT_LOADERS_TXNS:=150}"
 clients=8
-universe=10000
+# ids drawn from: enough that some occur only in rolled-back batches even
+# in a long run (about 3 attempts per id), never fewer than 10000
+universe=$((70 * CPHT_LOADERS_TXNS))
+[ "$universe" -ge 10000 ] || universe=10000
 script="$(dirname "$0")/pgbench/shared_loaders.pgbench"
 pgbench=$(pg_config --bindir)/pgbench
 failed=0

@@ -252,7 +252,7 @@ SQL
 		else
 			create="h := cpht_create($((CPHT_BENCH_RT_KEYS * 4)), transactional => false);"
 		fi
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p'
 DO \$\$
 DECLARE
 	keys bigint[] := array(SELECT (g << 32) | (hashint4(g::int)::bigint & 4294967295)
@@ -323,7 +323,7 @@ if part b; then
 	call_loop() { # device, name or empty
 		local dev=$1 name=$2 handle
 		if [ -n "$name" ]; then handle="cpht_open('$name')"; else handle="cpht_create($((CPHT_BENCH_RT_KEYS * (CPHT_BENCH_RT_CALLS + 2))), transactional => false)"; fi
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p'
 DO \$\$
 DECLARE
 	h int := $handle;
@@ -374,7 +374,7 @@ if part c; then
 	big_call() { # device, name or empty -> "wall_ms trace_table_ms|none ok"
 		local dev=$1 name=$2 handle
 		if [ -n "$name" ]; then handle="cpht_open('$name')"; else handle="cpht_create($((CPHT_BENCH_BIG_KEYS * 2)), transactional => false)"; fi
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev -c cpht.trace=on" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p' |
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev -c cpht.trace=on" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p' |
 DO \$\$
 DECLARE
 	h int := $handle;
@@ -441,7 +441,7 @@ if part d; then
 	fi
 	q -c "SET cpht.device = $SDEV" -c "SELECT cpht_create($CPHT_BENCH_CAPACITY, transactional => false, name => 'cpht_bench_conc')" > /dev/null
 	loader() { # session number -> "batches keys new bad start_epoch end_epoch call_ms"
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p'
 DO \$\$
 DECLARE
 	h int := cpht_open('cpht_bench_conc');
@@ -513,7 +513,7 @@ if part e; then
 		# Each loader puts its batches in transactions; every third is rolled
 		# back after the put and must find its keys new again when repeated.
 		txn_loader() {
-			PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p'
+			PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p'
 DO \$\$
 DECLARE
 	h int := cpht_open('cpht_bench_txn');
