@@ -512,6 +512,7 @@ if part e; then
 	else
 		# Each loader puts its batches in transactions; every third is rolled
 		# back after the put and must find its keys new again when repeated.
+		B=$CPHT_BENCH_BATCH
 		txn_loader() {
 			PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p'
 DO \$\$
