@@ -252,7 +252,7 @@ SQL
 		else
 			create="h := cpht_create($((CPHT_BENCH_RT_KEYS * 4)), transactional => false);"
 		fi
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p'
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL
 DO \$\$
 DECLARE
 	keys bigint[] := array(SELECT (g << 32) | (hashint4(g::int)::bigint & 4294967295)
@@ -323,7 +323,7 @@ if part b; then
 	call_loop() { # device, name or empty
 		local dev=$1 name=$2 handle
 		if [ -n "$name" ]; then handle="cpht_open('$name')"; else handle="cpht_create($((CPHT_BENCH_RT_KEYS * (CPHT_BENCH_RT_CALLS + 2))), transactional => false)"; fi
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p'
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL
 DO \$\$
 DECLARE
 	h int := $handle;
@@ -374,7 +374,7 @@ if part c; then
 	big_call() { # device, name or empty -> "wall_ms trace_table_ms|none ok"
 		local dev=$1 name=$2 handle
 		if [ -n "$name" ]; then handle="cpht_open('$name')"; else handle="cpht_create($((CPHT_BENCH_BIG_KEYS * 2)), transactional => false)"; fi
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev -c cpht.trace=on" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p' |
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev -c cpht.trace=on" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL |
 DO \$\$
 DECLARE
 	h int := $handle;
@@ -441,7 +441,7 @@ if part d; then
 	fi
 	q -c "SET cpht.device = $SDEV" -c "SELECT cpht_create($CPHT_BENCH_CAPACITY, transactional => false, name => 'cpht_bench_conc')" > /dev/null
 	loader() { # session number -> "batches keys new bad start_epoch end_epoch call_ms"
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p'
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL
 DO \$\$
 DECLARE
 	h int := cpht_open('cpht_bench_conc');
@@ -514,7 +514,7 @@ if part e; then
 		# back after the put and must find its keys new again when repeated.
 		B=$CPHT_BENCH_BATCH
 		txn_loader() {
-			PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed -n 's/^NOTICE: *//p; /ERROR/p'
+			PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL
 DO \$\$
 DECLARE
 	h int := cpht_open('cpht_bench_txn');
@@ -527,7 +527,7 @@ DECLARE
 	bad int := 0;
 	n bigint;
 BEGIN
-	WHILE clock_timestamp() < t_end AND (i + 1) * b <= $CPHT_BENCH_CAPACITY * 9 / 10 / $CPHT_BENCH_LOADERS LOOP
+	WHILE clock_timestamp() < t_end AND (i + 1) * b <= ${CPHT_BENCH_CAPACITY}::bigint * 9 / 10 / $CPHT_BENCH_LOADERS LOOP
 		n := cardinality(cpht_fop_new(h, array(SELECT generate_series(base + i * b, base + i * b + b - 1))));
 		IF n <> b THEN bad := bad + 1; END IF;
 		IF i % 3 = 2 THEN
@@ -548,7 +548,8 @@ SQL
 			txn_loader "$s" > "$TMP/txn.$s" &
 		done
 		wait
-		cat "$TMP"/txn.* > "$TMP/txn"
+		# each loader's last NOTICE is its tally; anything else is an error
+		cat "$TMP"/txn.* | sed -n 's/^NOTICE: *//p' > "$TMP/txn"
 		count=$(q -c "SELECT cpht_count(cpht_open('cpht_bench_txn'))")
 		drop_bench_tables
 		read -r batches rollbacks bad t_first t_last <<<"$(awk '
@@ -557,7 +558,7 @@ SQL
 		done_loaders=$(awk 'NF == 5' "$TMP/txn" | wc -l)
 		if [ "$done_loaders" -ne "$CPHT_BENCH_LOADERS" ] || [ "$bad" -ne 0 ] || [ "$count" -ne $((batches * B)) ]; then
 			echo "shared-bench: FAILED: transactional loaders: $done_loaders of $CPHT_BENCH_LOADERS finished, $bad wrong counts, table count $count for $batches committed batches of $B" >&2
-			grep -hv '^[0-9]' "$TMP"/txn.* | head -5 >&2 || true
+			grep -hv '^NOTICE:' "$TMP"/txn.* | head -5 >&2 || true
 			exit 1
 		fi
 		secs=$(awk -v a="$t_first" -v b="$t_last" 'BEGIN { printf "%.2f", b - a }')
