@@ -62,7 +62,7 @@ cpht_check_call(cpht_status status, int32 handle, const char *message, const cha
 					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 					 errmsg("cpht table %d is full", handle),
 					 errdetail("%s", undone_detail(message, undone)),
-					 errhint("Create a larger table with cpht_create() and insert the keys there.")));
+					 errhint("A table created with cpht.grow off keeps its size, and no table grows past what its key_bits allow: create one with cpht.grow on, or a larger capacity or key_bits, and insert the keys there.")));
 			break;
 
 		case CPHT_ERR_NOMEM:
@@ -112,7 +112,7 @@ cpht_check_call(cpht_status status, int32 handle, const char *message, const cha
 					 errmsg("a new cpht table would exceed cpht.max_memory"),
 					 errdetail("%s", undone_detail(message, undone)),
 					 handle > 0 ?
-					 errhint("Commit to free the undo log, use a table with transactional => false, or ask a superuser to raise cpht.max_memory.") :
+					 errhint("A transaction's undo log grows with its changes and a growing table holds its old and new slots at once: commit to free the log, use a table with transactional => false, or ask a superuser to raise cpht.max_memory.") :
 					 errhint("Drop tables with cpht_drop(), create a smaller table, or ask a superuser to raise cpht.max_memory.")));
 			break;
 

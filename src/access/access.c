@@ -128,6 +128,8 @@ shared_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n, uint8 *st
 {
 	uint64		v = cpht_shared_call(t->handle, call, keys, n, status);
 
+	/* where the worker's time went, for cpht.trace */
+	cpht_remote_last_times(&t->times);
 	if (value)
 		*value = v;
 	return CPHT_OK;
@@ -157,8 +159,9 @@ cpht_access_lost(const CphtTable *t)
 	return !t->local && !t->shared && cpht_worker_table_lost(t);
 }
 
-/* A shared table is never transactional: its undo log is the worker's own
- * business, so these are never called for one. */
+/* A shared table's transactions are kept by the cpht worker (worker/
+ * xacts.c), not by this session's savepoints, so the undo log operations
+ * below are never called for one. */
 
 cpht_status
 cpht_access_find_or_put(CphtTable *t, const uint64 *keys, size_t n, uint8 *status)

@@ -91,6 +91,9 @@ cpht_worker_table_create(const cpht_params *params, bool logging, CphtTable *t,
 	req->private_table = true;
 	req->params = *params;
 	req->logging = logging;
+	/* a GPU table's transfer buffers count against cpht.max_memory, as
+	 * they do for a table in the backend */
+	req->memory_budget = cpht_memory_budget();
 	rep = cpht_client_send();
 	if (rep->status != CPHT_OK)
 	{
@@ -99,6 +102,7 @@ cpht_worker_table_create(const cpht_params *params, bool logging, CphtTable *t,
 	}
 	t->remote_id = rep->table_id;
 	t->generation = generation;
+	account(t, rep->memory_delta);
 	return CPHT_OK;
 }
 

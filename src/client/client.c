@@ -16,6 +16,7 @@
 #include "port/pg_bitutils.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "storage/proc.h"
 
 #include "client.h"
@@ -186,6 +187,13 @@ cpht_client_send(void)
 				 slot->rep.detail[0] ? errdetail_internal("%s", slot->rep.detail) : 0,
 				 slot->rep.hint[0] ? errhint("%s", slot->rep.hint) : 0));
 	return &slot->rep;
+}
+
+bool
+cpht_client_idle(void)
+{
+	return attached && PostmasterIsAlive() &&
+		pg_atomic_read_u32(&my_slot()->state) == CPHT_SLOT_IDLE;
 }
 
 CphtReply *

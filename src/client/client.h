@@ -38,6 +38,11 @@ extern CphtReply *cpht_client_send(void);
  */
 extern CphtReply *cpht_client_send_quiet(void);
 
+/* Whether this backend may send a request now: attached, the postmaster
+ * alive, and no request of its own still out (a wait for one ended by
+ * postmaster death leaves it submitted). */
+extern bool cpht_client_idle(void);
+
 /* An arena window for one call (waits, cancelable, while none is free),
  * and its release; a window still held when the backend exits is
  * released then. */
@@ -53,6 +58,10 @@ extern void cpht_client_window_release(int window);
  */
 extern uint64 cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 							   const uint64 *keys, uint64 n, uint8 *status);
+
+/* Where the worker spent the time of this backend's last successful
+ * cpht_remote_call (cpht.trace). */
+extern void cpht_remote_last_times(cpht_call_times *out);
 
 /* COUNT, STATS, REBUILD (returns the tombstones removed) and DROP. */
 extern uint64 cpht_remote_count(const CphtSharedRef *ref);

@@ -24,6 +24,14 @@ check_reply(const CphtReply *rep, int32 handle)
 		cpht_check_status(rep->status, handle, rep->message);
 }
 
+static cpht_call_times last_times;
+
+void
+cpht_remote_last_times(cpht_call_times *out)
+{
+	*out = last_times;
+}
+
 /* The table a request names: a shared table, or (ref NULL) the private
  * table of private_id. */
 static uint64 private_id;
@@ -164,6 +172,7 @@ cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall call,
 		if (conflicts.n == 0)
 		{
 			check_reply(&rep, handle);
+			last_times = rep.times;
 			return value;
 		}
 		cpht_waits_wait(&conflicts, &prev);

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
 
@@ -24,6 +25,13 @@ cpht_waits_tag(CphtRequest *req, bool transactional, bool write)
 		return;
 	if (write)
 	{
+		/* others wait for the writer's xid, and a standby assigns none */
+		if (RecoveryInProgress())
+			ereport(ERROR,
+					(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+					 errmsg("cannot write to a transactional shared cpht table during recovery"),
+					 errdetail("Writes to a transactional shared table need a transaction id, which a server in recovery does not assign."),
+					 errhint("On a standby, use a shared table created with transactional => false.")));
 		req->sub_xid = GetCurrentTransactionId();
 		req->top_xid = GetTopTransactionId();
 		cpht_xact_end_note_write(req->top_xid, req->sub_xid);

@@ -38,9 +38,17 @@ cpht_xact_end_note_write(TransactionId top_xid, TransactionId sub_xid)
 static void
 tell_worker(CphtOp op, TransactionId sub_xid)
 {
-	CphtRequest *req = cpht_client_request();
+	CphtRequest *req;
 	CphtReply  *rep;
 
+	if (!cpht_client_idle())
+	{
+		ereport(WARNING,
+				(errmsg("the cpht worker could not be told that transaction %u ended", written_top),
+				 errdetail("This session cannot send requests to the cpht worker any more.")));
+		return;
+	}
+	req = cpht_client_request();
 	req->op = op;
 	req->top_xid = written_top;
 	req->sub_xid = sub_xid;

@@ -136,6 +136,23 @@ reply_status(CphtReply *rep, cpht_status status, const char *message)
 		strlcpy(rep->message, message, CPHT_TEXT_LEN);
 }
 
+/*
+ * A shared table holds part of a call that could not be undone: nobody
+ * could tell its keys from committed ones, so the table is lost for every
+ * session (58000 naming it from now on), and so is the call.
+ */
+static void
+lose_after_failed_undo(CphtSlot *slot, cpht_table *t, const char *what)
+{
+	char		reason[CPHT_TEXT_LEN];
+
+	snprintf(reason, sizeof(reason), "%s: %s", what, cpht_table_error(t));
+	ereport(WARNING, (errmsg("shared cpht table lost: %s", reason)));
+	slot->rep.value = 0;
+	reply_status(&slot->rep, CPHT_ERR_DEVICE, reason);
+	cpht_worker_table_lose(slot->req.entry, reason);
+}
+
 /* Runs a batch call with the slot's cancel flag as the interrupt check. */
 static void
 run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
@@ -224,22 +241,25 @@ run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 			cpht_table_truncate_log(t, position);
 			return;
 		}
-		ereport(WARNING,
-				(errmsg("could not undo a canceled call on a shared cpht table: %s",
-						cpht_table_error(t))));
+		lose_after_failed_undo(slot, t, "a canceled call could not be undone");
+		return;
 	}
 	if (st == CPHT_OK)
 	{
 		st = cpht_xacts_after_call(&slot->req, t, call, keys, n, status, position);
 		/* its changes could not be recorded for their transaction */
-		if (st != CPHT_OK && cpht_table_rollback_to(t, position) != CPHT_OK)
-			ereport(WARNING,
-					(errmsg("could not undo a call on a shared cpht table: %s",
-							cpht_table_error(t))));
 		if (st != CPHT_OK)
+		{
 			rep->value = 0;
+			if (cpht_table_rollback_to(t, position) != CPHT_OK)
+			{
+				lose_after_failed_undo(slot, t, "a call whose changes could not be recorded could not be undone");
+				return;
+			}
+		}
 	}
 	cpht_table_truncate_log(t, position);
+	cpht_table_call_times(t, &rep->times);
 	reply_status(rep, st, cpht_table_error(t));
 }
 
@@ -247,6 +267,9 @@ static void
 after_write(const CphtRequest *req, cpht_table *t)
 {
 	if (req->private_table)
+		return;
+	/* a table lost by a call whose undo failed is gone */
+	if (tables[req->entry] != t)
 		return;
 	pg_atomic_write_u64(&cpht_catalog[req->entry].count,
 						cpht_xacts_committed_count(req->entry, cpht_table_count(t)));

@@ -388,6 +388,17 @@ cpht_xacts_committed_count(int entry, uint64 physical)
 	return (uint64) count;
 }
 
+/* Writes the committed count of a live table into its catalog entry. */
+static void
+publish_count(int entry)
+{
+	cpht_table *t = cpht_worker_table(entry, table_xacts[entry].table_id);
+
+	if (t != NULL)
+		pg_atomic_write_u64(&cpht_catalog[entry].count,
+							cpht_xacts_committed_count(entry, cpht_table_count(t)));
+}
+
 void
 cpht_xacts_check_rebuild(const CphtRequest *req)
 {
@@ -485,23 +496,33 @@ cpht_xacts_end(const CphtRequest *req)
 		{
 			int			s = tt->nsegs;
 
+			/* a table lost (dropped, or by a failed undo) has no lists */
+			if (tt->entry < 0)
+				continue;
 			while (s > 0 && TransactionIdFollowsOrEquals(tt->segs[s - 1].subxid, req->sub_xid))
 				s--;
 			if (s < tt->nsegs)
 			{
 				undo_from(tt, tt->segs[s].start);
-				tt->nsegs = s;
+				if (tt->entry >= 0)
+					tt->nsegs = s;
 			}
 		}
 		return;
 	}
 	for (tt = x->tables; tt != NULL; tt = next)
 	{
+		int			entry;
+
 		next = tt->next_in_xact;
 		/* Newest first; a table lost by a failed undo has entry -1 now. */
 		if (req->op == CPHT_OP_XACT_ABORT)
 			undo_from(tt, 0);
+		entry = tt->entry;
 		forget(tt);
+		/* cpht_tables() shows the committed count: it changed now */
+		if (entry >= 0)
+			publish_count(entry);
 	}
 	hash_search(xacts, &req->top_xid, HASH_REMOVE, NULL);
 }

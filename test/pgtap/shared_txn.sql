@@ -10,7 +10,7 @@
 --     keys are undone before its waiters go on; streaming waits too;
 --   - rebuild is refused while deletes are pending; PREPARE is refused.
 BEGIN;
-SELECT plan(2 * 35 + 4);
+SELECT plan(2 * 36 + 4);
 
 \ir include/shared_sessions.psql
 
@@ -71,7 +71,7 @@ DECLARE
 	fop text := format($q$SELECT cpht_fop(cpht_open(%L), '%%s')$q$, tname);
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 35);
+		RETURN NEXT skip(why, 36);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('a');
@@ -97,6 +97,8 @@ BEGIN
 	PERFORM dblink_exec('a', 'COMMIT');
 	RETURN NEXT is(pg_temp.result('b'), '{f,t}', kind || ': after the owner commits its key is not new to the waiter');
 	RETURN NEXT is(cpht_find(h, '{1,2,3}'), '{t,t,t}', kind || ': and every key is in the table');
+	RETURN NEXT is((SELECT t.count FROM cpht_tables() t WHERE t.name = tname), 3::bigint,
+		kind || ': cpht_tables counts the keys once their transactions committed');
 
 	-- the owner rolls back: the waiter's key is new
 	PERFORM dblink_exec('a', 'BEGIN');
