@@ -152,6 +152,8 @@ BEGIN
 
 	-- a sticky device fault: the worker restarts, the call gets 58000
 	IF gpu THEN
+		-- a GPU table's transfer buffers (over 2 MB) count against the cap
+		PERFORM dblink_exec('m', 'RESET cpht.max_memory');
 		PERFORM dblink_exec('m', 'SET cpht.device = gpu');
 		h := pg_temp.one('m', $q$SELECT cpht_create(1000)$q$);
 		starts := (cpht_worker_info()->>'worker_starts')::bigint;
