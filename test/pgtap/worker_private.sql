@@ -6,13 +6,14 @@
 --   - cpht.device = gpu/auto is answered by the worker's GPU probe: no
 --     backend of a preloaded server probes the GPU itself (that path raises
 --     XX000), so without a GPU in the worker it fails with 55000;
---   - cpht.max_memory counts the undo log a worker table grows;
+--   - cpht.max_memory counts the undo log a worker table grows and, on the
+--     GPU, a worker table's transfer buffers;
 --   - on the GPU: a sticky device fault restarts the worker and the call
 --     gets 58000.
 -- A worker that exits losing its private tables is checked by
 -- test/run-tests.sh (it signals the worker, which SQL cannot).
 BEGIN;
-SELECT plan(15);
+SELECT plan(16);
 
 \ir include/shared_sessions.psql
 
@@ -152,9 +153,12 @@ BEGIN
 
 	-- a sticky device fault: the worker restarts, the call gets 58000
 	IF gpu THEN
-		-- a GPU table's transfer buffers (over 2 MB) count against the cap
-		PERFORM dblink_exec('m', 'RESET cpht.max_memory');
+		-- a GPU table's transfer buffers (over 2 MB) count against the cap,
+		-- as they do for a GPU table in a backend
 		PERFORM dblink_exec('m', 'SET cpht.device = gpu');
+		RETURN NEXT throws_ok($q$SELECT * FROM dblink('m', 'SELECT cpht_create(1000)') AS t(v text)$q$,
+			'53400', NULL, 'a worker GPU table''s transfer buffers count against cpht.max_memory (53400)');
+		PERFORM dblink_exec('m', 'RESET cpht.max_memory');
 		h := pg_temp.one('m', $q$SELECT cpht_create(1000)$q$);
 		starts := (cpht_worker_info()->>'worker_starts')::bigint;
 		PERFORM dblink_exec('m', 'SET cpht.inject_device_fault = on');
@@ -163,7 +167,7 @@ BEGIN
 		PERFORM dblink_exec('m', 'RESET cpht.inject_device_fault');
 		PERFORM pg_temp.await_worker(starts);
 	ELSE
-		RETURN NEXT skip('no usable GPU in the cpht worker: no sticky device fault to inject', 1);
+		RETURN NEXT skip('no usable GPU in the cpht worker: no GPU transfer buffers, no sticky device fault to inject', 2);
 	END IF;
 	PERFORM dblink_disconnect('m');
 END $$;
