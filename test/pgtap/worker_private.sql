@@ -78,7 +78,7 @@ DECLARE
 	bytes bigint;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 15);
+		RETURN NEXT skip(why, 16);
 		RETURN;
 	END IF;
 	gpu := coalesce((cpht_worker_info()->'gpu'->>'usable')::boolean, false);
