@@ -99,62 +99,45 @@ cmp_pending(const void *a, const void *b)
 	return x->where_at < y->where_at ? -1 : x->where_at > y->where_at;
 }
 
+/* Where collect_pending appends. */
+typedef struct grow_pending
+{
+	pending_entry *items;
+	size_t		n;
+} grow_pending;
+
+static void
+collect_one_pending(void *arg, uint64_t key, uint8_t where, uint64_t where_at)
+{
+	grow_pending *p = arg;
+
+	(void) where;
+	p->items[p->n].key = key;
+	p->items[p->n].where_at = where_at;
+	p->n++;
+}
+
 /* The logged deletes whose keys left a tombstone in the buckets. */
 static cpht_status
 collect_pending(cpht_table *t, pending_entry **out, size_t *nout)
 {
-	pending_entry *items = malloc((size_t) (t->log_nwhere + 1) * sizeof(pending_entry));
-	uint64_t   *keys = NULL;
-	size_t		n = 0;
+	grow_pending p;
+	cpht_status rc;
 
 	*out = NULL;
 	*nout = 0;
-	if (items == NULL)
+	p.items = malloc((size_t) (t->log_nwhere + 1) * sizeof(pending_entry));
+	p.n = 0;
+	if (p.items == NULL)
 		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for growing the table");
-	for (size_t r = 0; r < t->log_nruns; r++)
+	rc = table_log_each_bucket_delete(t, collect_one_pending, &p, "growing the table");
+	if (rc != CPHT_OK)
 	{
-		const cpht_log_run *run = &t->log_runs[r];
-		uint64_t	end = r + 1 < t->log_nruns ? t->log_runs[r + 1].start : t->log_len;
-		size_t		len = (size_t) (end - run->start);
-		const uint64_t *k;
-
-		if (!run->deleted || len == 0)
-			continue;
-		if (table_log_on_backend(t))
-		{
-			uint64_t   *grown = realloc(keys, len * sizeof(uint64_t));
-			cpht_status rc;
-
-			if (grown == NULL)
-			{
-				free(keys);
-				free(items);
-				return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for growing the table");
-			}
-			keys = grown;
-			rc = t->backend->log_read(t, run->start, len, keys);
-			if (rc != CPHT_OK)
-			{
-				free(keys);
-				free(items);
-				return rc;
-			}
-			k = keys;
-		}
-		else
-			k = t->log_keys + run->start;
-		for (size_t i = 0; i < len; i++)
-		{
-			if (t->log_where[run->where_at + i] == CPHT_WHERE_STASH)
-				continue;
-			items[n].key = k[i];
-			items[n].where_at = run->where_at + i;
-			n++;
-		}
+		free(p.items);
+		return rc;
 	}
-	free(keys);
-	*out = items;
-	*nout = n;
+	*out = p.items;
+	*nout = p.n;
 	return CPHT_OK;
 }
 

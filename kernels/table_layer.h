@@ -41,6 +41,15 @@ void		table_log_append(cpht_table *t, const uint64_t *keys, size_t n,
 							 const uint8_t *flags, uint8_t which, int deleted,
 							 uint64_t matches);
 
+/* Every logged delete whose key left a tombstone in the buckets (not the
+ * stash), oldest first: its key, place byte and index in log_where.
+ * Reading the keys of a log kept by the backend needs host memory
+ * (CPHT_ERR_NOMEM; `what` names the operation in the message). */
+typedef void (*table_log_delete_fn) (void *arg, uint64_t key, uint8_t where,
+									 uint64_t where_at);
+cpht_status table_log_each_bucket_delete(cpht_table *t, table_log_delete_fn fn,
+										 void *arg, const char *what);
+
 /* table_rollback.c: take a failed call's keys out again; put deleted keys
  * back where they were */
 cpht_status table_undo_call(cpht_table *t, const uint64_t *keys, size_t n,

@@ -370,3 +370,48 @@ cpht_table_hold_deletes(cpht_table *t, int64_t delta)
 		t->held_places_stale = 0;
 	t->keep_tombstones = t->log_nwhere > 0 || t->held_deletes > 0;
 }
+
+cpht_status
+table_log_each_bucket_delete(cpht_table *t, table_log_delete_fn fn, void *arg,
+							 const char *what)
+{
+	uint64_t   *keys = NULL;
+	cpht_status rc = CPHT_OK;
+
+	for (size_t r = 0; rc == CPHT_OK && r < t->log_nruns; r++)
+	{
+		const cpht_log_run *run = &t->log_runs[r];
+		uint64_t	end = r + 1 < t->log_nruns ? t->log_runs[r + 1].start : t->log_len;
+		size_t		len = (size_t) (end - run->start);
+		const uint64_t *k;
+
+		if (!run->deleted || len == 0)
+			continue;
+		if (table_log_on_backend(t))
+		{
+			uint64_t   *grown = realloc(keys, len * sizeof(uint64_t));
+
+			if (grown == NULL)
+			{
+				rc = table_fail(t, CPHT_ERR_NOMEM, "out of host memory for %s", what);
+				break;
+			}
+			keys = grown;
+			rc = t->backend->log_read(t, run->start, len, keys);
+			if (rc != CPHT_OK)
+				break;
+			k = keys;
+		}
+		else
+			k = t->log_keys + run->start;
+		for (size_t i = 0; i < len; i++)
+		{
+			uint8_t		w = t->log_where[run->where_at + i];
+
+			if (w != CPHT_WHERE_STASH)
+				fn(arg, k[i], w, run->where_at + i);
+		}
+	}
+	free(keys);
+	return rc;
+}

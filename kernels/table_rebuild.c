@@ -94,49 +94,33 @@ level_bytes(const cpht_table *t, int l)
 	return (size_t) (t->params.slots[l] * (uint64_t) (t->level[l].slot_bits / 8));
 }
 
+/* Where add_pending appends. */
+typedef struct rb_pending
+{
+	cpht_table *t;
+	rb_item    *items;
+	size_t	   *n;
+} rb_pending;
+
+static void
+add_one_pending(void *arg, uint64_t key, uint8_t where, uint64_t where_at)
+{
+	rb_pending *p = arg;
+	rb_item    *it = &p->items[(*p->n)++];
+
+	it->key = key;
+	it->order = CPHT_WHERE_ORDER(where);
+	it->bucket = bucket_of(p->t, key, it->order);
+	it->pending = (int64_t) where_at;
+}
+
 /* Add the pending deleted keys of the log (those in buckets) to items. */
 static cpht_status
 add_pending(cpht_table *t, rb_item *items, size_t *n)
 {
-	uint64_t   *keys = NULL;
-	cpht_status rc = CPHT_OK;
+	rb_pending	p = {t, items, n};
 
-	for (size_t r = 0; rc == CPHT_OK && r < t->log_nruns; r++)
-	{
-		const cpht_log_run *run = &t->log_runs[r];
-		uint64_t	end = r + 1 < t->log_nruns ? t->log_runs[r + 1].start : t->log_len;
-		size_t		len = (size_t) (end - run->start);
-		const uint64_t *k;
-
-		if (!run->deleted || len == 0)
-			continue;
-		if (table_log_on_backend(t))
-		{
-			uint64_t   *grown = realloc(keys, len * sizeof(uint64_t));
-
-			if (grown == NULL)
-				return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for rebuilding the table");
-			keys = grown;
-			rc = t->backend->log_read(t, run->start, len, keys);
-			k = keys;
-		}
-		else
-			k = t->log_keys + run->start;
-		for (size_t i = 0; rc == CPHT_OK && i < len; i++)
-		{
-			uint8_t		w = t->log_where[run->where_at + i];
-
-			if (w == CPHT_WHERE_STASH)
-				continue;
-			items[*n].key = k[i];
-			items[*n].order = CPHT_WHERE_ORDER(w);
-			items[*n].bucket = bucket_of(t, k[i], items[*n].order);
-			items[*n].pending = (int64_t) (run->where_at + i);
-			(*n)++;
-		}
-	}
-	free(keys);
-	return rc;
+	return table_log_each_bucket_delete(t, add_one_pending, &p, "rebuilding the table");
 }
 
 /* The first of the key's buckets, in find's order, with a free slot

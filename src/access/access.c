@@ -159,10 +159,6 @@ cpht_access_lost(const CphtTable *t)
 	return !t->local && !t->shared && cpht_worker_table_lost(t);
 }
 
-/* A shared table's transactions are kept by the cpht worker (worker/
- * xacts.c), not by this session's savepoints, so the undo log operations
- * below are never called for one. */
-
 cpht_status
 cpht_access_find_or_put(CphtTable *t, const uint64 *keys, size_t n, uint8 *status)
 {
@@ -267,6 +263,10 @@ cpht_access_call_times(const CphtTable *t, cpht_call_times *out)
 	else
 		*out = t->times;
 }
+
+/* A shared table's transactions are kept by the cpht worker (worker/
+ * xacts.c), not by this session's savepoints, so the undo log operations
+ * below are never called for one. */
 
 uint64
 cpht_access_log_position(CphtTable *t)

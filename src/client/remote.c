@@ -59,6 +59,28 @@ table_request(CphtOp op, const CphtSharedRef *ref)
 }
 
 /*
+ * Sends the request that runs a call (CALL or RUN), tagged with the
+ * caller's transaction on a transactional shared table.  NULL when it met
+ * other transactions' keys (*conflicts has them; nothing ran); otherwise
+ * the reply, also copied to *out, its memory added to *delta.
+ */
+static CphtReply *
+send_run(CphtRequest *req, const CphtSharedRef *ref, CphtCall call,
+		 CphtConflicts *conflicts, CphtReply *out, int64 *delta)
+{
+	CphtReply  *rep;
+
+	if (ref != NULL)
+		cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
+	rep = cpht_client_send();
+	if (cpht_waits_conflicts(rep, conflicts))
+		return NULL;
+	*delta += rep->memory_delta;
+	*out = *rep;
+	return rep;
+}
+
+/*
  * The pieces of one batch call, once.  A kernel status other than CPHT_OK
  * ends it and is left in *out (with the memory the kernels took, summed
  * over the requests) for the caller to raise.  On a transactional shared
@@ -89,13 +111,9 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 			req->call = call;
 			req->window = w;
 			req->nkeys = n;
-			if (ref != NULL)
-				cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
-			rep = cpht_client_send();
-			if (cpht_waits_conflicts(rep, conflicts))
+			rep = send_run(req, ref, call, conflicts, out, &delta);
+			if (rep == NULL)
 				goto done;
-			delta += rep->memory_delta;
-			*out = *rep;
 			value = rep->value;
 			if (status != NULL && rep->status == CPHT_OK)
 				memcpy(status, cpht_window_status(w), n);
@@ -118,13 +136,9 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 			req = table_request(CPHT_OP_RUN, ref);
 			req->call = call;
 			req->total = n;
-			if (ref != NULL)
-				cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
-			rep = cpht_client_send();
-			if (cpht_waits_conflicts(rep, conflicts))
+			rep = send_run(req, ref, call, conflicts, out, &delta);
+			if (rep == NULL)
 				goto done;
-			delta += rep->memory_delta;
-			*out = *rep;
 			value = rep->value;
 			if (status != NULL && rep->status == CPHT_OK)
 			{

@@ -153,6 +153,37 @@ lose_after_failed_undo(CphtSlot *slot, cpht_table *t, const char *what)
 	cpht_worker_table_lose(slot->req.entry, reason);
 }
 
+/* The kernels' batch operation, with the slot's cancel flag as their
+ * interrupt check. */
+static cpht_status
+kernel_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
+			uint64 n, uint8 *status)
+{
+	cpht_status st;
+
+	running_cancel = &slot->cancel;
+	switch (call)
+	{
+		case CPHT_CALL_FOP:
+			st = cpht_table_find_or_put(t, keys, n, status);
+			break;
+		case CPHT_CALL_FIND:
+			st = cpht_table_find(t, keys, n, status);
+			break;
+		case CPHT_CALL_PUT:
+			st = cpht_table_put(t, keys, n, &slot->rep.value);
+			break;
+		case CPHT_CALL_ERASE:
+			st = cpht_table_erase(t, keys, n, status);
+			break;
+		default:
+			running_cancel = NULL;
+			elog(ERROR, "unknown cpht call %d", (int) call);
+	}
+	running_cancel = NULL;
+	return st;
+}
+
 /* Runs a batch call with the slot's cancel flag as the interrupt check. */
 static void
 run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
@@ -175,26 +206,7 @@ run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 	 */
 	if (slot->req.private_table)
 	{
-		running_cancel = &slot->cancel;
-		switch (call)
-		{
-			case CPHT_CALL_FOP:
-				st = cpht_table_find_or_put(t, keys, n, status);
-				break;
-			case CPHT_CALL_FIND:
-				st = cpht_table_find(t, keys, n, status);
-				break;
-			case CPHT_CALL_PUT:
-				st = cpht_table_put(t, keys, n, &rep->value);
-				break;
-			case CPHT_CALL_ERASE:
-				st = cpht_table_erase(t, keys, n, status);
-				break;
-			default:
-				running_cancel = NULL;
-				elog(ERROR, "unknown cpht call %d", (int) call);
-		}
-		running_cancel = NULL;
+		st = kernel_call(slot, t, call, keys, n, status);
 		cpht_table_call_times(t, &rep->times);
 		reply_status(rep, st, cpht_table_error(t));
 		return;
@@ -210,26 +222,7 @@ run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 	 * call.
 	 */
 	position = cpht_table_log_position(t);
-	running_cancel = &slot->cancel;
-	switch (call)
-	{
-		case CPHT_CALL_FOP:
-			st = cpht_table_find_or_put(t, keys, n, status);
-			break;
-		case CPHT_CALL_FIND:
-			st = cpht_table_find(t, keys, n, status);
-			break;
-		case CPHT_CALL_PUT:
-			st = cpht_table_put(t, keys, n, &rep->value);
-			break;
-		case CPHT_CALL_ERASE:
-			st = cpht_table_erase(t, keys, n, status);
-			break;
-		default:
-			running_cancel = NULL;
-			elog(ERROR, "unknown cpht call %d", (int) call);
-	}
-	running_cancel = NULL;
+	st = kernel_call(slot, t, call, keys, n, status);
 	if (st == CPHT_OK && call != CPHT_CALL_FIND && pg_atomic_read_u32(&slot->cancel))
 	{
 		st = cpht_table_rollback_to(t, position);
