@@ -24,6 +24,16 @@
 #                                          runs the 120 rounds of the rollback
 #                                          property (test/pgtap/rollback.sql)
 #                                          N times; once without it
+#   CPHT_TEST_ONLY="shared_txn api" test/run-tests.sh
+#                                          a quick run while developing: only
+#                                          these pgTAP files (test/pgtap/NAME.sql),
+#                                          no pg_regress, no upgrade check; the
+#                                          checks after the preloaded pass
+#                                          (loaders, worker restart) run only
+#                                          when named too: "loaders", "restart"
+#   CPHT_TEST_MODES=plain|preload|both test/run-tests.sh
+#                                          which modes of a throwaway server
+#                                          run (both without it)
 #
 # A throwaway server runs the whole suite twice: first as a plain server
 # (the library loaded by the sessions that use it), then restarted with
@@ -41,12 +51,23 @@ ROOT=$PWD
 : "${CPHT_TEST_DEVICE:=}"
 : "${CPHT_FUZZ_OPS:=}"
 : "${CPHT_ROLLBACK_REPEAT:=}"
+: "${CPHT_TEST_ONLY:=}"
+: "${CPHT_TEST_MODES:=both}"
 TAP_DB=cpht_tap
 
 case "$CPHT_TEST_SERVER" in
 	throwaway | running) ;;
 	*) echo "CPHT_TEST_SERVER must be throwaway or running, not '$CPHT_TEST_SERVER'" >&2; exit 2 ;;
 esac
+case "$CPHT_TEST_MODES" in
+	plain | preload | both) ;;
+	*) echo "CPHT_TEST_MODES must be plain, preload or both, not '$CPHT_TEST_MODES'" >&2; exit 2 ;;
+esac
+# only_has NAME: whether a quick run (CPHT_TEST_ONLY) names NAME; always
+# true for a full run
+only_has() {
+	[ -z "$CPHT_TEST_ONLY" ] || [[ " $CPHT_TEST_ONLY " == *" $1 "* ]]
+}
 case "$CPHT_TEST_DEVICE" in
 	'' | cpu | gpu | auto) ;;
 	*) echo "CPHT_TEST_DEVICE must be cpu, gpu or auto, not '$CPHT_TEST_DEVICE'" >&2; exit 2 ;;
@@ -71,13 +92,24 @@ run_suite() {
 		echo "== every test session runs with cpht.device=$CPHT_TEST_DEVICE"
 	fi
 
-	echo "== pg_regress"
-	rm -f regression.diffs regression.out
-	if ! make installcheck; then
-		failed=1
-		if [ -f regression.diffs ]; then
-			echo "== regression.diffs"
-			cat regression.diffs
+	local tap_files=(test/pgtap/*.sql) name
+	if [ -n "$CPHT_TEST_ONLY" ]; then
+		echo "== quick run: only $CPHT_TEST_ONLY (CPHT_TEST_ONLY); no pg_regress, no upgrade check"
+		tap_files=()
+		for name in $CPHT_TEST_ONLY; do
+			if [ -f "test/pgtap/$name.sql" ]; then
+				tap_files+=("test/pgtap/$name.sql")
+			fi
+		done
+	else
+		echo "== pg_regress"
+		rm -f regression.diffs regression.out
+		if ! make installcheck; then
+			failed=1
+			if [ -f regression.diffs ]; then
+				echo "== regression.diffs"
+				cat regression.diffs
+			fi
 		fi
 	fi
 
@@ -101,14 +133,17 @@ run_suite() {
 	fi
 	# --directives and --comments show skipped tests with their reason and
 	# the diagnostics (which GPU ran), so nothing is skipped unseen.
-	if ! pg_prove -d $TAP_DB --failures --directives --comments ${fuzz_set[@]+"${fuzz_set[@]}"} test/pgtap/*.sql; then
+	if [ ${#tap_files[@]} -gt 0 ] &&
+		! pg_prove -d $TAP_DB --failures --directives --comments ${fuzz_set[@]+"${fuzz_set[@]}"} "${tap_files[@]}"; then
 		failed=1
 	fi
 	psql -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $TAP_DB" || true
 
-	echo "== upgrade from 0.1: ALTER EXTENSION cpht UPDATE against a fresh install"
-	if ! test/upgrade-check.sh; then
-		failed=1
+	if [ -z "$CPHT_TEST_ONLY" ]; then
+		echo "== upgrade from 0.1: ALTER EXTENSION cpht UPDATE against a fresh install"
+		if ! test/upgrade-check.sh; then
+			failed=1
+		fi
 	fi
 
 	if [ $failed -ne 0 ]; then
@@ -120,8 +155,13 @@ run_suite() {
 
 # Both modes on the throwaway server: plain, then preloaded.
 run_both_modes() {
-	echo "== mode 1 of 2: plain server (cpht loaded by the sessions that use it)"
-	run_suite
+	if [ "$CPHT_TEST_MODES" != preload ]; then
+		echo "== mode 1 of 2: plain server (cpht loaded by the sessions that use it)"
+		run_suite
+	fi
+	if [ "$CPHT_TEST_MODES" = plain ]; then
+		return
+	fi
 	echo "== mode 2 of 2: server restarted with shared_preload_libraries = 'cpht'"
 	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "ALTER SYSTEM SET shared_preload_libraries = 'cpht'"
 	pg_ctlcluster "$PGVERSION" regress restart
@@ -130,8 +170,12 @@ run_both_modes() {
 	# whole suite runs against the remote path too (CPU tables included).
 	echo "== every test session runs with cpht.placement=worker"
 	PGOPTIONS="${PGOPTIONS:-} -c cpht.placement=worker" run_suite
-	check_shared_loaders
-	check_worker_restart
+	if only_has loaders; then
+		check_shared_loaders
+	fi
+	if only_has restart; then
+		check_worker_restart
+	fi
 }
 
 # Concurrent loaders on transactional shared tables (test/shared_loaders.sh).
