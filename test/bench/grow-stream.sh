@@ -1,0 +1,70 @@
+#!/bin/bash
+# Streams N distinct keys through cpht_fop_agg into a table created for
+# 1000 keys (it grows all the way) and into one created for N keys, on a
+# running server (PGHOST, PGPORT, PGUSER, PGDATABASE), and checks that
+# every key was reported new exactly once.
+#
+#   CPHT_STREAM_KEYS=500000000 CPHT_STREAM_DEVICE=gpu test/bench/grow-stream.sh
+#
+# The statement time of each stream includes PostgreSQL's executor work
+# (generating the rows, one aggregate transition per row), which is the
+# same for both tables; the same scan into count() measures it, so that
+# "table time" = stream time - count time.  Prints a Markdown table with
+# the median of CPHT_STREAM_REPS runs (3 by default).
+set -euo pipefail
+N=${CPHT_STREAM_KEYS:-500000000}
+DEV=${CPHT_STREAM_DEVICE:-auto}
+REPS=${CPHT_STREAM_REPS:-3}
+KIND=${CPHT_STREAM_KIND:-iceberg}
+
+q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
+q -c "CREATE EXTENSION IF NOT EXISTS cpht" >/dev/null
+
+# distinct keys spread over 62 bits: an odd multiplier is a bijection
+# modulo 2^62, computed in numeric to avoid overflow
+ROWS="SELECT ((g::numeric * 2862933555777941757) % 4611686018427387904)::bigint AS k FROM generate_series(1, $N) g"
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+run_stream() {			# capacity -> "ms|new|count|grows|info"
+	q <<SQL
+SET cpht.device = '$DEV';
+SELECT cpht_create($1, kind => '$KIND') AS h \gset
+SELECT clock_timestamp() AS t0 \gset
+SELECT cpht_fop_agg(:h, k) AS new FROM ($ROWS) s \gset
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz) * 1000)
+	|| '|' || :new || '|' || cpht_count(:h) || '|' || coalesce(cpht_info(:h)->>'grows', '0')
+	|| '|' || (cpht_info(:h)->>'bytes') || '|' || (cpht_info(:h)->>'device_name');
+SELECT cpht_drop(:h) \gset
+SQL
+}
+
+run_count() {
+	q <<SQL
+SELECT clock_timestamp() AS t0 \gset
+SELECT count(k) AS c FROM ($ROWS) s \gset
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz) * 1000);
+SQL
+}
+
+declare -a floor grown sized
+for r in $(seq 1 "$REPS"); do
+	floor+=("$(run_count)")
+	g=$(run_stream 1000); grown+=("${g%%|*}")
+	s=$(run_stream "$N"); sized+=("${s%%|*}")
+	for line in "$g" "$s"; do
+		IFS='|' read -r ms new count grows bytes dev <<<"$line"
+		if [ "$new" != "$N" ] || [ "$count" != "$N" ]; then
+			echo "FAILED: $N keys streamed, $new reported new, $count in the table" >&2
+			exit 1
+		fi
+	done
+	echo "run $r: count ${floor[-1]} ms; grown ${grown[-1]} ms ($(cut -d'|' -f4 <<<"$g") growths, $(cut -d'|' -f5 <<<"$g") bytes); right-sized ${sized[-1]} ms ($(cut -d'|' -f5 <<<"$s") bytes); device $(cut -d'|' -f6 <<<"$g")" >&2
+done
+F=$(printf '%s\n' "${floor[@]}" | median)
+G=$(printf '%s\n' "${grown[@]}" | median)
+S=$(printf '%s\n' "${sized[@]}" | median)
+echo "| keys | kind | device | count(k) ms | stream into cpht_create(1000) ms | stream into cpht_create($N) ms | table time grown / right-sized |"
+echo "|---|---|---|---|---|---|---|"
+awk -v n="$N" -v k="$KIND" -v d="$DEV" -v f="$F" -v g="$G" -v s="$S" \
+	'BEGIN { printf "| %d | %s | %s | %d | %d | %d | %.2f |\n", n, k, d, f, g, s, (g - f) / (s - f) }'
