@@ -267,6 +267,10 @@ cpht_status cpht_table_rebuild(cpht_table *table);
 cpht_status cpht_table_grow(cpht_table *table);
 cpht_status cpht_table_stats(cpht_table *table, cpht_stats *out);
 
+/* Bytes of slot memory the table has now (more than at creation once it
+ * grew): stats' table_bytes, without counting slots. */
+uint64_t	cpht_table_slot_bytes(cpht_table *table);
+
 /*
  * Reading every key out (export), a piece at a time, in bounded memory.
  * A scan position runs from 0 to cpht_table_scan_end(): the slots of each
