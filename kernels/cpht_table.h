@@ -267,6 +267,29 @@ cpht_status cpht_table_rebuild(cpht_table *table);
 cpht_status cpht_table_grow(cpht_table *table);
 cpht_status cpht_table_stats(cpht_table *table, cpht_stats *out);
 
+/* Bytes of slot memory the table has now (more than at creation once it
+ * grew): stats' table_bytes, without counting slots. */
+uint64_t	cpht_table_slot_bytes(cpht_table *table);
+
+/*
+ * Reading every key out (export), a piece at a time, in bounded memory.
+ * A scan position runs from 0 to cpht_table_scan_end(): the slots of each
+ * level in turn, then the stash.  scan_keys reads at most `max` positions
+ * from *position on (slots on the GPU are copied to the host a range at a
+ * time), writes the live keys among them to keys[0..*n) (so *n <= max) and
+ * advances *position.  The keys come in slot order, not sorted.
+ *
+ * A scan spread over several calls sees one state of the table only if
+ * nothing changed it in between: cpht_table_changes() counts the calls that
+ * changed the keys or their places (puts, deletes, rollbacks, growth,
+ * rebuild; a find or a find-or-put that inserted nothing does not count),
+ * so a caller compares it at the start and the end of its scan.
+ */
+cpht_status cpht_table_scan_keys(cpht_table *table, uint64_t *position,
+								 uint64_t *keys, size_t max, size_t *n);
+uint64_t	cpht_table_scan_end(cpht_table *table);
+uint64_t	cpht_table_changes(cpht_table *table);
+
 /* Message of the last failed call on this table. */
 const char *cpht_table_error(const cpht_table *table);
 

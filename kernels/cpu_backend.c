@@ -495,6 +495,16 @@ cpu_copy_slots(cpht_table *t, int level, void *host)
 }
 
 static cpht_status
+cpu_copy_slot_range(cpht_table *t, int level, uint64_t first, uint64_t count, void *host)
+{
+	const layout_level *lv = &t->level[level];
+	size_t		width = (size_t) (lv->slot_bits / 8);
+
+	memcpy(host, (const char *) lv->slots + (size_t) first * width, (size_t) count * width);
+	return CPHT_OK;
+}
+
+static cpht_status
 cpu_write_slots(cpht_table *t, int level, const void *host)
 {
 	const layout_level *lv = &t->level[level];
@@ -618,4 +628,5 @@ const cpht_backend cpht_cpu_backend = {
 	.revive = cpu_revive,
 	.write_slots = cpu_write_slots,
 	.move_keys = cpu_move_keys,
+	.copy_slot_range = cpu_copy_slot_range,
 };

@@ -779,4 +779,5 @@ extern "C" const cpht_backend cpht_gpu_backend = {
 	gpu_log_release,
 	gpu_device_memory,
 	gpu_move_keys,
+	gpu_copy_slot_range,
 };

@@ -111,6 +111,7 @@ cpht_status gpu_revive(cpht_table *t, const uint64_t *dkeys, const uint8_t *dwhe
 
 /* Copy a level's slot array to or from host memory.  Wait for the device. */
 cpht_status gpu_copy_level(cpht_table *t, int level, void *host);
+cpht_status gpu_copy_slot_range(cpht_table *t, int level, uint64_t first, uint64_t count, void *host);
 cpht_status gpu_write_level(cpht_table *t, int level, const void *host);
 
 /* ---- growth (gpu_grow.cu) ----------------------------------------------- */

@@ -1,6 +1,7 @@
 /*
  * gpu_revive.cu — putting back keys whose deletion a rollback undoes, and
- * moving a level's slots between device and host for a rebuild.
+ * moving a level's slots between device and host for a rebuild, and a
+ * range of them to the host for an export.
  *
  * Revive is rare and runs alone on the table (rollbacks never overlap other
  * calls), so it is one thread per key: the key goes back into the very slot
@@ -108,6 +109,21 @@ gpu_copy_level(cpht_table *t, int level, void *host)
 
 	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
 	GPU_TRY(t, cudaMemcpyAsync(host, lv->slots, bytes, cudaMemcpyDeviceToHost, st->comp),
+			"copying slots to the host");
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "copying slots to the host");
+	return CPHT_OK;
+}
+
+cpht_status
+gpu_copy_slot_range(cpht_table *t, int level, uint64_t first, uint64_t count, void *host)
+{
+	gpu_state  *st = gpu_state_of(t);
+	const layout_level *lv = &t->level[level];
+	size_t		width = (size_t) (lv->slot_bits / 8);
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	GPU_TRY(t, cudaMemcpyAsync(host, (const char *) lv->slots + (size_t) first * width,
+							   (size_t) count * width, cudaMemcpyDeviceToHost, st->comp),
 			"copying slots to the host");
 	GPU_TRY(t, cudaStreamSynchronize(st->comp), "copying slots to the host");
 	return CPHT_OK;

@@ -335,6 +335,7 @@ table_grow(cpht_table *t, uint64_t min_keys)
 	free(where);
 
 	t->grows++;
+	t->changes++;
 	t->last_grow_ms = table_clock_ms() - start;
 	t->last_grow_at_us = wall_clock_us();
 	t->times.grow += t->last_grow_ms;

@@ -111,6 +111,8 @@ struct cpht_table
 	double		last_grow_ms;
 	int64_t		last_grow_at_us;
 	uint64_t	initial_slots;	/* all levels, at creation */
+	uint64_t	changes;		/* calls that changed the keys or their places
+								 * (cpht_table_changes) */
 	int64_t		grown_bytes;	/* slot bytes taken from the memory hook
 								 * by growth (given back at destroy) */
 	/* streams (cpht_stream_*): the batch running on a helper thread */
@@ -156,6 +158,8 @@ struct cpht_table
  *   CPHT_FULL when that slot is not a tombstone (never, while the rules
  *   above hold).
  * write_slots: copy level l's slots from host memory (rebuild).
+ * copy_slot_range: copy slots [first, first + count) of level l to host
+ *   memory, packed at their width (export reads a table a piece at a time).
  * move_keys: insert every live key of `from` (same kind and backend; its
  *   slots are only read) into `to`, a new empty table (growth); the keys are
  *   distinct and absent from `to`.  *full = keys that found no slot (then
@@ -195,6 +199,9 @@ struct cpht_backend
 	/* free and total memory of the table's device (NULL: host memory) */
 	void		(*device_memory) (cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes);
 	cpht_status (*move_keys) (cpht_table *to, cpht_table *from, uint64_t *full);
+	/* slots [first, first + count) of level l to host memory (scan_keys) */
+	cpht_status (*copy_slot_range) (cpht_table *t, int level, uint64_t first,
+									uint64_t count, void *host);
 };
 
 extern const cpht_backend cpht_cpu_backend;

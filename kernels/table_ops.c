@@ -110,6 +110,8 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 		double		log_start = table_clock_ms();
 
 		t->count += puts;
+		if (puts > 0)
+			t->changes++;
 		if (on_backend)
 			table_log_mark(t, 0, puts);
 		else
@@ -355,6 +357,7 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 		/* Nothing is deleted without a log entry: put the keys back. */
 		memcpy(why, t->errmsg, sizeof(why));
 		t->count -= ngone;		/* table_put_back counts them in again */
+		t->changes++;
 		undo = table_put_back(t, gone, where, ngone);
 		if (undo == CPHT_OK)
 			memcpy(t->errmsg, why, sizeof(why));
@@ -364,6 +367,8 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 	else
 	{
 		t->count -= ngone;
+		if (ngone > 0)
+			t->changes++;
 		if (t->logging && ngone > 0)
 		{
 			if (!table_log_on_backend(t))

@@ -339,6 +339,7 @@ cpht_table_rebuild(cpht_table *t)
 					 slot_encode(layout_remainder(layout_level_perm(lv, t->params.key_bits, choice), it->key),
 								 choice, lv->choice_bits));
 	}
+	t->changes++;
 	for (int l = 0; rc == CPHT_OK && l < t->levels; l++)
 		rc = t->backend->write_slots(t, l, copy[l]);
 	if (rc == CPHT_OK)

@@ -30,6 +30,7 @@ table_undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *st
 	cpht_tally	tally;
 	cpht_status rc;
 
+	t->changes++;
 	if (added == NULL || flags == NULL)
 	{
 		free(added);
@@ -115,6 +116,7 @@ table_put_back(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t
 		rc = table_stash_add(t, stashed, nstashed);
 	if (rc == CPHT_OK)
 		t->count += n;
+	t->changes++;
 	free(slotted);
 	free(places);
 	free(status);
@@ -129,6 +131,7 @@ take_out(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *flags)
 	cpht_tally	tally = {0, 0};
 	cpht_status rc = t->backend->erase(t, keys, n, flags, 0, &tally, CPHT_NO_LOG);
 
+	t->changes++;
 	if (rc != CPHT_OK)
 		return rc;
 	for (size_t i = 0; t->nstash > 0 && i < n; i++)
@@ -154,6 +157,7 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 	end = t->log_len;
 	if (position >= end)
 		return CPHT_OK;
+	t->changes++;
 	for (size_t r = 0; r < t->log_nruns; r++)
 	{
 		uint64_t	lo = t->log_runs[r].start > position ? t->log_runs[r].start : position;

@@ -13,6 +13,17 @@ cpht_table_count(cpht_table *t)
 	return t->count;
 }
 
+uint64_t
+cpht_table_slot_bytes(cpht_table *t)
+{
+	uint64_t	bytes = 0;
+
+	table_settle(t);			/* a stream's batch may be growing it */
+	for (int l = 0; l < t->levels; l++)
+		bytes += t->params.slots[l] * (uint64_t) (t->level[l].slot_bits / 8);
+	return bytes;
+}
+
 cpht_status
 cpht_table_stats(cpht_table *t, cpht_stats *out)
 {
@@ -29,8 +40,8 @@ cpht_table_stats(cpht_table *t, cpht_stats *out)
 		out->slots[l] = t->params.slots[l];
 		out->bucket_slots[l] = t->level[l].bucket_slots;
 		out->slot_bits[l] = t->level[l].slot_bits;
-		out->table_bytes += t->params.slots[l] * (uint64_t) (t->level[l].slot_bits / 8);
 	}
+	out->table_bytes = cpht_table_slot_bytes(t);
 	out->stashed = t->nstash;
 	out->log_entries = t->log_len;
 	out->log_bytes = t->log_cap * sizeof(uint64_t) + t->log_runs_cap * sizeof(cpht_log_run);

@@ -58,3 +58,61 @@ COMMENT ON FUNCTION cpht_worker_info() IS
 -- reports initial_slots, grows, last_grow_ms, last_grow_at and bytes_per_key.
 COMMENT ON FUNCTION cpht_info(int) IS
 'the table''s kind, device, layout (slots per level, now and at creation), fill, growths (how many, the last one''s time and duration), bytes per key and undo log, as jsonb';
+
+-- ---- Export and import of a table's keys -----------------------------------
+-- One byte format (a versioned header, little-endian keys, a CRC-32C
+-- trailer) for server files and for streams of bytea chunks, loadable into
+-- any table: another kind, key_bits, device or server.  The file functions
+-- check the role's privileges themselves (pg_write_server_files,
+-- pg_read_server_files), like COPY to and from files.
+
+CREATE FUNCTION cpht_export(handle int, OUT seq bigint, OUT chunk bytea)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'cpht_export'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED ROWS 3;
+
+COMMENT ON FUNCTION cpht_export(int) IS
+'the table''s keys as an export: rows of bytea chunks (header, keys, CRC trailer) that concatenated in seq order are the file cpht_export_file writes; load them with cpht_import_agg(handle, chunk ORDER BY seq)';
+
+CREATE FUNCTION cpht_export_file(handle int, path text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_export_file'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_export_file(int, text) IS
+'writes the table''s keys to a file on the server (roles with pg_write_server_files), through a temporary file renamed into place; returns the number of keys';
+
+CREATE FUNCTION cpht_import_file(handle int, path text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_import_file'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_import_file(int, text) IS
+'find-or-put of the keys of an export file on the server (roles with pg_read_server_files), checked whole before any key is put; returns how many keys were new';
+
+CREATE FUNCTION cpht_import_agg_step(internal, handle int, chunk bytea)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'cpht_import_agg_step'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION cpht_import_agg_final(internal)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_import_agg_final'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE AGGREGATE cpht_import_agg(handle int, chunk bytea) (
+	SFUNC = cpht_import_agg_step,
+	STYPE = internal,
+	FINALFUNC = cpht_import_agg_final,
+	FINALFUNC_MODIFY = READ_WRITE,
+	PARALLEL = UNSAFE
+);
+
+-- CREATE AGGREGATE records an aggregate as IMMUTABLE, and the planner reads
+-- the aggregate's own row: cpht_import_agg inserts keys (as cpht_fop_agg).
+UPDATE pg_catalog.pg_proc
+SET provolatile = 'v'
+WHERE oid = 'cpht_import_agg(int, bytea)'::pg_catalog.regprocedure;
+
+COMMENT ON AGGREGATE cpht_import_agg(int, bytea) IS
+'find-or-put of the keys of an export given as its chunks in order (ORDER BY seq; split anywhere); returns how many keys were new';

@@ -178,7 +178,8 @@ cpht_tables(PG_FUNCTION_ARGS)
 			nulls[4] = true;
 		else
 			values[4] = Int64GetDatum((int64) cpht_access_count(entry->table));
-		values[5] = Int64GetDatum((int64) entry->bytes);
+		/* what it has now: it may have grown since created */
+		values[5] = Int64GetDatum((int64) cpht_access_slot_bytes(entry->table, entry->bytes));
 		nulls[6] = nulls[7] = true;
 		values[8] = BoolGetDatum(false);
 		values[9] = CStringGetTextDatum(cpht_access_placement(entry->table));

@@ -216,11 +216,25 @@ check_worker_restart() {
 		echo "== FAILED: the table the stopped worker held is not reported lost: $out"
 		return 1
 	fi
+	# a lost shared table is created again under its name, by a session
+	# that never opened it, and then works
+	out=$(psql -X -q -At -d postgres 2>&1 <<'SQL' || true
+SELECT cpht_create(1000, transactional => false, name => 'restart_check') > 0 AS created;
+SELECT 'put ' || cpht_put(cpht_open('restart_check'), '{1,2,3}');
+SELECT 'listed ' || count(*) FROM cpht_tables() WHERE name = 'restart_check';
+SQL
+)
+	if ! grep -q "^t$" <<<"$out" || ! grep -q "^put 3$" <<<"$out" || ! grep -q "^listed 1$" <<<"$out"; then
+		echo "== FAILED: a lost shared table cannot be created again under its name: $out"
+		return 1
+	fi
+	echo "== a lost shared table is created again under its name"
 	# a private table in the worker, used by its session after the worker
 	# that held it was stopped: lost, named by its handle
 	out=$(psql -X -q -At -d postgres 2>&1 <<'SQL' || true
 SET cpht.placement = worker;
 SELECT cpht_create(1000) AS h, cpht_worker_info()->>'worker_pid' AS w \gset
+SELECT cpht_create(1000, name => 'restart_drop') AS s \gset
 SELECT set_config('cpht_check.starts', cpht_worker_info()->>'worker_starts', false);
 -- the server signals the worker (both run as the server's user)
 SELECT format('COPY (SELECT 1) TO PROGRAM %L', 'kill -TERM ' || :'w') \gexec
@@ -235,14 +249,23 @@ SELECT cpht_count(:h);
 SELECT 'listed, count null: ' || bool_and(count IS NULL) FROM cpht_tables() WHERE handle = :h;
 SELECT cpht_drop(:h);
 SELECT 'dropped';
+-- a lost shared table dropped by a session that holds its handle: its name is free
+SELECT cpht_open('restart_drop');
+SELECT cpht_drop(:s);
+SELECT cpht_open('restart_drop');
+SELECT 'created again ' || (cpht_create(1000, name => 'restart_drop') > 0);
+SELECT 'count ' || cpht_count(cpht_open('restart_drop'));
+SELECT cpht_drop(cpht_open('restart_drop'));
 SQL
 )
 	if ! grep -q "cpht table 1 was lost" <<<"$out" || ! grep -q "^listed, count null: true" <<<"$out" ||
-		! grep -q "^dropped" <<<"$out"; then
+		! grep -q "^dropped" <<<"$out" || ! grep -q 'shared cpht table "restart_drop" was lost' <<<"$out" ||
+		! grep -q 'shared cpht table "restart_drop" does not exist' <<<"$out" ||
+		! grep -q "^created again true$" <<<"$out" || ! grep -q "^count 0$" <<<"$out"; then
 		echo "== FAILED: a private table of the stopped worker is not reported lost, or cannot be dropped: $out"
 		return 1
 	fi
-	echo "== a private table of the stopped worker is reported lost and can be dropped"
+	echo "== a private table and a shared table of the stopped worker are reported lost and can be dropped; the shared one's name is free again"
 	psql -X -q -d postgres -c "SELECT cpht_drop(cpht_open('restart_check'))" > /dev/null 2>&1 || true
 	psql -X -q -d postgres -c "DROP EXTENSION cpht" > /dev/null
 	echo "== a new cpht worker ($pid -> ${info%%|*}) serves, and the old one's table is reported lost"

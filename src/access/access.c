@@ -153,6 +153,14 @@ cpht_access_placement(const CphtTable *t)
 	return t->local ? "backend" : "worker";
 }
 
+uint64
+cpht_access_slot_bytes(CphtTable *t, uint64 created_bytes)
+{
+	if (t->local)
+		return cpht_table_slot_bytes(t->local);
+	return t->slot_bytes != 0 ? t->slot_bytes : created_bytes;
+}
+
 bool
 cpht_access_lost(const CphtTable *t)
 {
@@ -247,6 +255,39 @@ cpht_access_stats(CphtTable *t, cpht_stats *out)
 		return CPHT_OK;
 	}
 	return t->local ? cpht_table_stats(t->local, out) : cpht_worker_table_stats(t, out);
+}
+
+cpht_status
+cpht_access_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max,
+				 CphtScanPiece *piece)
+{
+	cpht_status st;
+
+	memset(piece, 0, sizeof(*piece));
+	if (t->local)
+	{
+		st = cpht_table_scan_keys(t->local, position, keys, max, &piece->n);
+		piece->end = cpht_table_scan_end(t->local);
+		piece->changes = cpht_table_changes(t->local);
+		piece->count = cpht_table_count(t->local);
+		return st;
+	}
+	if (t->shared)
+	{
+		CphtSharedRef ref = cpht_shared_ref(t->handle, NULL, NULL);
+		CphtReply	rep;
+
+		cpht_remote_scan(&ref, 0, *position, keys, max, &rep);
+		if (rep.status != CPHT_OK)
+			cpht_check_status(rep.status, t->handle, rep.message);
+		piece->n = rep.value;
+		*position = rep.scan_position;
+		piece->end = rep.scan_end;
+		piece->changes = rep.scan_changes;
+		piece->count = rep.scan_count;
+		return CPHT_OK;
+	}
+	return cpht_worker_table_scan(t, position, keys, max, piece);
 }
 
 const char *

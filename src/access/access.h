@@ -62,6 +62,10 @@ extern void cpht_access_destroy(CphtTable *t);
 /* "backend" or "worker". */
 extern const char *cpht_access_placement(const CphtTable *t);
 
+/* Bytes of slot memory the table has now (it grows); created_bytes until
+ * a table in the worker has answered a call. */
+extern uint64 cpht_access_slot_bytes(CphtTable *t, uint64 created_bytes);
+
 /* Whether the table lived in a cpht worker that exited. */
 extern bool cpht_access_lost(const CphtTable *t);
 
@@ -75,6 +79,26 @@ extern cpht_status cpht_access_rebuild(CphtTable *t, uint64 *removed);
 extern cpht_status cpht_access_stats(CphtTable *t, cpht_stats *out);
 extern const char *cpht_access_error(const CphtTable *t);
 extern void cpht_access_call_times(const CphtTable *t, cpht_call_times *out);
+
+/*
+ * A piece of an export (cpht_table_scan_keys): at most max keys from
+ * *position on into keys[0..piece->n), *position advanced; the piece says
+ * where the scan ends and the table's change counter and key count as of
+ * this piece, so that the caller sees whether the table changed between
+ * pieces.  A table in the worker reads at most a transfer window a piece;
+ * a transactional shared table is read only while no other transaction
+ * has changes on it (the call waits for them).
+ */
+typedef struct CphtScanPiece
+{
+	size_t		n;
+	uint64		end;
+	uint64		changes;
+	uint64		count;
+} CphtScanPiece;
+
+extern cpht_status cpht_access_scan(CphtTable *t, uint64 *position, uint64 *keys,
+									size_t max, CphtScanPiece *piece);
 
 /* The undo log (txn.c).  rollback_to and truncate_log never raise: they
  * run in transaction callbacks; a worker that cannot be asked makes

@@ -16,6 +16,7 @@ struct CphtTable
 	uint64		generation;		/* the worker start that holds it */
 	int64		memory;			/* bytes its kernels took there, counted
 								 * against cpht.max_memory */
+	uint64		slot_bytes;		/* its slot memory as of the last reply */
 	int32		handle;			/* 0 until registered */
 	bool		shared;			/* a shared table's handle (shared_tables.c) */
 	char		error[CPHT_TEXT_LEN];	/* message of the last failed call */
@@ -45,6 +46,8 @@ extern cpht_status cpht_worker_table_call(CphtTable *t, CphtCall call, const uin
 extern uint64 cpht_worker_table_count(CphtTable *t);
 extern cpht_status cpht_worker_table_rebuild(CphtTable *t, uint64 *removed);
 extern cpht_status cpht_worker_table_stats(CphtTable *t, cpht_stats *out);
+extern cpht_status cpht_worker_table_scan(CphtTable *t, uint64 *position, uint64 *keys,
+										  size_t max, CphtScanPiece *piece);
 extern uint64 cpht_worker_table_log_position(CphtTable *t);
 extern cpht_status cpht_worker_table_rollback_to(CphtTable *t, uint64 position);
 extern void cpht_worker_table_truncate_log(CphtTable *t, uint64 position);

@@ -66,6 +66,8 @@ check_alive(const CphtTable *t)
 static cpht_status
 take_status(CphtTable *t, const CphtReply *rep)
 {
+	if (rep->table_bytes != 0)
+		t->slot_bytes = rep->table_bytes;
 	if (rep->status != CPHT_OK)
 		strlcpy(t->error, rep->message, sizeof(t->error));
 	return rep->status;
@@ -102,6 +104,7 @@ cpht_worker_table_create(const cpht_params *params, bool logging, CphtTable *t,
 	}
 	t->remote_id = rep->table_id;
 	t->generation = generation;
+	t->slot_bytes = rep->table_bytes;
 	account(t, rep->memory_delta);
 	return CPHT_OK;
 }
@@ -172,6 +175,25 @@ cpht_worker_table_stats(CphtTable *t, cpht_stats *out)
 	rep = cpht_remote_private(CPHT_OP_STATS, t->remote_id, PG_UINT64_MAX, 0);
 	*out = rep->stats;
 	return take_status(t, rep);
+}
+
+cpht_status
+cpht_worker_table_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max,
+					   CphtScanPiece *piece)
+{
+	CphtReply	rep;
+
+	check_alive(t);
+	cpht_remote_scan(NULL, t->remote_id, *position, keys, max, &rep);
+	if (rep.status == CPHT_OK)
+	{
+		piece->n = rep.value;
+		*position = rep.scan_position;
+	}
+	piece->end = rep.scan_end;
+	piece->changes = rep.scan_changes;
+	piece->count = rep.scan_count;
+	return take_status(t, &rep);
 }
 
 uint64

@@ -69,6 +69,16 @@ extern void cpht_remote_stats(const CphtSharedRef *ref, int32 handle, cpht_stats
 extern uint64 cpht_remote_rebuild(const CphtSharedRef *ref, int32 handle);
 extern void cpht_remote_drop(const CphtSharedRef *ref);
 
+/*
+ * A piece of an export (SCAN) of a shared table (ref), or of the private
+ * table table_id (ref NULL): at most max keys (and no more than a window)
+ * into keys[0..out->value), the kernel status and the scan_* fields in
+ * *out.  On a transactional shared table it first waits for the other
+ * transactions that have changes on it.
+ */
+extern void cpht_remote_scan(const CphtSharedRef *ref, uint64 table_id, uint64 position,
+							 uint64 *keys, uint64 max, CphtReply *out);
+
 /* False once the backend left its slot on the way out (and without
  * preloading): no request can be sent any more. */
 extern bool cpht_client_can_send(void);

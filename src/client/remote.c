@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "errors.h"
+#include "memcap.h"
 #include "waits.h"
 
 static void
@@ -95,10 +96,34 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 	uint64		value = 0;
 	int			w;
 	int64		delta = 0;
+	uint64		large_bytes = 0;
 
 	memset(out, 0, sizeof(*out));
 
-	w = cpht_client_window_acquire();
+	/*
+	 * A call larger than a window is assembled in a buffer of the worker,
+	 * a key and a status byte per key, for as long as the call runs: this
+	 * session's memory, counted against its cpht.max_memory like a
+	 * stream's buffers (53400 before anything is sent).  A private table's
+	 * kernels get what the cap leaves beside it.
+	 */
+	if (n > window_keys)
+	{
+		large_bytes = n * (sizeof(uint64) + 1);
+		cpht_memory_reserve(large_bytes, "cpht worker buffer of a large call");
+		if (ref == NULL && private_budget != PG_UINT64_MAX)
+			private_budget = private_budget > large_bytes ? private_budget - large_bytes : 0;
+	}
+	PG_TRY();
+	{
+		w = cpht_client_window_acquire();
+	}
+	PG_CATCH();
+	{
+		cpht_memory_release(large_bytes);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	PG_TRY();
 	{
 		CphtRequest *req;
@@ -161,6 +186,7 @@ done:
 	PG_FINALLY();
 	{
 		cpht_client_window_release(w);
+		cpht_memory_release(large_bytes);
 	}
 	PG_END_TRY();
 	out->memory_delta = delta;
@@ -245,6 +271,55 @@ cpht_remote_rebuild(const CphtSharedRef *ref, int32 handle)
 	rep = cpht_client_send();
 	check_reply(rep, handle);
 	return rep->value;
+}
+
+void
+cpht_remote_scan(const CphtSharedRef *ref, uint64 table_id, uint64 position,
+				 uint64 *keys, uint64 max, CphtReply *out)
+{
+	CphtConflicts prev;
+
+	prev.n = 0;
+	max = Min(max, cpht_control->window_keys);
+	/* While other transactions have changes on the table: wait, again. */
+	for (;;)
+	{
+		CphtConflicts conflicts;
+		int			w;
+
+		conflicts.n = 0;
+		w = cpht_client_window_acquire();
+		PG_TRY();
+		{
+			CphtRequest *req;
+			CphtReply  *rep;
+
+			private_id = table_id;
+			private_budget = PG_UINT64_MAX;
+			req = table_request(CPHT_OP_SCAN, ref);
+			req->window = w;
+			req->offset = position;
+			req->nkeys = max;
+			if (ref != NULL)
+				cpht_waits_tag(req, ref->transactional, false);
+			rep = cpht_client_send();
+			if (!cpht_waits_conflicts(rep, &conflicts))
+			{
+				*out = *rep;
+				if (rep->status == CPHT_OK)
+					memcpy(keys, cpht_window_keys(w), sizeof(uint64) * rep->value);
+			}
+		}
+		PG_FINALLY();
+		{
+			cpht_client_window_release(w);
+		}
+		PG_END_TRY();
+		if (conflicts.n == 0)
+			return;
+		cpht_waits_wait(&conflicts, &prev);
+		prev = conflicts;
+	}
 }
 
 void

@@ -51,7 +51,14 @@ typedef enum CphtOp
 	 * is the aborting subtransaction) */
 	CPHT_OP_XACT_COMMIT,
 	CPHT_OP_XACT_ABORT,
-	CPHT_OP_XACT_ROLLBACK_TO
+	CPHT_OP_XACT_ROLLBACK_TO,
+	/*
+	 * Export: up to nkeys keys of the table's scan from position `offset`
+	 * into the window (reply: value keys, and the scan_* fields).  On a
+	 * transactional shared table it answers with conflicts while other
+	 * transactions have changes on it, so an export sees committed keys.
+	 */
+	CPHT_OP_SCAN
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
@@ -139,6 +146,15 @@ typedef struct CphtReply
 	int			nconflicts;
 	TransactionId conflicts[CPHT_MAX_CONFLICTS];	/* of the first changes */
 	TransactionId conflict_tops[CPHT_MAX_CONFLICTS];	/* their top xids */
+	/* SCAN: the position after the piece, where the scan ends, and the
+	 * table's change counter and key count (cpht_table_scan_keys) */
+	uint64		scan_position;
+	uint64		scan_end;
+	uint64		scan_changes;
+	uint64		scan_count;
+	/* Slot bytes of a private table after the request (0: not one); a
+	 * table that grew has more than it was created with. */
+	uint64		table_bytes;
 } CphtReply;
 
 typedef struct CphtSlot

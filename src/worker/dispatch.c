@@ -259,6 +259,8 @@ run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 static void
 after_write(const CphtRequest *req, cpht_table *t)
 {
+	uint64		bytes;
+
 	if (req->private_table)
 		return;
 	/* a table lost by a call whose undo failed is gone */
@@ -266,6 +268,14 @@ after_write(const CphtRequest *req, cpht_table *t)
 		return;
 	pg_atomic_write_u64(&cpht_catalog[req->entry].count,
 						cpht_xacts_committed_count(req->entry, cpht_table_count(t)));
+	/* a write may have grown the table: cpht_tables() shows its bytes */
+	bytes = cpht_table_slot_bytes(t);
+	if (bytes != cpht_catalog[req->entry].bytes)
+	{
+		LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
+		cpht_catalog[req->entry].bytes = bytes;
+		LWLockRelease(cpht_control->catalog_lock);
+	}
 }
 
 static void
@@ -471,6 +481,35 @@ op_download(CphtSlot *slot, LargeCall *c)
 		large_free(c);
 }
 
+/*
+ * A piece of an export, into the request's window.  A transactional shared
+ * table is read only while no other transaction has changes on it, so the
+ * keys are committed ones (or the caller's own).
+ */
+static void
+op_scan(CphtSlot *slot)
+{
+	const CphtRequest *req = &slot->req;
+	CphtReply  *rep = &slot->rep;
+	cpht_table *t = request_table(req);
+	uint64		position = req->offset;
+	size_t		n = 0;
+
+	check_window(req);
+	if (cpht_xacts_scan_conflicts(req, rep))
+		return;
+	running_cancel = &slot->cancel;
+	reply_status(rep, cpht_table_scan_keys(t, &position, cpht_window_keys(req->window),
+										   (size_t) req->nkeys, &n),
+				 cpht_table_error(t));
+	running_cancel = NULL;
+	rep->value = n;
+	rep->scan_position = position;
+	rep->scan_end = cpht_table_scan_end(t);
+	rep->scan_changes = cpht_table_changes(t);
+	rep->scan_count = cpht_table_count(t);
+}
+
 static void
 handle_request(CphtSlot *slot, int s)
 {
@@ -520,6 +559,9 @@ handle_request(CphtSlot *slot, int s)
 				rep->value = before.tombstones[0] + before.tombstones[1];
 				break;
 			}
+		case CPHT_OP_SCAN:
+			op_scan(slot);
+			break;
 		case CPHT_OP_XACT_COMMIT:
 		case CPHT_OP_XACT_ABORT:
 		case CPHT_OP_XACT_ROLLBACK_TO:
@@ -580,6 +622,8 @@ serve_one(int s)
 								 slot->pid, slot->rep.message)));
 	}
 	PG_END_TRY();
+	if (slot->req.private_table)
+		cpht_private_note_bytes(s, &slot->req, &slot->rep);
 	slot->rep.memory_delta = cpht_private_request_end();
 	serving = -1;
 	MemoryContextSwitchTo(old);

@@ -227,6 +227,25 @@ cpht_private_request(CphtSlot *slot, int s)
 }
 
 void
+cpht_private_note_bytes(int s, const CphtRequest *req, CphtReply *rep)
+{
+	uint64		id = req->op == CPHT_OP_PRIVATE_CREATE ? rep->table_id : req->table_id;
+	PrivateTable *p = hash_search(privates, &id, HASH_FIND, NULL);
+	uint64		bytes;
+
+	if (p == NULL || p->slot != s)
+		return;
+	/* growth: cpht_worker_info's private_bytes follows the tables */
+	bytes = cpht_table_slot_bytes(p->table);
+	if (bytes != p->bytes)
+	{
+		publish_counts(0, (int64) bytes - (int64) p->bytes);
+		p->bytes = bytes;
+	}
+	rep->table_bytes = bytes;
+}
+
+void
 cpht_private_sweep(void)
 {
 	HASH_SEQ_STATUS scan;

@@ -41,6 +41,10 @@ extern struct cpht_table *cpht_private_table(int s, uint64 id);
 /* Frees the private tables whose backend left its slot. */
 extern void cpht_private_sweep(void);
 
+/* After a request on a private table of slot s: its slot bytes into the
+ * reply and into cpht_worker_info's private_bytes (it may have grown). */
+extern void cpht_private_note_bytes(int s, const CphtRequest *req, CphtReply *rep);
+
 /* Around each request: the backend's memory budget for a private table,
  * and the net bytes the kernels took meanwhile. */
 extern void cpht_private_request_begin(const CphtRequest *req);

@@ -283,6 +283,34 @@ cpht_xacts_before_call(const CphtRequest *req, CphtCall call, const uint64 *keys
 	return false;
 }
 
+bool
+cpht_xacts_scan_conflicts(const CphtRequest *req, CphtReply *rep)
+{
+	TableXacts *tx = request_table_xacts(req);
+	dlist_iter	it;
+
+	if (tx == NULL || !others_pending(tx, req->top_xid))
+		return false;
+	dlist_foreach(it, &tx->xacts)
+	{
+		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
+		TransactionId top = tt->xact->xid;
+		bool		known = false;
+
+		if (top == req->top_xid || tt->n == 0 || rep->nconflicts == CPHT_MAX_CONFLICTS)
+			continue;
+		for (int c = 0; c < rep->nconflicts; c++)
+			known |= rep->conflict_tops[c] == top;
+		if (!known)
+		{
+			/* the whole transaction: its top xid lock goes when it ends */
+			rep->conflicts[rep->nconflicts] = top;
+			rep->conflict_tops[rep->nconflicts++] = top;
+		}
+	}
+	return rep->nconflicts > 0;
+}
+
 /* Record the call's log entries [position, log end) for the caller. */
 static cpht_status
 record(TableXacts *tx, const CphtRequest *req, cpht_table *t, uint64 position)

@@ -36,6 +36,13 @@ extern cpht_status cpht_xacts_after_call(const CphtRequest *req, cpht_table *t, 
 										 const uint64 *keys, uint64 n, uint8 *status,
 										 uint64 position);
 
+/*
+ * Before a piece of an export: whether other open transactions have
+ * changes on the table (then the reply names up to CPHT_MAX_CONFLICTS of
+ * their top transactions, to wait for, and the piece must not be read).
+ */
+extern bool cpht_xacts_scan_conflicts(const CphtRequest *req, CphtReply *rep);
+
 /* The table's count as the caller's transaction sees it, and as committed. */
 extern uint64 cpht_xacts_count(const CphtRequest *req, uint64 physical);
 extern uint64 cpht_xacts_committed_count(int entry, uint64 physical);
