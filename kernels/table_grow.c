@@ -1,6 +1,8 @@
 /*
  * table_grow.c — growing a table into a larger layout (cpht_table_grow), and
- * when a find-or-put asks for it (table_past_safe_fill).
+ * when a find-or-put asks for it (table_past_safe_fill); and moving the
+ * keys into a new layout (table_relayout), which growth and widening the
+ * keys (table_widen.c: same buckets, wider slots) share.
  *
  * A growth builds a second table of the same kind on the same device with
  * half as many buckets again in every level (more where the caller asks for
@@ -211,22 +213,11 @@ wall_clock_us(void)
 cpht_status
 table_grow(cpht_table *t, uint64_t min_keys)
 {
-	double		start = table_clock_ms();
-	cpht_table *nt = calloc(1, sizeof(cpht_table));
-	cpht_table	old;
-	pending_entry *items = NULL;
-	uint8_t    *where = NULL;
-	size_t		npending = 0;
-	uint64_t	new_bytes,
-				old_bytes = slot_bytes(t),
-				full = 0;
+	cpht_params np = t->params;
+	cpht_table	probe;
 	char		why[256];
 	double		scale;
-	cpht_status rc;
 
-	if (nt == NULL)
-		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for growing the table");
-	nt->params = t->params;
 	/* How much more than half again: room for min_keys at the safe fill. */
 	scale = (double) min_keys / (safe_fill(t) * (double) total_slots(t));
 	if (scale < 1.5)
@@ -248,25 +239,59 @@ table_grow(cpht_table *t, uint64_t min_keys)
 			b = ((uint64_t) scaled + 3) / 4 * 4;
 		else if (l == 1 && t->levels > 1 && t->level[0].buckets % 4 == 0 &&
 				 t->level[1].buckets == t->level[0].buckets / 4)
-			b = nt->params.slots[0] / (uint64_t) t->level[0].bucket_slots / 4;
+			b = np.slots[0] / (uint64_t) t->level[0].bucket_slots / 4;
 		else
 			b = (uint64_t) scaled + 1;
-		nt->params.slots[l] = b * (uint64_t) t->level[l].bucket_slots;
-		nt->params.slot_bits[l] = 0;	/* longer addresses may leave narrower remainders */
+		np.slots[l] = b * (uint64_t) t->level[l].bucket_slots;
+		np.slot_bits[l] = 0;	/* longer addresses may leave narrower remainders */
 	}
+	why[0] = '\0';
+	memset(&probe, 0, sizeof(probe));
+	probe.params = np;
+	if (table_resolve_layout(&probe, why, sizeof(why)) != CPHT_OK)
+		return table_fail(t, CPHT_ERR_FULL, "the table is full and cannot grow past %llu slots: %s",
+						  (unsigned long long) total_slots(t), why);
+	return table_relayout(t, &np, 0);
+}
+
+/*
+ * Move t's keys into a new table with parameters np (resolved by the
+ * caller to be valid) and take over its slots.  widen: the change is to
+ * the key width, counted as a widening, not a growth.
+ */
+cpht_status
+table_relayout(cpht_table *t, const cpht_params *np, int widen)
+{
+	double		start = table_clock_ms();
+	const char *what = widen ? "widening the table's keys" : "growing the table";
+	cpht_table *nt = calloc(1, sizeof(cpht_table));
+	cpht_table	old;
+	pending_entry *items = NULL;
+	uint8_t    *where = NULL;
+	size_t		npending = 0;
+	uint64_t	new_bytes,
+				old_bytes = slot_bytes(t),
+				full = 0;
+	char		why[256];
+	double		took;
+	cpht_status rc;
+
+	if (nt == NULL)
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for %s", what);
+	nt->params = *np;
 	why[0] = '\0';
 	if (table_resolve_layout(nt, why, sizeof(why)) != CPHT_OK)
 	{
 		free(nt);
-		return table_fail(t, CPHT_ERR_FULL, "the table is full and cannot grow past %llu slots: %s",
-						  (unsigned long long) total_slots(t), why);
+		return table_fail(t, CPHT_ERR_INVALID, "no layout for %s: %s", what, why);
 	}
 	new_bytes = slot_bytes(nt);
 	if (!table_memory_take(new_bytes))
 	{
 		free(nt);
 		return table_fail(t, CPHT_ERR_LIMIT,
-						  "growing the table from %llu to %llu bytes of slots would pass the memory limit (both are held while the keys move)",
+						  "%s from %llu to %llu bytes of slots would pass the memory limit (both are held while the keys move)",
+						  widen ? "widening the table's keys" : "growing the table",
 						  (unsigned long long) old_bytes, (unsigned long long) new_bytes);
 	}
 	nt->backend = t->backend;
@@ -289,7 +314,7 @@ table_grow(cpht_table *t, uint64_t min_keys)
 			qsort(items, npending, sizeof(pending_entry), cmp_pending);
 			where = malloc(npending);
 			rc = where ? place_tombstones(t, nt, items, npending, where)
-				: table_fail(t, CPHT_ERR_NOMEM, "out of host memory for growing the table");
+				: table_fail(t, CPHT_ERR_NOMEM, "out of host memory for %s", what);
 		}
 	}
 	if (rc == CPHT_OK)
@@ -298,8 +323,8 @@ table_grow(cpht_table *t, uint64_t min_keys)
 		if (rc != CPHT_OK)
 			memcpy(t->errmsg, nt->errmsg, sizeof(t->errmsg));
 		else if (full > 0)
-			rc = table_fail(t, CPHT_ERR_FULL, "%llu keys found no slot in the larger layout",
-							(unsigned long long) full);
+			rc = table_fail(t, CPHT_ERR_FULL, "%llu keys found no slot in the %s layout",
+							(unsigned long long) full, widen ? "wider" : "larger");
 	}
 	if (rc != CPHT_OK)
 	{
@@ -334,11 +359,22 @@ table_grow(cpht_table *t, uint64_t min_keys)
 	free(items);
 	free(where);
 
-	t->grows++;
-	t->last_grow_ms = table_clock_ms() - start;
-	t->last_grow_at_us = wall_clock_us();
-	t->times.grow += t->last_grow_ms;
-	t->times.grows++;
+	took = table_clock_ms() - start;
+	if (widen)
+	{
+		t->widens++;
+		t->last_widen_ms = took;
+		t->times.widen += took;
+		t->times.widens++;
+	}
+	else
+	{
+		t->grows++;
+		t->last_grow_ms = took;
+		t->last_grow_at_us = wall_clock_us();
+		t->times.grow += took;
+		t->times.grows++;
+	}
 	return CPHT_OK;
 }
 

@@ -112,7 +112,11 @@ struct cpht_table
 	int64_t		last_grow_at_us;
 	uint64_t	initial_slots;	/* all levels, at creation */
 	int64_t		grown_bytes;	/* slot bytes taken from the memory hook
-								 * by growth (given back at destroy) */
+								 * by growth and widening (given back at
+								 * destroy) */
+	/* automatic key width (table_widen.c) */
+	uint64_t	widens;
+	double		last_widen_ms;
 	/* streams (cpht_stream_*): the batch running on a helper thread */
 	int			running;
 	pthread_t	runner;
@@ -196,6 +200,14 @@ struct cpht_backend
 	void		(*device_memory) (cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes);
 	cpht_status (*move_keys) (cpht_table *to, cpht_table *from, uint64_t *full);
 };
+
+/* Bits a radix sort of a batch's raw keys must cover to group equal keys:
+ * key_bits, unless folded keys may be negative. */
+static inline int
+table_sort_bits(const cpht_table *t)
+{
+	return t->params.signed_keys ? 64 : t->params.key_bits;
+}
 
 extern const cpht_backend cpht_cpu_backend;
 
