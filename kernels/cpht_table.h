@@ -276,8 +276,8 @@ uint64_t	cpht_table_count(cpht_table *table);
 cpht_status cpht_table_rebuild(cpht_table *table);
 
 /*
- * Grow the table to the next larger layout (half as many buckets again
- * per level): a new slot array on the
+ * Grow the table to the next larger layout (twice as many buckets per
+ * level): a new slot array on the
  * table's device (memory asked of the memory hook first), every key moved
  * into it there (the GPU moves them with kernels; no key passes through
  * the host), the old slots freed.  The undo log stays valid: the places of

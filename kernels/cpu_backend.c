@@ -618,4 +618,6 @@ const cpht_backend cpht_cpu_backend = {
 	.revive = cpu_revive,
 	.write_slots = cpu_write_slots,
 	.move_keys = cpu_move_keys,
+	.create_slots = cpu_create,
+	.destroy_slots = cpu_destroy,
 };

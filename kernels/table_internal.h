@@ -199,6 +199,15 @@ struct cpht_backend
 	/* free and total memory of the table's device (NULL: host memory) */
 	void		(*device_memory) (cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes);
 	cpht_status (*move_keys) (cpht_table *to, cpht_table *from, uint64_t *full);
+	/*
+	 * Growth and widening (NULL: create and destroy): make or free only
+	 * the slot arrays of t's levels (zeroed), for a new layout whose
+	 * backend_state is the table's own, so that it keeps its streams,
+	 * transfer buffers and scratch (create_slots sizes the transfer
+	 * buffers to the new layout, as create does).
+	 */
+	cpht_status (*create_slots) (cpht_table *t);
+	void		(*destroy_slots) (cpht_table *t);
 };
 
 /* Bits a radix sort of a batch's raw keys must cover to group equal keys:

@@ -164,7 +164,7 @@ find_or_put_once(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 
 /*
  * Find-or-put that grows the table (table_grow.c) when it is past its safe
- * fill before the call (by half again), or when the call runs out of room
+ * fill before the call (to twice the buckets), or when the call runs out of room
  * (to hold all the call's keys as well): the failed attempt was undone
  * whole, so after growing the call runs again from the start and its
  * answers are those of one call on the larger table.  A
@@ -202,7 +202,7 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 		memcpy(why, t->errmsg, sizeof(why));
 		/*
 		 * Room for every key of the call as if all were new: one growth,
-		 * not one failed attempt per step of half again.  A batch that
+		 * not one failed attempt per doubling.  A batch that
 		 * repeats stored keys makes the table larger than it needs by at
 		 * most its own length.
 		 */

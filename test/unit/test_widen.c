@@ -15,7 +15,8 @@
  *  - the memory hook refusing the wider slots: CPHT_ERR_LIMIT, the table
  *    unchanged, then the call goes through;
  *  - a GPU table widens like the CPU table fed the same batches: the same
- *    answers and layouts.
+ *    answers and layouts, and keeps its device state (streams, transfer
+ *    buffers) across its growths and widenings.
  */
 #include <string.h>
 
@@ -423,9 +424,11 @@ check_gpu_like_cpu(cpht_kind kind, const char *what)
 	size_t		differ = 0;
 	cpht_stats	sc,
 				sg;
+	void	   *state;
 
 	if (cpu == NULL || gpu == NULL)
 		return;
+	state = gpu->backend_state;
 	for (int round = 0; round < PATTERNS; round++)
 	{
 		for (size_t i = 0; i < batch; i++)
@@ -441,6 +444,9 @@ check_gpu_like_cpu(cpht_kind kind, const char *what)
 			  sc.key_bits, sc.slot_bits[0], sg.key_bits, sg.slot_bits[0]);
 	}
 	CHECK(differ == 0, "%s: %zu batches answered differently", what, differ);
+	/* Growths and widenings keep the table's streams and buffers. */
+	CHECK(gpu->backend_state == state && stats_of(gpu).grows > 0 && stats_of(gpu).widens > 0,
+		  "%s: the GPU state was made anew by a growth or widening", what);
 	for (int round = 0; round < PATTERNS; round++)
 	{
 		for (size_t i = 0; i < batch; i++)
