@@ -263,9 +263,9 @@ table_grow(cpht_table *t, uint64_t min_keys)
 }
 
 /*
- * Move t's keys into a new table with parameters np (resolved by the
- * caller to be valid) and take over its slots.  widen: the change is to
- * the key width, counted as a widening, not a growth.
+ * Move t's keys into a new table with parameters np (slot widths 0 are
+ * resolved here) and take over its slots.  widen: the change is to the
+ * key width, counted as a widening, not a growth.
  */
 cpht_status
 table_relayout(cpht_table *t, const cpht_params *np, int widen)
@@ -301,8 +301,7 @@ table_relayout(cpht_table *t, const cpht_params *np, int widen)
 		free(nt);
 		return table_fail(t, CPHT_ERR_LIMIT,
 						  "%s from %llu to %llu bytes of slots would pass the memory limit (both are held while the keys move)",
-						  widen ? "widening the table's keys" : "growing the table",
-						  (unsigned long long) old_bytes, (unsigned long long) new_bytes);
+						  what, (unsigned long long) old_bytes, (unsigned long long) new_bytes);
 	}
 	nt->backend = t->backend;
 	nt->keep_tombstones = t->keep_tombstones;

@@ -30,7 +30,7 @@ CREATE TEMP TABLE w AS
 	ORDER BY n, m;
 
 -- a new table: no key_bits in cpht_tables, the narrowest keys and slots
-SELECT kind, pattern, t.key_bits AS declared, i->>'key_width' AS key_width, i->>'key_bits' AS key_bits,
+SELECT w.kind, pattern, t.key_bits AS declared, i->>'key_width' AS key_width, i->>'key_bits' AS key_bits,
 	i->'levels'->0->>'slot_bits' AS slot_bits, i->>'signed_keys' AS signed_keys, i->>'widens' AS widens
 FROM w JOIN cpht_tables() t ON t.handle = w.h, LATERAL cpht_info(w.h) AS i
 ORDER BY h;
@@ -80,13 +80,13 @@ FROM s ORDER BY h;
 SAVEPOINT b;
 SELECT kind, cpht_put(h, ARRAY(SELECT (1::bigint << 40) + g FROM generate_series(0, 9999) g)) AS wide,
 	cpht_info(h)->>'key_bits' AS key_bits FROM s ORDER BY h;
-SELECT kind, cpht_put(h, ARRAY(SELECT -1 - g * 1000003 FROM generate_series(0, 9999) g)) AS negative,
+SELECT kind, cpht_put(h, ARRAY(SELECT -1 - g::bigint * 1000003 FROM generate_series(0, 9999) g)) AS negative,
 	cpht_info(h)->>'key_bits' AS key_bits, cpht_info(h)->>'signed_keys' AS signed_keys FROM s ORDER BY h;
 ROLLBACK TO SAVEPOINT b;
 SELECT kind, cpht_count(h), cpht_info(h)->>'key_bits' AS key_bits,
 	(SELECT count(*) FROM unnest(cpht_find(h, ARRAY(SELECT generate_series(0, 19999)::bigint))) f WHERE f) AS narrow,
 	(SELECT count(*) FROM unnest(cpht_find(h, ARRAY(SELECT (1::bigint << 40) + g FROM generate_series(0, 9999) g))) f WHERE f) AS wide,
-	(SELECT count(*) FROM unnest(cpht_find(h, ARRAY(SELECT -1 - g * 1000003 FROM generate_series(0, 9999) g))) f WHERE f) AS negative
+	(SELECT count(*) FROM unnest(cpht_find(h, ARRAY(SELECT -1 - g::bigint * 1000003 FROM generate_series(0, 9999) g))) f WHERE f) AS negative
 FROM s ORDER BY h;
 ROLLBACK TO SAVEPOINT a;
 SELECT kind, cpht_count(h),
