@@ -67,7 +67,7 @@ BEGIN
 	PERFORM pg_temp.remote('b', format('SELECT cpht_put(%s, ARRAY(SELECT (1::bigint << 50) + g FROM generate_series(0, 9999) g))', theirs));
 	PERFORM dblink_exec('b', 'SAVEPOINT s');
 	PERFORM pg_temp.remote('b', format('SELECT cpht_put(%s, ARRAY(SELECT -1 - g FROM generate_series(0, 9999) g))', theirs));
-	SELECT c INTO n FROM dblink('b', format('SELECT (cpht_info(%s)->>''signed_keys'')::int', theirs)) AS t(c bigint);
+	SELECT c INTO n FROM dblink('b', format('SELECT (cpht_info(%s)->>''signed_keys'')::boolean::int', theirs)) AS t(c bigint);
 	RETURN NEXT is(n, 1::bigint, 'a transaction widens the transactional shared table to signed keys');
 	PERFORM dblink_exec('b', 'ROLLBACK TO SAVEPOINT s');
 	SELECT c INTO n FROM dblink('b', format(
