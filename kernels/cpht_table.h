@@ -58,6 +58,7 @@ enum
 #define CPHT_MAX_LEVELS 2
 #define CPHT_CUCKOO_CHOICES 3	/* hash choices of the cuckoo table */
 #define CPHT_ICEBERG_CHOICES 2	/* secondary-bucket choices of the iceberg table */
+#define CPHT_AUTO_KEY_BITS_START 8	/* key_bits of a new auto_key_bits table */
 
 /*
  * Creation parameters.  cpht_params_for_capacity() fills them from a
@@ -73,7 +74,18 @@ typedef struct cpht_params
 {
 	cpht_kind	kind;
 	cpht_device device;
-	int			key_bits;		/* 8..64: keys satisfy 0 <= k < 2^key_bits */
+	int			key_bits;		/* 8..64: keys satisfy 0 <= k < 2^key_bits
+								 * (with auto_key_bits: the width of the
+								 * widest key stored so far, see below) */
+	int			auto_key_bits;	/* 1: any 64-bit key; the table widens its
+								 * key_bits (and its slots) when a key
+								 * needs more (cpht_table_widen) */
+	int			signed_keys;	/* 1: keys are zigzag-folded before the
+								 * layout (layout.h), so that negative keys
+								 * of small magnitude stay narrow; widths
+								 * are those of the folded keys.  An
+								 * auto_key_bits table turns it on at its
+								 * first negative key. */
 	uint64_t	seed;			/* selects the permutations */
 	uint64_t	slots[CPHT_MAX_LEVELS];
 	int			bucket_slots[CPHT_MAX_LEVELS];	/* 8, 16 or 32 */
@@ -111,6 +123,11 @@ typedef struct cpht_stats
 	int64_t		last_grow_at_us;	/* when it ended: microseconds since the
 									 * Unix epoch, 0 if it never grew */
 	uint64_t	initial_slots;	/* slots of all levels at creation */
+	int			auto_key_bits;	/* key_bits is widened as keys need */
+	int			signed_keys;	/* keys are folded (cpht_params) */
+	int			slot_key_bits;	/* the widest key the slots hold now */
+	uint64_t	widens;			/* times the key width grew */
+	double		last_widen_ms;	/* how long the last widening took */
 } cpht_stats;
 
 typedef struct cpht_table cpht_table;
@@ -122,7 +139,8 @@ typedef struct cpht_table cpht_table;
  * waiting for transfers and kernels, copy_out is copying results out of
  * pinned memory; undo_log is keeping the undo log on the host; grow is
  * growing the table (moving its keys into a larger layout) inside the call,
- * and grows how many times it grew.
+ * and grows how many times it grew; widen and widens the same for widening
+ * its keys (cpht_table_widen).
  */
 typedef struct cpht_call_times
 {
@@ -133,6 +151,8 @@ typedef struct cpht_call_times
 	double		undo_log;
 	double		grow;
 	int			grows;
+	double		widen;
+	int			widens;
 } cpht_call_times;
 
 void		cpht_table_call_times(const cpht_table *table, cpht_call_times *out);
@@ -256,8 +276,8 @@ uint64_t	cpht_table_count(cpht_table *table);
 cpht_status cpht_table_rebuild(cpht_table *table);
 
 /*
- * Grow the table to the next larger layout (half as many buckets again
- * per level): a new slot array on the
+ * Grow the table to the next larger layout (twice as many buckets per
+ * level): a new slot array on the
  * table's device (memory asked of the memory hook first), every key moved
  * into it there (the GPU moves them with kernels; no key passes through
  * the host), the old slots freed.  The undo log stays valid: the places of
@@ -265,6 +285,18 @@ cpht_status cpht_table_rebuild(cpht_table *table);
  * the stash.  On failure the table is unchanged.
  */
 cpht_status cpht_table_grow(cpht_table *table);
+
+/*
+ * Widen an auto_key_bits table so that it holds keys of key_bits bits
+ * (folded ones with signed_keys; signed_keys only turns on): where its
+ * slots hold such keys already only key_bits changes; otherwise the keys
+ * move into slots of the wider layout (same buckets) as for a growth, on
+ * the table's device, with the same memory rules and undo-log handling.
+ * find_or_put and put widen by themselves before they run when a key of
+ * the batch needs it; find and erase answer absent for keys wider than
+ * the table.  On failure the table is unchanged.
+ */
+cpht_status cpht_table_widen(cpht_table *table, int key_bits, int signed_keys);
 cpht_status cpht_table_stats(cpht_table *table, cpht_stats *out);
 
 /* Bytes of slot memory the table has now (more than at creation once it
@@ -319,7 +351,9 @@ void		cpht_set_memory_hook(cpht_memory_fn fn);
 
 /*
  * Sizing policy: parameters for a table that holds `capacity` distinct keys
- * at a fill the kind reaches with margin.  Returns CPHT_ERR_INVALID with a
+ * at a fill the kind reaches with margin.  key_bits 0: an auto_key_bits
+ * table, starting at the narrowest width (CPHT_AUTO_KEY_BITS_START).
+ * Returns CPHT_ERR_INVALID with a
  * message when capacity or key_bits is out of range, CPHT_ERR_NOMEM when
  * the capacity is beyond any table cpht can address.
  */

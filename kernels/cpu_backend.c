@@ -629,4 +629,6 @@ const cpht_backend cpht_cpu_backend = {
 	.write_slots = cpu_write_slots,
 	.move_keys = cpu_move_keys,
 	.copy_slot_range = cpu_copy_slot_range,
+	.create_slots = cpu_create,
+	.destroy_slots = cpu_destroy,
 };

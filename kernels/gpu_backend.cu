@@ -258,6 +258,37 @@ ensure_staging(cpht_table *t, size_t n)
 /* ---- lifecycle ------------------------------------------------------------- */
 
 static void
+free_slots(cpht_table *t)
+{
+	for (int l = 0; l < t->levels; l++)
+	{
+		if (t->level[l].slots)
+			(void) cudaFree(t->level[l].slots);
+		t->level[l].slots = NULL;
+	}
+}
+
+/* Zeroed (EMPTY) slot arrays for every level; free_slots undoes a part. */
+static cpht_status
+alloc_slots(cpht_table *t)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	for (int l = 0; l < t->levels; l++)
+		t->level[l].slots = NULL;
+	for (int l = 0; l < t->levels; l++)
+	{
+		layout_level *lv = &t->level[l];
+		uint64_t	bytes = lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8);
+
+		GPU_TRY(t, cudaMalloc(&lv->slots, bytes), "allocating table memory");
+		GPU_TRY(t, cudaMemsetAsync(lv->slots, 0, bytes, st->comp), "clearing table memory");
+	}
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "clearing table memory");
+	return CPHT_OK;
+}
+
+static void
 gpu_destroy(cpht_table *t)
 {
 	gpu_state  *st = gpu_state_of(t);
@@ -267,12 +298,7 @@ gpu_destroy(cpht_table *t)
 		return;
 	(void) cudaSetDevice(st->device);
 	(void) cudaDeviceSynchronize();
-	for (int l = 0; l < t->levels; l++)
-	{
-		if (t->level[l].slots)
-			(void) cudaFree(t->level[l].slots);
-		t->level[l].slots = NULL;
-	}
+	free_slots(t);
 	free_staging(st);
 	if (st->scratch)
 		(void) cudaFree(st->scratch);
@@ -329,18 +355,7 @@ create_state(cpht_table *t)
 			"allocating pinned memory");
 	GPU_TRY(t, cudaMalloc((void **) &st->dtally, 2 * sizeof(unsigned long long)),
 			"allocating counters");
-
-	for (int l = 0; l < t->levels; l++)
-	{
-		layout_level *lv = &t->level[l];
-		uint64_t	bytes = lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8);
-
-		lv->slots = NULL;
-		GPU_TRY(t, cudaMalloc(&lv->slots, bytes), "allocating table memory");
-		GPU_TRY(t, cudaMemsetAsync(lv->slots, 0, bytes, st->comp), "clearing table memory");
-	}
-	GPU_TRY(t, cudaStreamSynchronize(st->comp), "clearing table memory");
-	return CPHT_OK;
+	return alloc_slots(t);
 }
 
 static cpht_status
@@ -373,6 +388,56 @@ gpu_create(cpht_table *t)
 	if (rc != CPHT_OK)
 		gpu_destroy(t);
 	return rc;
+}
+
+/*
+ * The slots of a grown or widened layout (table_grow.c), which keeps the
+ * table's state: its streams, events, counters and scratch, and its
+ * transfer buffers, made larger where the new layout calls for it and the
+ * memory hook allows it (otherwise the old ones serve: the keys move in
+ * smaller ranges, and a call makes them larger when it can).  Making all
+ * of it afresh for every growth cost more than moving the keys (pinning
+ * host memory alone takes milliseconds).
+ */
+static cpht_status
+gpu_create_slots(cpht_table *t)
+{
+	gpu_state  *st = gpu_state_of(t);
+	uint64_t	slots = 0;
+	size_t		want = (size_t) 1 << 16;
+	cpht_status rc;
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	rc = alloc_slots(t);
+	for (int l = 0; l < t->levels; l++)
+		slots += t->params.slots[l];
+	while (want < slots && want < GPU_CHUNK_KEYS)
+		want <<= 1;
+	if (rc == CPHT_OK && want > st->chunk_cap)
+	{
+		/* ensure_staging frees the old buffers before it asks the hook */
+		uint64_t	more = staging_bytes_for(want) - staging_bytes_for(st->chunk_cap);
+
+		if (table_memory_take(more))
+		{
+			table_memory_give(more);
+			rc = ensure_staging(t, (size_t) slots);
+		}
+	}
+	if (rc != CPHT_OK)
+		free_slots(t);
+	return rc;
+}
+
+static void
+gpu_destroy_slots(cpht_table *t)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	(void) cudaSetDevice(st->device);
+	/* The kernels that read the slots are done before they go. */
+	(void) cudaStreamSynchronize(st->comp);
+	free_slots(t);
 }
 
 void
@@ -780,4 +845,6 @@ extern "C" const cpht_backend cpht_gpu_backend = {
 	gpu_device_memory,
 	gpu_move_keys,
 	gpu_copy_slot_range,
+	gpu_create_slots,
+	gpu_destroy_slots,
 };

@@ -294,6 +294,7 @@ gpu_level_perm(const layout_level &lv, int key_bits, int c)
 	p.seed = c == 0 ? lv.seeds[0] : c == 1 ? lv.seeds[1] : lv.seeds[2];
 	p.key_bits = key_bits;
 	p.addr_bits = lv.addr_bits;
+	p.fold = lv.fold;
 	p.buckets = lv.buckets;
 	p.recip = lv.recip;
 	return p;

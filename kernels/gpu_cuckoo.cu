@@ -395,7 +395,7 @@ gpu_cuckoo_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatu
 	/* Temporaries (after the find, whose grouping used the same scratch). */
 	(void) cub::DeviceSelect::Flagged(NULL, select_bytes, positions, dstatus, sel_index, counts, (int) n);
 	(void) cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, sel_keys, sorted_keys, sel_index,
-										   sorted_index, (int) n, 0, t->params.key_bits);
+										   sorted_index, (int) n, 0, table_sort_bits(t));
 	tmp_bytes = select_bytes > sort_bytes ? select_bytes : sort_bytes;
 	for (int pass = 0; pass < 2; pass++)
 	{
@@ -433,7 +433,7 @@ gpu_cuckoo_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatu
 	ck_gather<<<gpu_grid(st, m, 8), GPU_BLOCK, 0, st->comp>>>(dkeys, sel_index, m, sel_keys);
 	GPU_LAUNCHED(t, "gathering absent keys");
 	GPU_TRY(t, cub::DeviceRadixSort::SortPairs(tmp, sort_bytes, sel_keys, sorted_keys, sel_index,
-											   sorted_index, (int) m, 0, t->params.key_bits, st->comp),
+											   sorted_index, (int) m, 0, table_sort_bits(t), st->comp),
 			"sorting absent keys");
 
 	/* 4. One PUT per distinct key; the distinct keys form the put lists. */

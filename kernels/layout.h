@@ -40,6 +40,13 @@
  *    pattern that makes sequential ingests faster and lets them fill the
  *    table higher.
  *
+ * Signed keys.  A table whose keys include negative ones may fold them
+ * first (zigzag: 0, -1, 1, -2, ... become 0, 1, 2, 3, ...), a bijection on
+ * 64-bit patterns that keeps keys of small magnitude narrow whatever their
+ * sign.  The fold sits before the permutation (layout_perm.fold), so every
+ * place a key is split or rebuilt applies it, and a key's width is that of
+ * its folded pattern.
+ *
  * Slot encoding.  0 is EMPTY.  A live slot is odd:
  *     slot = (remainder << (1 + choice_bits)) | (choice << 1) | 1
  * TOMBSTONE is 2: non-empty (so find-or-put never reuses it and the
@@ -103,12 +110,36 @@ layout_mulhi(uint64_t a, uint64_t b)
 #endif
 }
 
+/* The zigzag fold of a signed key and its inverse (see the header comment). */
+CPHT_HD uint64_t
+layout_fold(uint64_t key)
+{
+	return (key << 1) ^ (uint64_t) ((int64_t) key >> 63);
+}
+
+CPHT_HD uint64_t
+layout_unfold(uint64_t folded)
+{
+	return (folded >> 1) ^ (uint64_t) (-(int64_t) (folded & 1));
+}
+
+/* Bits of x: 0 for 0, else floor(log2 x) + 1. */
+CPHT_HD int
+layout_width(uint64_t x)
+{
+	int			b = 0;
+
+	while (b < 64 && (x >> b) != 0)
+		b++;
+	return b;
+}
+
 /*
  * One permutation: a level's buckets, keys of key_bits bits, and the seed
  * of one hash choice.  Everything an operation needs to place a key is
  * derived from these.  recip == 0: 2^addr_bits buckets (the XOR split);
  * otherwise `buckets` buckets and recip = floor((2^64 - 1) / buckets) (the
- * division split).
+ * division split).  fold: keys are zigzag-folded before the split.
  */
 typedef struct layout_perm
 {
@@ -117,6 +148,7 @@ typedef struct layout_perm
 	int			addr_bits;
 	uint64_t	buckets;
 	uint64_t	recip;
+	int			fold;
 } layout_perm;
 
 /* high = key / buckets, low = key mod buckets (division split).  The
@@ -157,6 +189,8 @@ layout_address(layout_perm p, uint64_t key)
 				low,
 				a;
 
+	if (p.fold)
+		key = layout_fold(key);
 	if (p.recip == 0)
 	{
 		high = layout_shr(key, p.addr_bits);
@@ -172,6 +206,8 @@ layout_remainder(layout_perm p, uint64_t key)
 {
 	uint64_t	low;
 
+	if (p.fold)
+		key = layout_fold(key);
 	if (p.recip == 0)
 		return layout_shr(key, p.addr_bits);
 	return layout_divide(p, key, &low);
@@ -182,16 +218,21 @@ CPHT_HD uint64_t
 layout_key(layout_perm p, uint64_t address, uint64_t remainder)
 {
 	uint64_t	low,
-				h;
+				h,
+				key;
 
 	if (p.recip == 0)
 	{
 		low = (address ^ layout_mix64(remainder ^ p.seed)) & layout_mask(p.addr_bits);
-		return layout_shl(remainder, p.addr_bits) | low;
+		key = layout_shl(remainder, p.addr_bits) | low;
 	}
-	h = layout_rotation(p, remainder);
-	low = address >= h ? address - h : address + p.buckets - h;
-	return remainder * p.buckets + low;
+	else
+	{
+		h = layout_rotation(p, remainder);
+		low = address >= h ? address - h : address + p.buckets - h;
+		key = remainder * p.buckets + low;
+	}
+	return p.fold ? layout_unfold(key) : key;
 }
 
 /* Slot encoding (see the header comment). */
@@ -252,6 +293,7 @@ typedef struct layout_level
 	int			slot_bits;		/* 16, 32 or 64 */
 	int			choice_bits;	/* bits of the hash-choice index in a slot */
 	int			choices;		/* hash choices into this level */
+	int			fold;			/* keys are zigzag-folded (signed keys) */
 	uint64_t	seeds[4];		/* one per choice */
 } layout_level;
 
@@ -263,6 +305,7 @@ layout_level_perm(const layout_level *lv, int key_bits, int choice)
 	p.seed = lv->seeds[choice];
 	p.key_bits = key_bits;
 	p.addr_bits = lv->addr_bits;
+	p.fold = lv->fold;
 	p.buckets = lv->buckets;
 	p.recip = lv->recip;
 	return p;

@@ -142,9 +142,14 @@ cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 						 cpht_params *out, char *errbuf, size_t errlen)
 {
 
+	int			auto_bits = key_bits == 0;
+
 	memset(out, 0, sizeof(*out));
 	if (kind != CPHT_ICEBERG && kind != CPHT_CUCKOO)
 		return param_fail(errbuf, errlen, CPHT_ERR_INVALID, "unknown table kind %d", (int) kind);
+	/* Automatic: any key, so no bound on the capacity from the keys. */
+	if (auto_bits)
+		key_bits = 64;
 	if (key_bits < 8 || key_bits > 64)
 		return param_fail(errbuf, errlen, CPHT_ERR_INVALID, "key_bits must be between 8 and 64, not %d", key_bits);
 	if (capacity == 0)
@@ -187,6 +192,11 @@ cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 		out->bucket_slots[0] = 16;
 		out->slots[0] = 16 * b;
 	}
+	if (auto_bits)
+	{
+		out->auto_key_bits = 1;
+		out->key_bits = CPHT_AUTO_KEY_BITS_START;
+	}
 	return CPHT_OK;
 }
 
@@ -221,7 +231,8 @@ table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
 							  "level %d must have between %d and 2^48 buckets, not %llu",
 							  l + 1, MIN_BUCKETS, (unsigned long long) lv->buckets);
-		if (p->key_bits < 64 && lv->buckets > ((uint64_t) 1 << p->key_bits))
+		/* (An automatic key width is no bound: wider keys may come.) */
+		if (!p->auto_key_bits && p->key_bits < 64 && lv->buckets > ((uint64_t) 1 << p->key_bits))
 			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
 							  "level %d has more buckets than there are %d-bit keys", l + 1, p->key_bits);
 		floor_bits = floor_log2(lv->buckets);
@@ -250,6 +261,7 @@ table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 							  "slots of level %d need %d bits for %d-bit keys, more than %d",
 							  l + 1, needed, p->key_bits, p->slot_bits[l]);
 		lv->slot_bits = p->slot_bits[l];
+		lv->fold = p->signed_keys != 0;
 		for (int c = 0; c < 4; c++)
 			lv->seeds[c] = layout_choice_seed(p->seed, l, c);
 	}
@@ -262,6 +274,27 @@ table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 		p->cpu_threads = cores < 1 ? 1 : cores > 16 ? 16 : (int) cores;
 	}
 	return CPHT_OK;
+}
+
+/*
+ * The widest key (folded, with signed_keys) every level's slots hold: a
+ * remainder is at most key >> floor(log2 buckets) (layout.h), and a slot
+ * keeps slot_bits - 1 - choice_bits bits of it.
+ */
+int
+table_slot_key_bits(const cpht_table *t)
+{
+	int			bits = 64;
+
+	for (int l = 0; l < t->levels; l++)
+	{
+		const layout_level *lv = &t->level[l];
+		int			hold = lv->slot_bits - 1 - lv->choice_bits + floor_log2(lv->buckets);
+
+		if (hold < bits)
+			bits = hold;
+	}
+	return bits;
 }
 
 uint64_t

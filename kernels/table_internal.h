@@ -114,7 +114,11 @@ struct cpht_table
 	uint64_t	changes;		/* calls that changed the keys or their places
 								 * (cpht_table_changes) */
 	int64_t		grown_bytes;	/* slot bytes taken from the memory hook
-								 * by growth (given back at destroy) */
+								 * by growth and widening (given back at
+								 * destroy) */
+	/* automatic key width (table_widen.c) */
+	uint64_t	widens;
+	double		last_widen_ms;
 	/* streams (cpht_stream_*): the batch running on a helper thread */
 	int			running;
 	pthread_t	runner;
@@ -202,7 +206,24 @@ struct cpht_backend
 	/* slots [first, first + count) of level l to host memory (scan_keys) */
 	cpht_status (*copy_slot_range) (cpht_table *t, int level, uint64_t first,
 									uint64_t count, void *host);
+	/*
+	 * Growth and widening (NULL: create and destroy): make or free only
+	 * the slot arrays of t's levels (zeroed), for a new layout whose
+	 * backend_state is the table's own, so that it keeps its streams,
+	 * transfer buffers and scratch (create_slots sizes the transfer
+	 * buffers to the new layout, as create does).
+	 */
+	cpht_status (*create_slots) (cpht_table *t);
+	void		(*destroy_slots) (cpht_table *t);
 };
+
+/* Bits a radix sort of a batch's raw keys must cover to group equal keys:
+ * key_bits, unless folded keys may be negative. */
+static inline int
+table_sort_bits(const cpht_table *t)
+{
+	return t->params.signed_keys ? 64 : t->params.key_bits;
+}
 
 extern const cpht_backend cpht_cpu_backend;
 

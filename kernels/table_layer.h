@@ -14,11 +14,24 @@ void		table_call_begin(cpht_table *t);
 cpht_status table_call_end(cpht_table *t, cpht_status rc);
 /* table.c: level geometry of t from t->params (slot widths resolved) */
 cpht_status table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen);
+/* table.c: the widest key (folded with signed_keys) the slots hold */
+int			table_slot_key_bits(const cpht_table *t);
 
 /* table_grow.c: the kind's safe fill (growth starts past it) and growth */
 int			table_past_safe_fill(const cpht_table *t);
 /* grow: by half again, or to room for min_keys at the safe fill if more */
 cpht_status table_grow(cpht_table *t, uint64_t min_keys);
+/* relayout: move the keys into the layout of np (more buckets, or wider
+ * keys when widen is set), the undo log kept valid; the table keeps its
+ * layout on failure */
+cpht_status table_relayout(cpht_table *t, const cpht_params *np, int widen);
+
+/* table_widen.c: automatic key width.  widen_for widens t for every key of
+ * a batch it is about to store; keys_fit says whether every key is within
+ * the table's width (a wider one is absent); key_fits one key */
+cpht_status table_widen_for(cpht_table *t, const uint64_t *keys, size_t n);
+int			table_keys_fit(const cpht_table *t, const uint64_t *keys, size_t n);
+int			table_key_fits(const cpht_table *t, uint64_t key);
 
 
 /* table_stream.c: wait for a stream's running batch; cut streams loose */

@@ -2,6 +2,7 @@
  * table_ops.c — the batch operations (find-or-put, find, put, erase): split
  * into chunks, with the stash, the undo log and the all-or-nothing rule.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +166,7 @@ find_or_put_once(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 
 /*
  * Find-or-put that grows the table (table_grow.c) when it is past its safe
- * fill before the call (by half again), or when the call runs out of room
+ * fill before the call (to twice the buckets), or when the call runs out of room
  * (to hold all the call's keys as well): the failed attempt was undone
  * whole, so after growing the call runs again from the start and its
  * answers are those of one call on the larger table.  A
@@ -179,6 +180,10 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 
 	if (n == 0)
 		return CPHT_OK;
+	/* A key wider than the table widens it first (table_widen.c). */
+	rc = table_widen_for(t, keys, n);
+	if (rc != CPHT_OK)
+		return rc;
 	/*
 	 * Not from how many keys the call brings: they may all be stored
 	 * already, and a table must not grow for keys it has.
@@ -199,7 +204,7 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 		memcpy(why, t->errmsg, sizeof(why));
 		/*
 		 * Room for every key of the call as if all were new: one growth,
-		 * not one failed attempt per step of half again.  A batch that
+		 * not one failed attempt per doubling.  A batch that
 		 * repeats stored keys makes the table larger than it needs by at
 		 * most its own length.
 		 */
@@ -236,14 +241,86 @@ cpht_table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *s
 	return table_call_end(t, table_find_or_put(t, keys, n, status));
 }
 
+/*
+ * Keys wider than an auto_key_bits table are absent, and its slots could
+ * not even say so (a remainder too wide for them would lose bits): the
+ * backend sees only the others.  Returns the number of keys that fit,
+ * packed into *fit with their positions in *at, or n with *fit = keys
+ * when all do; SIZE_MAX when host memory ran out.
+ */
+static size_t
+fitting_keys(cpht_table *t, const uint64_t *keys, size_t n, const uint64_t **fit,
+			 size_t **at)
+{
+	uint64_t   *sub;
+	size_t		m = 0;
+
+	*fit = keys;
+	*at = NULL;
+	if (table_keys_fit(t, keys, n))
+		return n;
+	sub = malloc((n + 1) * sizeof(uint64_t));
+	*at = malloc((n + 1) * sizeof(size_t));
+	if (sub == NULL || *at == NULL)
+	{
+		free(sub);
+		free(*at);
+		*at = NULL;
+		table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+		return SIZE_MAX;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (table_key_fits(t, keys[i]))
+		{
+			sub[m] = keys[i];
+			(*at)[m++] = i;
+		}
+	*fit = sub;
+	return m;
+}
+
+static cpht_status
+find_fitting(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found);
+
 cpht_status
 cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
+{
+	const uint64_t *fit;
+	size_t	   *at;
+	size_t		m;
+	uint8_t    *sub;
+	cpht_status rc;
+
+	table_settle(t);
+	table_call_begin(t);
+	m = fitting_keys(t, keys, n, &fit, &at);
+	if (m == SIZE_MAX)
+		return table_call_end(t, CPHT_ERR_NOMEM);
+	if (at == NULL)
+		return table_call_end(t, find_fitting(t, keys, n, found));
+	sub = malloc(m + 1);
+	if (sub == NULL)
+		rc = table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+	else
+		rc = find_fitting(t, fit, m, sub);
+	if (rc == CPHT_OK)
+	{
+		memset(found, 0, n);
+		for (size_t j = 0; j < m; j++)
+			found[at[j]] = sub[j];
+	}
+	free(sub);
+	free((void *) fit);
+	free(at);
+	return table_call_end(t, rc);
+}
+
+static cpht_status
+find_fitting(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 {
 	size_t		most = t->params.device == CPHT_DEVICE_GPU ? GPU_CHUNK_KEYS_PER_CALL : CPU_CHUNK_KEYS;
 	cpht_status rc = CPHT_OK;
 
-	table_settle(t);
-	table_call_begin(t);
 	/* Chunk by chunk, for the interrupt check; a find changes nothing, so
 	 * a cancel just stops. */
 	for (size_t done = 0; rc == CPHT_OK && done < n; done += most)
@@ -251,14 +328,13 @@ cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 		size_t		m = n - done < most ? n - done : most;
 
 		if (done > 0 && table_interrupted())
-			return table_call_end(t, table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys",
-												done, n));
+			return table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", done, n);
 		rc = t->backend->find(t, keys + done, m, found + done);
 	}
 	for (size_t i = 0; rc == CPHT_OK && t->nstash > 0 && i < n; i++)
 		if (!found[i])
 			found[i] = (uint8_t) table_in_sorted(t->stash, t->nstash, keys[i]);
-	return table_call_end(t, rc);
+	return rc;
 }
 
 cpht_status
@@ -385,9 +461,35 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 cpht_status
 cpht_table_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 {
+	const uint64_t *fit;
+	size_t	   *at;
+	size_t		m;
+	uint8_t    *sub;
+	cpht_status rc;
+
 	table_settle(t);
 	table_call_begin(t);
 	if (n == 0)
 		return table_call_end(t, CPHT_OK);
-	return table_call_end(t, table_erase_keys(t, keys, n, present));
+	m = fitting_keys(t, keys, n, &fit, &at);
+	if (m == SIZE_MAX)
+		return table_call_end(t, CPHT_ERR_NOMEM);
+	if (at == NULL)
+		return table_call_end(t, table_erase_keys(t, keys, n, present));
+	/* Keys wider than the table are absent (fitting_keys). */
+	sub = malloc(m + 1);
+	if (sub == NULL)
+		rc = table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+	else
+		rc = m > 0 ? table_erase_keys(t, fit, m, sub) : CPHT_OK;
+	if (rc == CPHT_OK)
+	{
+		memset(present, 0, n);
+		for (size_t j = 0; j < m; j++)
+			present[at[j]] = sub[j];
+	}
+	free(sub);
+	free((void *) fit);
+	free(at);
+	return table_call_end(t, rc);
 }

@@ -50,6 +50,11 @@ cpht_table_stats(cpht_table *t, cpht_stats *out)
 	out->last_grow_ms = t->last_grow_ms;
 	out->last_grow_at_us = t->last_grow_at_us;
 	out->initial_slots = t->initial_slots;
+	out->auto_key_bits = t->params.auto_key_bits;
+	out->signed_keys = t->params.signed_keys;
+	out->slot_key_bits = table_slot_key_bits(t);
+	out->widens = t->widens;
+	out->last_widen_ms = t->last_widen_ms;
 	out->staging_bytes = t->backend->staging_bytes(t);
 	if (t->backend->device_memory)
 		t->backend->device_memory(t, &out->device_free_bytes, &out->device_total_bytes);

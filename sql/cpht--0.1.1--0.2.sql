@@ -116,3 +116,17 @@ WHERE oid = 'cpht_import_agg(int, bytea)'::pg_catalog.regprocedure;
 
 COMMENT ON AGGREGATE cpht_import_agg(int, bytea) IS
 'find-or-put of the keys of an export given as its chunks in order (ORDER BY seq; split anywhere); returns how many keys were new';
+-- Automatic key width: key_bits defaults to NULL, a table whose slots
+-- start as narrow as possible and widen the first time a key needs more
+-- (negative keys included); an explicit key_bits keeps its meaning.
+-- cpht_tables shows key_bits NULL for such a table; cpht_info reports
+-- key_width, the current key_bits, signed_keys, slot_key_bits and widens.
+CREATE OR REPLACE FUNCTION cpht_create(capacity bigint, kind text DEFAULT 'iceberg',
+							key_bits int DEFAULT NULL, transactional boolean DEFAULT true,
+							name text DEFAULT NULL)
+RETURNS int
+AS 'MODULE_PATHNAME', 'cpht_create_named'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text) IS
+'creates a table for capacity distinct keys (kind iceberg or cuckoo; keys of key_bits bits, or with key_bits NULL any bigint, the slots widening as keys need), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it)';

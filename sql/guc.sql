@@ -53,25 +53,26 @@ RESET cpht.batch_size;
 -- this test runs as one).  The error names sizes, so only its SQLSTATE
 -- is shown here; test/pgtap/errors.sql checks the message.  CPU tables:
 -- a GPU table also counts its transfer buffers (over 2 MB however small
--- the table), which the unit tests check.
+-- the table), which the unit tests check.  The tables have 64-bit slots
+-- (key_bits => 64): without key_bits they start at 16 bits.
 SET cpht.device = cpu;
 SHOW cpht.max_memory;
 SET cpht.max_memory = '15kB';
 SHOW cpht.max_memory;
-SELECT cpht_create(1000) AS m1 \gset
+SELECT cpht_create(1000, key_bits => 64) AS m1 \gset
 \set VERBOSITY sqlstate
-SELECT cpht_create(1000000);
-SELECT cpht_create(1000, 'cuckoo');
+SELECT cpht_create(1000000, key_bits => 64);
+SELECT cpht_create(1000, 'cuckoo', 64);
 \set VERBOSITY default
 -- a smaller table still fits
-SELECT cpht_create(100) > :m1 AS created;
+SELECT cpht_create(100, key_bits => 64) > :m1 AS created;
 SELECT count(*) FROM cpht_tables();
 -- a dropped table's memory counts no more (once the drop commits)
 SELECT cpht_drop(:m1);
-SELECT cpht_create(1000) > :m1 AS created;
+SELECT cpht_create(1000, key_bits => 64) > :m1 AS created;
 -- 0 is unlimited
 SET cpht.max_memory = 0;
-SELECT cpht_create(1000, 'cuckoo') > 0 AS created;
+SELECT cpht_create(1000, 'cuckoo', 64) > 0 AS created;
 RESET cpht.max_memory;
 RESET cpht.device;
 SELECT cpht_drop_all();

@@ -4,7 +4,8 @@
 SELECT cpht_drop_all();
 SELECT * FROM cpht_tables();
 
-SELECT cpht_create(1000) AS a, cpht_create(5000, 'cuckoo') AS b,
+-- (a table without key_bits follows its keys' width: sql/key_width.sql)
+SELECT cpht_create(1000, key_bits => 64) AS a, cpht_create(5000, 'cuckoo', 64) AS b,
 	cpht_create(200, 'iceberg', 20) AS c \gset
 SELECT cpht_put(:a, array_agg(g)) FROM generate_series(1, 900) g;
 SELECT cpht_put(:b, array_agg(g::bigint * 1000003)) FROM generate_series(1, 4000) g;

@@ -69,9 +69,22 @@ cpht_info(PG_FUNCTION_ARGS)
 					 device_name(stats.device));
 	appendStringInfoString(&buf, "\"device_name\": ");
 	escape_json(&buf, stats.device_name);
-	appendStringInfo(&buf, ", \"key_bits\": %d, \"capacity\": " INT64_FORMAT
+	/*
+	 * Key width: key_bits as declared, or (automatic) the widest key so
+	 * far, signed when negative keys are folded; slot_key_bits the widest
+	 * key the slots hold before they must widen.
+	 */
+	appendStringInfo(&buf, ", \"key_bits\": %d, \"key_width\": \"%s\", \"signed_keys\": %s"
+					 ", \"slot_key_bits\": %d, \"widens\": " UINT64_FORMAT,
+					 stats.key_bits, stats.auto_key_bits ? "auto" : "declared",
+					 stats.signed_keys ? "true" : "false", stats.slot_key_bits, stats.widens);
+	if (stats.widens > 0)
+		appendStringInfo(&buf, ", \"last_widen_ms\": %.3f", stats.last_widen_ms);
+	else
+		appendStringInfoString(&buf, ", \"last_widen_ms\": null");
+	appendStringInfo(&buf, ", \"capacity\": " INT64_FORMAT
 					 ", \"count\": " UINT64_FORMAT ", \"levels\": [",
-					 stats.key_bits, entry->capacity, stats.count);
+					 entry->capacity, stats.count);
 
 	for (l = 0; l < stats.levels && l < CPHT_MAX_LEVELS; l++)
 	{
@@ -173,6 +186,7 @@ cpht_tables(PG_FUNCTION_ARGS)
 		values[1] = CStringGetTextDatum(kind_name(entry->kind));
 		values[2] = CStringGetTextDatum(device_name(entry->device));
 		values[3] = Int32GetDatum(entry->key_bits);
+		nulls[3] = entry->key_bits == 0;	/* the width follows the keys */
 		/* a table lost with its worker has no count left */
 		if (cpht_access_lost(entry->table))
 			nulls[4] = true;
@@ -207,6 +221,7 @@ cpht_tables(PG_FUNCTION_ARGS)
 		values[1] = CStringGetTextDatum(kind_name(e.kind));
 		values[2] = CStringGetTextDatum(device_name(e.device));
 		values[3] = Int32GetDatum(e.key_bits);
+		nulls[3] = e.key_bits == 0;
 		values[4] = Int64GetDatum((int64) pg_atomic_read_u64(&cpht_catalog[i].count));
 		values[5] = Int64GetDatum((int64) e.bytes);
 		values[6] = CStringGetTextDatum(NameStr(e.name));

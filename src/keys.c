@@ -37,13 +37,14 @@ check_no_nulls(ArrayType *array, int n)
 	}
 }
 
-/* Reports the first key outside [0, 2^key_bits). */
+/* Reports the first key outside [0, 2^key_bits); key_bits 0 (a table
+ * that widens itself) takes every key. */
 static void
 check_key_bits(const uint64 *keys, int n, int key_bits, ArrayType *array)
 {
 	int			i;
 
-	if (key_bits >= 64)
+	if (key_bits <= 0 || key_bits >= 64)
 		return;
 
 	for (i = 0; i < n; i++)

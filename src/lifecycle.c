@@ -84,7 +84,8 @@ cpht_create_params(int64 capacity, const char *kind_name, int32 key_bits,
 
 	kind = parse_kind(kind_name);
 
-	if (key_bits < 8 || key_bits > 64)
+	/* 0: no key_bits given; the table widens its keys as they come */
+	if (key_bits != 0 && (key_bits < 8 || key_bits > 64))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("key_bits must be between 8 and 64, not %d", key_bits)));
@@ -113,7 +114,8 @@ cpht_create(PG_FUNCTION_ARGS)
 {
 	int64		capacity = PG_GETARG_INT64(0);
 	char	   *kind_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	int32		key_bits = PG_GETARG_INT32(2);
+	/* NULL: the key width follows the keys (cpht_create_params) */
+	int32		key_bits = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2);
 	bool		transactional = PG_GETARG_BOOL(3);
 	uint64		bytes;
 	cpht_params params;

@@ -189,8 +189,9 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	CphtCatalogEntry copy;
 	int32		entry;
 
+	/* key_bits (argument 2) may be NULL: the key width follows the keys */
 	for (int a = 0; a < 4; a++)
-		if (PG_ARGISNULL(a))
+		if (a != 2 && PG_ARGISNULL(a))
 			PG_RETURN_NULL();
 	if (PG_NARGS() < 5 || PG_ARGISNULL(4))
 		return cpht_create(fcinfo);
@@ -205,7 +206,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	refuse_transaction_block("creating a shared cpht table");
 
 	bytes = cpht_create_params(PG_GETARG_INT64(0), text_to_cstring(PG_GETARG_TEXT_PP(1)),
-							   PG_GETARG_INT32(2), &params);
+							   PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2), &params);
 	/* A role capped by cpht.max_memory gets no larger table this way. */
 	cpht_memory_check(bytes, "shared cpht table");
 	/* the GPU as the cpht worker found it (access.c) */

@@ -66,7 +66,7 @@ cpht_stream_define_gucs(void)
 void
 cpht_stream_check_key(uint64 key, int key_bits)
 {
-	if (key_bits < 64 && (key >> key_bits) != 0)
+	if (key_bits > 0 && key_bits < 64 && (key >> key_bits) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("key " INT64_FORMAT " is out of range for a table with key_bits %d",

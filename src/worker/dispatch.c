@@ -353,7 +353,7 @@ op_create(CphtSlot *slot)
 	e->owner = req->owner;
 	e->kind = req->params.kind;
 	e->device = req->params.device;
-	e->key_bits = req->params.key_bits;
+	e->key_bits = req->params.auto_key_bits ? 0 : req->params.key_bits;
 	e->transactional = req->transactional;
 	cpht_xacts_table_created(i, table_ids[i], req->transactional);
 	e->capacity = req->capacity;

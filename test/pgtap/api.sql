@@ -16,8 +16,8 @@ SELECT is(
 		  ORDER BY p.proname COLLATE "C"),
 	ARRAY[
 		'cpht_count(handle integer) -> bigint, kind f, volatility v, parallel r, strict t',
-		-- not strict: name defaults to NULL (a NULL among the others gives NULL)
-		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT 64, transactional boolean DEFAULT true, name text DEFAULT NULL::text) -> integer, kind f, volatility v, parallel u, strict f',
+		-- not strict: name and key_bits default to NULL (a NULL among the others gives NULL)
+		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT NULL::integer, transactional boolean DEFAULT true, name text DEFAULT NULL::text) -> integer, kind f, volatility v, parallel u, strict f',
 		'cpht_delete(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
 		'cpht_drop(handle integer) -> void, kind f, volatility v, parallel u, strict t',
 		'cpht_drop_all() -> integer, kind f, volatility v, parallel u, strict t',

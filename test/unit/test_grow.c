@@ -11,6 +11,8 @@
  *  - the memory hook refusing the larger layout: CPHT_ERR_LIMIT and the
  *    table unchanged, then the same call goes through once it may; every
  *    byte the growth took is given back when the table is destroyed;
+ *  - a growth doubles the buckets, holding at its peak the old and the new
+ *    slots, 1.5 times the new (for a GPU table, with its transfer buffers);
  *  - growth impossible (every key bit in the bucket address): CPHT_ERR_FULL,
  *    the table unchanged; a fixed_size table reports CPHT_ERR_FULL;
  *  - a GPU table grows like the CPU table fed the same batches: the same
@@ -26,6 +28,7 @@
 
 static int64_t hook_held = 0;
 static int64_t hook_limit = INT64_MAX;
+static int64_t hook_peak = 0;
 
 static int
 test_hook(int64_t delta)
@@ -33,6 +36,8 @@ test_hook(int64_t delta)
 	if (delta > 0 && hook_held + delta > hook_limit)
 		return 0;
 	hook_held += delta;
+	if (hook_held > hook_peak)
+		hook_peak = hook_held;
 	return 1;
 }
 
@@ -340,6 +345,48 @@ check_memory_hook(cpht_kind kind, cpht_device dev, const char *what)
 }
 
 static void
+check_doubling(cpht_kind kind, cpht_device dev, const char *what)
+{
+	cpht_table *t;
+	cpht_stats	before,
+				after;
+	int64_t		held,
+				buffers;
+
+	hook_held = 0;
+	hook_limit = INT64_MAX;
+	cpht_set_memory_hook(test_hook);
+	t = make(kind, dev, 100000, 64);
+	if (t == NULL)
+		return;
+	CHECK(cpht_table_stats(t, &before) == CPHT_OK, "%s: stats", what);
+	held = hook_held;
+	hook_peak = hook_held;
+	CHECK(cpht_table_grow(t) == CPHT_OK, "%s: grow: %s", what, cpht_table_error(t));
+	CHECK(cpht_table_stats(t, &after) == CPHT_OK, "%s: stats", what);
+	CHECK(after.slots[0] >= 2 * before.slots[0] && after.slots[0] <= 2 * before.slots[0] + 64 &&
+		  after.slots[1] >= 2 * before.slots[1] && after.slots[1] <= 2 * before.slots[1] + 64,
+		  "%s: slots %llu+%llu grew to %llu+%llu, not twice", what,
+		  (unsigned long long) before.slots[0], (unsigned long long) before.slots[1],
+		  (unsigned long long) after.slots[0], (unsigned long long) after.slots[1]);
+	/*
+	 * At the peak: what the table held plus the new slots, and a GPU
+	 * table's transfer buffers as far as they grew (made anew they would
+	 * count again).
+	 */
+	buffers = (int64_t) after.staging_bytes - (int64_t) before.staging_bytes;
+	if (buffers < 0)
+		buffers = 0;
+	CHECK(hook_peak - held <= (int64_t) after.table_bytes + buffers &&
+		  (double) (hook_peak - held - buffers + (int64_t) before.table_bytes) <= 1.5 * (double) after.table_bytes + 64,
+		  "%s: %lld bytes more at the peak of a growth from %llu to %llu bytes of slots", what,
+		  (long long) (hook_peak - held), (unsigned long long) before.table_bytes,
+		  (unsigned long long) after.table_bytes);
+	cpht_table_destroy(t);
+	cpht_set_memory_hook(NULL);
+}
+
+static void
 check_growth_impossible(cpht_kind kind, cpht_device dev, const char *what)
 {
 	cpht_table *t = make(kind, dev, 100, 8);
@@ -470,6 +517,7 @@ main(void)
 			check_duplicates((cpht_kind) kind, (cpht_device) dev, what);
 			check_transaction((cpht_kind) kind, (cpht_device) dev, what);
 			check_memory_hook((cpht_kind) kind, (cpht_device) dev, what);
+			check_doubling((cpht_kind) kind, (cpht_device) dev, what);
 			check_growth_impossible((cpht_kind) kind, (cpht_device) dev, what);
 			check_fixed_size((cpht_kind) kind, (cpht_device) dev, what);
 			check_fault_in_growth((cpht_kind) kind, (cpht_device) dev, what);
