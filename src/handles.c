@@ -80,6 +80,22 @@ cpht_handles_add(const CphtHandle *entry)
 	return slot->handle;
 }
 
+int32
+cpht_handles_add_at(int32 handle, const CphtHandle *entry)
+{
+	Assert(handle > nentries);
+	while (nentries < handle - 1)
+	{
+		cpht_handles_reserve();
+		memset(&entries[nentries], 0, sizeof(CphtHandle));
+		entries[nentries].shared_entry = -1;
+		nentries++;
+		entries[nentries - 1].handle = nentries;
+	}
+	cpht_handles_reserve();
+	return cpht_handles_add(entry);
+}
+
 CphtHandle *
 cpht_handles_get(int32 handle)
 {
