@@ -134,7 +134,7 @@ BEGIN
 	-- the same answers as a serial plan; workers alone do the work
 	PERFORM dblink_exec('a', 'SET parallel_leader_participation = off');
 	r := pg_temp.value('a', format('EXPLAIN (ANALYZE, FORMAT JSON) SELECT cpht_fop_agg(%s, id) FROM par_staging', ha[1]));
-	launched := (SELECT sum(w::text::int) FROM jsonb_path_query(r::jsonb, 'strict $.**."Workers Launched"') w);
+	launched := (SELECT sum(w::text::int) FROM jsonb_path_query(r::jsonb, '$.**."Workers Launched"') w);
 	RETURN NEXT ok(launched >= 1, format('the parallel plan launched workers (%s)', launched));
 	RETURN NEXT is(cpht_count(cpht_open('par_1')), 25000::bigint, 'the workers put every distinct id, once');
 	-- (the relation is read in session b only: a lock this transaction held
