@@ -83,17 +83,25 @@ cpht_handles_add(const CphtHandle *entry)
 int32
 cpht_handles_add_at(int32 handle, const CphtHandle *entry)
 {
-	Assert(handle > nentries);
-	while (nentries < handle - 1)
+	CphtHandle *slot;
+
+	/* the handles up to this one exist, unknown until given a table */
+	while (nentries < handle)
 	{
 		cpht_handles_reserve();
 		memset(&entries[nentries], 0, sizeof(CphtHandle));
 		entries[nentries].shared_entry = -1;
+		entries[nentries].handle = nentries + 1;
 		nentries++;
-		entries[nentries - 1].handle = nentries;
 	}
-	cpht_handles_reserve();
-	return cpht_handles_add(entry);
+	slot = &entries[handle - 1];
+	if (slot->shared || slot->table != NULL)
+		elog(ERROR, "cpht handle %d is already registered", handle);
+	*slot = *entry;
+	slot->handle = handle;
+	if (slot->table != NULL)
+		live_bytes += slot->bytes;
+	return handle;
 }
 
 CphtHandle *

@@ -38,9 +38,10 @@ extern void cpht_handles_reserve(void);
  * handle. */
 extern int32 cpht_handles_add(const CphtHandle *entry);
 
-/* Registers an entry under a given handle, above every handle so far
- * (the ones between stay unknown): a parallel worker gives the leader's
- * shared tables the leader's handles (parallel_plan.c). */
+/* Registers an entry under a given handle that has no table yet (handles
+ * below it that were never given one stay unknown): a parallel worker gives
+ * the leader's shared tables the leader's handles, in whatever order its
+ * aggregates name them (parallel_plan.c). */
 extern int32 cpht_handles_add_at(int32 handle, const CphtHandle *entry);
 
 /* The live table of a handle; ERROR if unknown, dropped or shared.  The pointer is

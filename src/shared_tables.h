@@ -34,8 +34,8 @@ extern int	cpht_shared_open_handles(const int32 **handles);
 
 /*
  * A parallel worker's handle for the leader's shared table: the same
- * number the leader's session gave it (above every handle the worker has),
- * naming the catalog entry and table id the leader had.
+ * number the leader's session gave it, naming the catalog entry and table
+ * id the leader had.
  */
 extern void cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id);
 

@@ -7,7 +7,7 @@
 -- session a (autocommit, so it can create shared tables), another
 -- transaction in session b.
 BEGIN;
-SELECT plan(23);
+SELECT plan(24);
 
 \ir include/shared_sessions.psql
 
@@ -91,7 +91,7 @@ DECLARE
 	launched int;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 23);
+		RETURN NEXT skip(why, 24);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('a');
@@ -106,7 +106,7 @@ BEGIN
 	PERFORM dblink_exec('a', $q$CREATE TABLE par_staging AS
 		SELECT (g * 7919 % 25000)::bigint AS id, g AS v FROM generate_series(1, 60000) g$q$);
 	PERFORM dblink_exec('a', 'ANALYZE par_staging');
-	FOR t IN 1..8 LOOP
+	FOR t IN 1..9 LOOP
 		ha[t] := pg_temp.value('a', format('SELECT cpht_create(100000, name => %L)', 'par_' || t))::int;
 	END LOOP;
 	hp := pg_temp.value('a', 'SELECT cpht_create(100000)')::int;
@@ -142,6 +142,10 @@ BEGIN
 	RETURN NEXT is(pg_temp.value('b', $q$SELECT bool_and(f)::text FROM unnest(cpht_find(cpht_open('par_1'),
 		(SELECT array_agg(DISTINCT id) FROM par_staging))) f$q$), 'true', 'every id of the relation is in the table');
 	RETURN NEXT is(pg_temp.value('a', format(agg, ha[1])), '0', 'a second parallel run finds no new id');
+	-- two aggregates naming the higher handle first: a worker registers
+	-- each under the leader's number
+	RETURN NEXT is(pg_temp.value('a', format('SELECT (cpht_fop_agg(%s, id) + cpht_fop_agg(%s, id))::text FROM par_staging',
+		ha[9], ha[8])), '50000', 'two aggregates over two shared tables in one parallel query');
 	PERFORM dblink_exec('a', 'RESET parallel_leader_participation');
 	PERFORM pg_temp.value('a', format('SELECT cpht_put(%s, ARRAY(SELECT generate_series(0, 4999)::bigint))', ha[2]));
 	PERFORM pg_temp.value('a', format('SELECT cpht_put(%s, ARRAY(SELECT generate_series(0, 4999)::bigint))', ha[3]));
@@ -195,7 +199,7 @@ BEGIN
 		format('a canceled parallel query gives 57014 (%s) and leaves no key', r));
 
 	PERFORM dblink_exec('a', 'DROP TABLE par_staging');
-	FOR t IN 1..8 LOOP
+	FOR t IN 1..9 LOOP
 		PERFORM pg_temp.value('a', format('SELECT cpht_drop(cpht_open(%L))', 'par_' || t));
 	END LOOP;
 	PERFORM dblink_disconnect('a');
