@@ -130,3 +130,49 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text) IS
 'creates a table for capacity distinct keys (kind iceberg or cuckoo; keys of key_bits bits, or with key_bits NULL any bigint, the slots widening as keys need), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it)';
+-- Parallel streaming: cpht_fop_agg over a shared table runs in parallel
+-- workers.  Each worker streams its rows' keys to the table and hands the
+-- leader the count of its new keys (serialize, deserialize, combine); the
+-- workers act for the leader's transaction.  The aggregate is PARALLEL
+-- SAFE, but the planner hook of cpht plans a query in parallel only when
+-- every cpht_fop_agg of it names a shared table this session opened by a
+-- constant (or a bound parameter): a private table lives in its session,
+-- where parallel workers cannot reach it.
+CREATE FUNCTION cpht_fop_agg_serialize(internal)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'cpht_fop_agg_serialize'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION cpht_fop_agg_deserialize(bytea, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'cpht_fop_agg_deserialize'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION cpht_fop_agg_combine(internal, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'cpht_fop_agg_combine'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+ALTER FUNCTION cpht_fop_agg_step(internal, int, bigint) PARALLEL SAFE;
+ALTER FUNCTION cpht_fop_agg_final(internal) PARALLEL SAFE;
+
+DROP AGGREGATE cpht_fop_agg(int, bigint);
+CREATE AGGREGATE cpht_fop_agg(handle int, key bigint) (
+	SFUNC = cpht_fop_agg_step,
+	STYPE = internal,
+	FINALFUNC = cpht_fop_agg_final,
+	FINALFUNC_MODIFY = READ_WRITE,
+	COMBINEFUNC = cpht_fop_agg_combine,
+	SERIALFUNC = cpht_fop_agg_serialize,
+	DESERIALFUNC = cpht_fop_agg_deserialize,
+	PARALLEL = SAFE
+);
+
+-- As in the update to 0.1.1: the aggregate inserts keys, so the planner
+-- must see it VOLATILE (CREATE AGGREGATE records IMMUTABLE).
+UPDATE pg_catalog.pg_proc
+SET provolatile = 'v'
+WHERE oid = 'cpht_fop_agg(int, bigint)'::pg_catalog.regprocedure;
+
+COMMENT ON AGGREGATE cpht_fop_agg(int, bigint) IS
+'find-or-put of every non-null key of the group, streamed in batches; returns how many keys were new; over a shared table it runs in parallel workers';

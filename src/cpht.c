@@ -18,6 +18,7 @@
 #include "client.h"
 #include "cpht_table.h"
 #include "memcap.h"
+#include "parallel_plan.h"
 #include "protocol.h"
 #include "stream.h"
 #include "txn.h"
@@ -136,6 +137,9 @@ _PG_init(void)
 	/* shared_preload_libraries: the worker's settings, memory and
 	 * registration (shmem/shmem.c) */
 	cpht_shmem_init();
+
+	/* cpht_fop_agg over shared tables in parallel workers */
+	cpht_parallel_init();
 
 	MarkGUCPrefixReserved("cpht");
 

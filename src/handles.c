@@ -80,6 +80,30 @@ cpht_handles_add(const CphtHandle *entry)
 	return slot->handle;
 }
 
+int32
+cpht_handles_add_at(int32 handle, const CphtHandle *entry)
+{
+	CphtHandle *slot;
+
+	/* the handles up to this one exist, unknown until given a table */
+	while (nentries < handle)
+	{
+		cpht_handles_reserve();
+		memset(&entries[nentries], 0, sizeof(CphtHandle));
+		entries[nentries].shared_entry = -1;
+		entries[nentries].handle = nentries + 1;
+		nentries++;
+	}
+	slot = &entries[handle - 1];
+	if (slot->shared || slot->table != NULL)
+		elog(ERROR, "cpht handle %d is already registered", handle);
+	*slot = *entry;
+	slot->handle = handle;
+	if (slot->table != NULL)
+		live_bytes += slot->bytes;
+	return handle;
+}
+
 CphtHandle *
 cpht_handles_get(int32 handle)
 {

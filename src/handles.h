@@ -38,6 +38,12 @@ extern void cpht_handles_reserve(void);
  * handle. */
 extern int32 cpht_handles_add(const CphtHandle *entry);
 
+/* Registers an entry under a given handle that has no table yet (handles
+ * below it that were never given one stay unknown): a parallel worker gives
+ * the leader's shared tables the leader's handles, in whatever order its
+ * aggregates name them (parallel_plan.c). */
+extern int32 cpht_handles_add_at(int32 handle, const CphtHandle *entry);
+
 /* The live table of a handle; ERROR if unknown, dropped or shared.  The pointer is
  * valid until the next cpht_handles_reserve(). */
 extern CphtHandle *cpht_handles_get(int32 handle);

@@ -55,8 +55,17 @@ cpht_shared_handle_of(int32 entry, uint64 table_id)
 	return 0;
 }
 
+int
+cpht_shared_open_handles(const int32 **handles)
+{
+	*handles = shared_handles;
+	return nshared;
+}
+
+/* Registers a handle for the shared table; at_handle 0 takes the next
+ * handle, another value that one (see cpht_handles_add_at). */
 static int32
-register_handle(int32 entry, const CphtCatalogEntry *e)
+register_handle(int32 entry, const CphtCatalogEntry *e, int32 at_handle)
 {
 	CphtHandle	h;
 	int32		handle;
@@ -68,7 +77,8 @@ register_handle(int32 entry, const CphtCatalogEntry *e)
 			? repalloc(shared_handles, sizeof(int32) * maxshared)
 			: MemoryContextAlloc(TopMemoryContext, sizeof(int32) * maxshared);
 	}
-	cpht_handles_reserve();
+	if (at_handle == 0)
+		cpht_handles_reserve();
 	memset(&h, 0, sizeof(h));
 	h.shared = true;
 	h.shared_entry = entry;
@@ -80,7 +90,7 @@ register_handle(int32 entry, const CphtCatalogEntry *e)
 	h.capacity = e->capacity;
 	h.bytes = e->bytes;
 	h.shared_access = cpht_access_shared(0);
-	handle = cpht_handles_add(&h);
+	handle = at_handle == 0 ? cpht_handles_add(&h) : cpht_handles_add_at(at_handle, &h);
 	cpht_access_set_handle(h.shared_access, handle);
 	shared_handles[nshared++] = handle;
 	return handle;
@@ -159,6 +169,22 @@ cpht_shared_call(int32 handle, CphtCall call, const uint64 *keys, uint64 n,
 	return cpht_remote_call(&ref, handle, call, keys, n, status);
 }
 
+void
+cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id)
+{
+	CphtCatalogEntry copy;
+
+	if (entry < 0 || entry >= cpht_control->max_tables)
+		elog(ERROR, "cpht shared table entry %d out of range", entry);
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	copy = cpht_catalog[entry];
+	LWLockRelease(cpht_control->catalog_lock);
+	/* Dropped since the leader opened it: the handle's first use says so
+	 * (cpht_shared_ref compares the table ids). */
+	copy.table_id = table_id;
+	(void) register_handle(entry, &copy, handle);
+}
+
 /* Creating and dropping take effect at once: no rollback would undo them. */
 static void
 refuse_transaction_block(const char *what)
@@ -231,7 +257,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	copy = cpht_catalog[entry];
 	LWLockRelease(cpht_control->catalog_lock);
 	copy.table_id = rep->table_id;	/* even if dropped since */
-	PG_RETURN_INT32(register_handle(entry, &copy));
+	PG_RETURN_INT32(register_handle(entry, &copy, 0));
 }
 
 /* cpht_open(name): this session's handle of a shared table. */
@@ -272,7 +298,7 @@ cpht_open(PG_FUNCTION_ARGS)
 
 	handle = cpht_shared_handle_of(entry, copy.table_id);
 	if (handle == 0)
-		handle = register_handle(entry, &copy);
+		handle = register_handle(entry, &copy, 0);
 	PG_RETURN_INT32(handle);
 }
 

@@ -28,4 +28,15 @@ extern uint64 cpht_shared_call(int32 handle, CphtCall call, const uint64 *keys,
 /* This session's handle of a shared table, 0 if it has not opened it. */
 extern int32 cpht_shared_handle_of(int32 entry, uint64 table_id);
 
+/* The handles this session opened or created for shared tables (dropped
+ * ones included); returns how many. */
+extern int	cpht_shared_open_handles(const int32 **handles);
+
+/*
+ * A parallel worker's handle for the leader's shared table: the same
+ * number the leader's session gave it, naming the catalog entry and table
+ * id the leader had.
+ */
+extern void cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id);
+
 #endif							/* CPHT_SHARED_TABLES_H */

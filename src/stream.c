@@ -29,12 +29,14 @@
 #include <limits.h>
 
 #include "fmgr.h"
+#include "access/parallel.h"
 #include "utils/guc.h"
 
 #include "cpht_table.h"
 #include "errors.h"
 #include "handles.h"
 #include "memcap.h"
+#include "parallel_plan.h"
 #include "stream.h"
 #include "txn.h"
 
@@ -97,8 +99,13 @@ Stream *
 cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 {
 	Stream	   *st = MemoryContextAllocZero(cxt, sizeof(Stream));
-	CphtHandle *h = cpht_handles_use(handle);
+	CphtHandle *h;
 	uint64		bytes;
+
+	/* a parallel worker reaches the leader's shared table by its handle */
+	if (IsParallelWorker())
+		cpht_parallel_adopt_handle(handle);
+	h = cpht_handles_use(handle);
 
 	st->handle = h->handle;
 	st->key_bits = h->key_bits;
@@ -228,6 +235,21 @@ cpht_fop_agg_step(PG_FUNCTION_ARGS)
 	PG_RETURN_POINTER(state);
 }
 
+/*
+ * Sends a state's last partial batch and collects it: afterwards every key
+ * the state saw is in the table and counted in inserted.  A state combined
+ * from parallel workers' counts has no stream.
+ */
+static void
+fop_agg_flush(FopAggState *state)
+{
+	if (state->stream == NULL)
+		return;
+	state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
+	state->n = 0;
+	state->inserted += cpht_stream_swap(state->stream, NULL, 0, NULL, NULL);
+}
+
 PG_FUNCTION_INFO_V1(cpht_fop_agg_final);
 Datum
 cpht_fop_agg_final(PG_FUNCTION_ARGS)
@@ -237,10 +259,84 @@ cpht_fop_agg_final(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_INT64(0);		/* no rows at all */
 	state = (FopAggState *) PG_GETARG_POINTER(0);
-
-	/* Send the last partial batch, then collect it too. */
-	state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
-	state->n = 0;
-	state->inserted += cpht_stream_swap(state->stream, NULL, 0, NULL, NULL);
+	fop_agg_flush(state);
 	PG_RETURN_INT64((int64) state->inserted);
+}
+
+/*
+ * Parallel aggregation (the planner allows it for shared tables only:
+ * parallel.c).  A worker's partial state is serialized when its rows are
+ * done: its keys are sent to the table then, so what goes to the leader is
+ * only the count of new keys.  Workers share the leader's transaction, so
+ * a key two workers both meet is new for exactly one of them, and the sum
+ * of the counts is the serial answer.
+ */
+PG_FUNCTION_INFO_V1(cpht_fop_agg_serialize);
+Datum
+cpht_fop_agg_serialize(PG_FUNCTION_ARGS)
+{
+	FopAggState *state = (FopAggState *) PG_GETARG_POINTER(0);
+	bytea	   *out;
+
+	if (!AggCheckCallContext(fcinfo, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cpht_fop_agg_serialize called in a non-aggregate context")));
+	fop_agg_flush(state);
+	out = palloc(VARHDRSZ + sizeof(int64));
+	SET_VARSIZE(out, VARHDRSZ + sizeof(int64));
+	memcpy(VARDATA(out), &state->inserted, sizeof(int64));
+	PG_RETURN_BYTEA_P(out);
+}
+
+PG_FUNCTION_INFO_V1(cpht_fop_agg_deserialize);
+Datum
+cpht_fop_agg_deserialize(PG_FUNCTION_ARGS)
+{
+	bytea	   *in = PG_GETARG_BYTEA_PP(0);
+	FopAggState *state;
+
+	if (!AggCheckCallContext(fcinfo, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cpht_fop_agg_deserialize called in a non-aggregate context")));
+	if (VARSIZE_ANY_EXHDR(in) != sizeof(int64))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("invalid cpht_fop_agg partial state of %d bytes",
+						(int) VARSIZE_ANY_EXHDR(in))));
+	state = palloc0(sizeof(FopAggState));
+	memcpy(&state->inserted, VARDATA_ANY(in), sizeof(int64));
+	PG_RETURN_POINTER(state);
+}
+
+/*
+ * Not strict: the state is internal, so a first state must be copied into
+ * the aggregate's context here (the deserialized one lives in a per-tuple
+ * context).  A state with a stream of its own (partial aggregation in one
+ * process, without serialization) is flushed first.
+ */
+PG_FUNCTION_INFO_V1(cpht_fop_agg_combine);
+Datum
+cpht_fop_agg_combine(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcontext;
+	FopAggState *state = PG_ARGISNULL(0) ? NULL : (FopAggState *) PG_GETARG_POINTER(0);
+	FopAggState *other = PG_ARGISNULL(1) ? NULL : (FopAggState *) PG_GETARG_POINTER(1);
+
+	if (!AggCheckCallContext(fcinfo, &aggcontext))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cpht_fop_agg_combine called in a non-aggregate context")));
+	if (other == NULL)
+	{
+		if (state == NULL)
+			PG_RETURN_NULL();
+		PG_RETURN_POINTER(state);
+	}
+	fop_agg_flush(other);
+	if (state == NULL)
+		state = MemoryContextAllocZero(aggcontext, sizeof(FopAggState));
+	state->inserted += other->inserted;
+	PG_RETURN_POINTER(state);
 }

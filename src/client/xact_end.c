@@ -18,6 +18,7 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "access/transam.h"
 #include "access/xact.h"
 
@@ -31,6 +32,9 @@ static TransactionId last_write = InvalidTransactionId;
 void
 cpht_xact_end_note_write(TransactionId top_xid, TransactionId sub_xid)
 {
+	/* a parallel worker writes for its leader, which ends the transaction */
+	if (IsParallelWorker())
+		return;
 	written_top = top_xid;
 	last_write = sub_xid;
 }

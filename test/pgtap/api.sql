@@ -26,10 +26,14 @@ SELECT is(
 		'cpht_find(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel r, strict t',
 		'cpht_fop(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
 		-- the planner reads the aggregate's own volatility (CREATE
-		-- AGGREGATE records i; the extension script sets v)
-		'cpht_fop_agg(handle integer, key bigint) -> bigint, kind a, volatility v, parallel u, strict f',
-		'cpht_fop_agg_final(internal) -> bigint, kind f, volatility v, parallel u, strict f',
-		'cpht_fop_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel u, strict f',
+		-- AGGREGATE records i; the extension script sets v); parallel safe,
+		-- but planned in parallel only over shared tables (parallel_plan.c)
+		'cpht_fop_agg(handle integer, key bigint) -> bigint, kind a, volatility v, parallel s, strict f',
+		'cpht_fop_agg_combine(internal, internal) -> internal, kind f, volatility v, parallel s, strict f',
+		'cpht_fop_agg_deserialize(bytea, internal) -> internal, kind f, volatility v, parallel s, strict t',
+		'cpht_fop_agg_final(internal) -> bigint, kind f, volatility v, parallel s, strict f',
+		'cpht_fop_agg_serialize(internal) -> bytea, kind f, volatility v, parallel s, strict t',
+		'cpht_fop_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
 		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel u, strict t',
 		'cpht_fop_rows(handle integer, rowtype anyelement, query text, key_column text DEFAULT ''id''::text) -> SETOF anyelement, kind f, volatility v, parallel u, strict f',
 		'cpht_import_agg(handle integer, chunk bytea) -> bigint, kind a, volatility v, parallel u, strict f',
@@ -46,10 +50,11 @@ SELECT is(
 	'functions, arguments, results, kinds, volatility, parallel safety and strictness');
 
 SELECT is(
-	(SELECT format('%s, %s, %s, %s', aggtransfn, aggfinalfn, aggtranstype::regtype, aggkind)
+	(SELECT format('%s, %s, %s, %s, %s, %s, %s', aggtransfn, aggfinalfn, aggtranstype::regtype, aggkind,
+				   aggcombinefn, aggserialfn, aggdeserialfn)
 	 FROM pg_aggregate WHERE aggfnoid = 'cpht_fop_agg(int, bigint)'::regprocedure),
-	'cpht_fop_agg_step, cpht_fop_agg_final, internal, n',
-	'cpht_fop_agg: a plain aggregate with an internal state');
+	'cpht_fop_agg_step, cpht_fop_agg_final, internal, n, cpht_fop_agg_combine, cpht_fop_agg_serialize, cpht_fop_agg_deserialize',
+	'cpht_fop_agg: a plain aggregate with an internal state, combined from parallel workers');
 
 SELECT is(cpht_create(capacity => 100, key_bits => 16, kind => 'cuckoo', transactional => false) > 0, true,
 	'cpht_create takes named arguments');

@@ -1,0 +1,18 @@
+/*
+ * parallel_plan.h — cpht_fop_agg in parallel workers (parallel_plan.c):
+ * which queries may run in parallel, the leader's transaction id before
+ * workers start, and the leader's shared-table handles in the workers.
+ */
+#ifndef CPHT_PARALLEL_PLAN_H
+#define CPHT_PARALLEL_PLAN_H
+
+/* Installs the planner and executor hooks and the setting that carries
+ * the leader's handles (from _PG_init). */
+extern void cpht_parallel_init(void);
+
+/* In a parallel worker: registers the leader's shared table of this
+ * handle under the same handle, unless already done; ERROR when the
+ * leader had no shared table of that handle. */
+extern void cpht_parallel_adopt_handle(int32 handle);
+
+#endif							/* CPHT_PARALLEL_PLAN_H */
