@@ -20,9 +20,10 @@ KIND=${CPHT_STREAM_KIND:-iceberg}
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 q -c "CREATE EXTENSION IF NOT EXISTS cpht" >/dev/null
 
-# distinct keys spread over 62 bits: an odd multiplier is a bijection
-# modulo 2^62, computed in numeric to avoid overflow
-ROWS="SELECT ((g::numeric * 2862933555777941757) % 4611686018427387904)::bigint AS k FROM generate_series(1, $N) g"
+# distinct keys spread over all 64 bits (negative ones too): y = x ^ (x << s)
+# is a bijection of 64-bit words (the low s bits stay, the rest follow from
+# them), and bigint's << does not check overflow
+ROWS="SELECT y # (y << 13) AS k FROM (SELECT g # (g << 21) AS y FROM generate_series(1, $N) g) s0"
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
