@@ -216,6 +216,15 @@ cpht_status cpht_table_rollback_to(cpht_table *table, uint64_t position);
 void		cpht_table_truncate_log(cpht_table *table, uint64_t position);
 
 /*
+ * An emptied log gives a large store back (host or device memory), so
+ * that a finished transaction holds none; a table whose log is emptied
+ * after every call (the cpht worker's shared tables) keeps a store of up
+ * to `entries` instead, which spares the next call of that size allocating
+ * it again.  0 (the default): give back any store over 64K entries.
+ */
+void		cpht_table_keep_log(cpht_table *table, uint64_t entries);
+
+/*
  * Undo kept by the caller, for a table that many transactions change at
  * once (the cpht worker's transactional shared tables), where rolling the
  * single log back to a position would undo other transactions too.  The

@@ -119,6 +119,8 @@ cpht_shmem_startup(void)
 			memset(&cpht_slots[s], 0, sizeof(CphtSlot));
 			pg_atomic_init_u32(&cpht_slots[s].state, CPHT_SLOT_IDLE);
 			pg_atomic_init_u32(&cpht_slots[s].cancel, 0);
+			pg_atomic_init_u64(&cpht_slots[s].filled, 0);
+			pg_atomic_init_u64(&cpht_slots[s].ran, 0);
 		}
 		for (int w = 0; w < (nslots + 63) / 64; w++)
 			pg_atomic_init_u64(&cpht_submitted[w], 0);

@@ -440,6 +440,21 @@ if part d; then
 			exit 2
 	fi
 	q -c "SET cpht.device = $SDEV" -c "SELECT cpht_create($CPHT_BENCH_CAPACITY, transactional => false, name => 'cpht_bench_conc')" > /dev/null
+	# Each session builds its ring of batches before the clock starts, so
+	# that the run measures the calls, not building arrays: a batch is a
+	# bigint[] in a composite, and (ring[w]).keys hands the array to the
+	# call without copying it.  The sessions then wait at a gate (an
+	# advisory lock this script holds) and start together.
+	q -c "DROP TYPE IF EXISTS cpht_bench_batch" -c "CREATE TYPE cpht_bench_batch AS (keys bigint[])"
+	GATE=727274
+	mkfifo "$TMP/gate"
+	q < "$TMP/gate" &
+	gate_pid=$!
+	exec 3> "$TMP/gate"
+	echo "SELECT pg_advisory_lock($GATE);" >&3
+	until [ "$(q -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $GATE AND granted")" = 1 ]; do
+		sleep 0.1
+	done
 	loader() { # session number -> "batches keys new bad start_epoch end_epoch call_ms"
 		PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL
 DO \$\$
@@ -447,8 +462,9 @@ DECLARE
 	h int := cpht_open('cpht_bench_conc');
 	b bigint := $B;
 	base bigint := $1::bigint << 40;
-	t_start timestamptz := clock_timestamp();
-	t_end timestamptz := clock_timestamp() + interval '$CPHT_BENCH_SECONDS seconds';
+	ring cpht_bench_batch[];
+	t_start timestamptz;
+	t_end timestamptz;
 	t0 timestamptz;
 	call_s float8 := 0;
 	i int := 0;
@@ -457,14 +473,19 @@ DECLARE
 	n bigint;
 	new_keys bigint := 0;
 	bad int := 0;
-	keys bigint[];
 BEGIN
+	FOR r IN 0..$ring - 1 LOOP
+		first := base + r * (b / 2);
+		ring[r + 1] := ROW(array(SELECT generate_series(first, first + b - 1)))::cpht_bench_batch;
+	END LOOP;
+	PERFORM pg_advisory_lock_shared($GATE);
+	PERFORM pg_advisory_unlock_shared($GATE);
+	t_start := clock_timestamp();
+	t_end := t_start + interval '$CPHT_BENCH_SECONDS seconds';
 	WHILE clock_timestamp() < t_end LOOP
 		w := i % $ring;
-		first := base + w * (b / 2);
-		keys := array(SELECT generate_series(first, first + b - 1));
 		t0 := clock_timestamp();
-		n := cardinality(cpht_fop_new(h, keys));
+		n := cardinality(cpht_fop_new(h, (ring[w + 1]).keys));
 		call_s := call_s + extract(epoch FROM clock_timestamp() - t0);
 		IF n <> (CASE WHEN i >= $ring THEN 0 WHEN w = 0 THEN b ELSE b - b / 2 END) THEN
 			bad := bad + 1;
@@ -478,10 +499,24 @@ END
 \$\$;
 SQL
 	}
+	loaders=
 	for s in $(seq 0 $((S - 1))); do
 		loader "$s" > "$TMP/conc.$s" &
+		loaders="$loaders $!"
 	done
-	wait
+	# open the gate once every session waits at it (or has failed)
+	while :; do
+		waiting=$(q -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $GATE AND NOT granted")
+		running=0
+		for l in $loaders; do kill -0 "$l" 2> /dev/null && running=$((running + 1)); done
+		[ "$waiting" -ge "$running" ] && break
+		sleep 0.2
+	done
+	echo "SELECT pg_advisory_unlock($GATE);" >&3
+	exec 3>&-
+	wait $loaders || true
+	wait "$gate_pid" || true
+	q -c "DROP TYPE cpht_bench_batch"
 	cat "$TMP"/conc.* > "$TMP/conc"
 	count=$(q -c "SELECT cpht_count(cpht_open('cpht_bench_conc'))")
 	drop_bench_tables
