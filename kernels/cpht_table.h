@@ -344,6 +344,16 @@ int			cpht_gpu_info(char *name, size_t namelen, uint64_t *free_bytes,
 int			cpht_host_register(void *ptr, size_t len, char *errbuf, size_t errlen);
 
 /*
+ * Copies `bytes` from src to dst on up to `threads` threads (0: one per
+ * core), a thread per megabyte at most: one thread's memory bandwidth
+ * would make a copy of hundreds of megabytes (a large batch going into the
+ * cpht worker's transfer windows) cost more than the call on the GPU.  The
+ * threads only copy, with every signal blocked, and are joined before it
+ * returns.
+ */
+void		cpht_parallel_memcpy(void *dst, const void *src, size_t bytes, int threads);
+
+/*
  * FOR TESTS ONLY: runs a kernel that traps, which leaves the process's
  * CUDA context broken as a sticky fault does; every later device call of
  * every GPU table then fails with CPHT_ERR_DEVICE_LOST.  Returns 0 without

@@ -11,6 +11,7 @@
 
 #include "catalog/pg_type.h"
 #include "utils/array.h"
+#include "utils/expandeddatum.h"
 #include "utils/memutils.h"
 
 #include "keys.h"
@@ -39,7 +40,7 @@ check_no_nulls(ArrayType *array, int n)
 
 /* Reports the first key outside [0, 2^key_bits). */
 static void
-check_key_bits(const uint64 *keys, int n, int key_bits, ArrayType *array)
+check_key_bits(const uint64 *keys, int n, int key_bits, int lbound)
 {
 	int			i;
 
@@ -55,7 +56,7 @@ check_key_bits(const uint64 *keys, int n, int key_bits, ArrayType *array)
 					 errmsg("key " INT64_FORMAT " is out of range for a table with key_bits %d",
 							(int64) keys[i], key_bits),
 					 errdetail("Element %d of the array is outside 0 <= key < 2^%d.",
-							   ARR_LBOUND(array)[0] + i, key_bits),
+							   lbound + i, key_bits),
 					 errhint("Create the table with a larger key_bits.")));
 	}
 }
@@ -88,10 +89,67 @@ cpht_keys_read(ArrayType *array, int key_bits, int *n)
 	check_no_nulls(array, nkeys);
 
 	keys = (const uint64 *) ARR_DATA_PTR(array);
-	check_key_bits(keys, nkeys, key_bits, array);
+	check_key_bits(keys, nkeys, key_bits, ARR_LBOUND(array)[0]);
 
 	*n = nkeys;
 	return keys;
+}
+
+/*
+ * An expanded bigint[] (a PL/pgSQL array variable, for one) holds its
+ * elements either as the flat array it was made from or, once an element
+ * was assigned, as an array of Datums, which for bigint (passed by value)
+ * are the int64 values themselves: in both cases the keys can be read in
+ * place, without flattening the whole array into a copy first.
+ */
+static const uint64 *
+expanded_keys(ExpandedArrayHeader *eah, int key_bits, int *n)
+{
+	const uint64 *keys;
+
+	if (eah->element_type != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("keys must be an array of bigint")));
+	if (eah->fvalue != NULL)
+		return cpht_keys_read(eah->fvalue, key_bits, n);
+	if (eah->ndims == 0)
+	{
+		*n = 0;
+		return NULL;
+	}
+	if (eah->ndims != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("keys must be a one-dimensional array"),
+				 errdetail("The array has %d dimensions.", eah->ndims)));
+	/* no flat value: the Datums are there (array_expanded.c) */
+	Assert(eah->dvalues != NULL);
+	if (eah->dnulls != NULL)
+	{
+		for (int i = 0; i < eah->nelems; i++)
+			if (eah->dnulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("keys must not be null"),
+						 errdetail("Element %d of the array is null.", eah->lbound[0] + i)));
+	}
+	keys = (const uint64 *) eah->dvalues;
+	check_key_bits(keys, eah->nelems, key_bits, eah->lbound[0]);
+	*n = eah->nelems;
+	return keys;
+}
+
+const uint64 *
+cpht_keys_read_arg(FunctionCallInfo fcinfo, int argno, int key_bits, int *n)
+{
+	Datum		d = PG_GETARG_DATUM(argno);
+
+	StaticAssertStmt(sizeof(Datum) == sizeof(uint64) && FLOAT8PASSBYVAL,
+					 "bigint Datums must be the int64 values themselves");
+	if (VARATT_IS_EXTERNAL_EXPANDED(DatumGetPointer(d)))
+		return expanded_keys((ExpandedArrayHeader *) DatumGetEOHP(d), key_bits, n);
+	return cpht_keys_read(DatumGetArrayTypeP(d), key_bits, n);
 }
 
 /* A one-dimensional array of n elements of a fixed-length type whose data

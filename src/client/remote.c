@@ -15,6 +15,7 @@
 #include "miscadmin.h"
 
 #include "client.h"
+#include "cpht.h"
 #include "errors.h"
 #include "waits.h"
 
@@ -84,6 +85,22 @@ tag_run(CphtRequest *req, const CphtSharedRef *ref, CphtCall call)
 }
 
 /*
+ * The keys of piece p of a streamed call into a window.  On several
+ * threads (cpht.cpu_threads): copying is all this backend does while the
+ * worker runs the piece before, and one thread's copy of a window takes
+ * longer than the GPU's transfer and kernels on it.
+ */
+static void
+fill_piece(uint64 *window, const uint64 *keys, uint64 n, uint64 p)
+{
+	uint64		off = p * cpht_control->window_keys;
+
+	cpht_parallel_memcpy(window, keys + off,
+						 sizeof(uint64) * Min(cpht_control->window_keys, n - off),
+						 cpht_cpu_threads);
+}
+
+/*
  * A call larger than a window, streamed through windows win[0] and (if
  * not -1) win[1]: while the worker runs piece p, this backend copies the
  * keys of piece p + 1 into the other window and the statuses of piece
@@ -107,8 +124,7 @@ stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 	/* Nothing is out yet: a cancel raises here. */
 	CHECK_FOR_INTERRUPTS();
 	for (; filled < (uint64) nwin && filled < npieces; filled++)
-		memcpy(cpht_window_keys(win[filled]), keys + filled * window_keys,
-			   sizeof(uint64) * Min(window_keys, n - filled * window_keys));
+		fill_piece(cpht_window_keys(win[filled]), keys, n, filled);
 	req = table_request(CPHT_OP_STREAM, ref);
 	req->call = call;
 	req->window = win[0];
@@ -123,10 +139,7 @@ stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 		if (!done && filled < npieces && filled < copied + nwin &&
 			!QueryCancelPending && !ProcDiePending)
 		{
-			uint64		off = filled * window_keys;
-
-			memcpy(cpht_window_keys(win[filled % nwin]), keys + off,
-				   sizeof(uint64) * Min(window_keys, n - off));
+			fill_piece(cpht_window_keys(win[filled % nwin]), keys, n, filled);
 			cpht_client_stream_filled(++filled);
 			continue;
 		}
