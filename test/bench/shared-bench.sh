@@ -416,7 +416,8 @@ SQL
 		done
 	} > "$TMP/big.sql"
 	PGOPTIONS="$PGOPTIONS -c cpht.trace=on" psql -X -q -At -v ON_ERROR_STOP=1 -f "$TMP/big.sql" > "$TMP/big.out" 2>&1 || true
-	awk '{ sub(/^NOTICE: +/, "") }
+	# psql -f puts "psql:FILE:LINE: " before each NOTICE
+	awk '{ sub(/^(psql:[^ ]*: )?NOTICE: +/, "") }
 			 /^call / { if (k != "") printf "%s %s %s %s\n", k, w, (t == "" ? "none" : t), ok; k = $2; w = ""; t = ""; ok = "" }
 			 /^cpht_fop: / { for (i = 1; i <= NF; i++) if ($i == "table") t = $(i + 1) }
 			 /^wall / { w = $2; ok = $3 }
@@ -426,7 +427,7 @@ SQL
 	for f in $($PLAIN || echo big_s) big_p; do
 		if awk '$3 != "t"' "$TMP/$f" | grep -q . || [ "$(wc -l < "$TMP/$f")" -ne "$CPHT_BENCH_BIG_REPS" ]; then
 			echo "shared-bench: FAILED: large call ($f): $(cat "$TMP/$f")" >&2
-			grep -v '^call \|^cpht_fop: \|^wall \|^NOTICE:  call \|^NOTICE:  wall \|^NOTICE:  cpht_fop: \|^DETAIL:  Inside' "$TMP/big.out" | head -5 >&2 || true
+			grep -v 'NOTICE:  call \|NOTICE:  wall \|NOTICE:  cpht_fop: \|DETAIL:  Inside' "$TMP/big.out" | head -5 >&2 || true
 			exit 1
 		fi
 		awk '{ print $1 }' "$TMP/$f" > "$TMP/$f.wall"
