@@ -16,9 +16,10 @@
 extern const uint64 *cpht_keys_read(ArrayType *array, int key_bits, int *n);
 
 /*
- * The same for argument argno of a function: an expanded array (a PL/pgSQL
- * array variable) is read in place, without the flat copy
- * PG_GETARG_ARRAYTYPE_P would make of it.  Valid while the argument is.
+ * The same for argument argno of a function: an expanded array that keeps
+ * its flat form (a PL/pgSQL array variable assigned from a query) is read
+ * in place, without the flat copy PG_GETARG_ARRAYTYPE_P would make of it.
+ * Valid while the argument is.
  */
 extern const uint64 *cpht_keys_read_arg(FunctionCallInfo fcinfo, int argno, int key_bits, int *n);
 

@@ -167,9 +167,9 @@ SELECT throws_ok(format('SELECT cpht_fop_agg(CASE WHEN id = 1 THEN %s ELSE %s EN
 	'22023', 'cpht_fop_agg must get the same handle in every row of a group', 'cpht_fop_agg: another handle in a later row');
 SELECT is(cpht_count(:hi) + cpht_count(:h12), 0::bigint, 'the failing streams left no key');
 
--- Keys in a PL/pgSQL array variable are read in place (an expanded
--- array: the flat array it was made from, or its elements once one was
--- assigned): the same answers and the same errors as a flat array.
+-- Keys in a PL/pgSQL array variable (an expanded array, read in place
+-- while it keeps the flat array it was made from, flattened once elements
+-- were assigned): the same answers and the same errors as a flat array.
 CREATE FUNCTION pg_temp.expanded_keys(h int, h12 int) RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	a bigint[] := '{101,102,103}';
