@@ -236,6 +236,15 @@ cpht_status cpht_table_rollback_to(cpht_table *table, uint64_t position);
 void		cpht_table_truncate_log(cpht_table *table, uint64_t position);
 
 /*
+ * An emptied log gives a large store back (host or device memory), so
+ * that a finished transaction holds none; a table whose log is emptied
+ * after every call (the cpht worker's shared tables) keeps a store of up
+ * to `entries` instead, which spares the next call of that size allocating
+ * it again.  0 (the default): give back any store over 64K entries.
+ */
+void		cpht_table_keep_log(cpht_table *table, uint64_t entries);
+
+/*
  * Undo kept by the caller, for a table that many transactions change at
  * once (the cpht worker's transactional shared tables), where rolling the
  * single log back to a position would undo other transactions too.  The
@@ -390,6 +399,16 @@ int			cpht_gpu_info(char *name, size_t namelen, uint64_t *free_bytes,
  * ranges, for the life of the process.
  */
 int			cpht_host_register(void *ptr, size_t len, char *errbuf, size_t errlen);
+
+/*
+ * Copies `bytes` from src to dst on up to `threads` threads (0: one per
+ * core), a thread per megabyte at most: one thread's memory bandwidth
+ * would make a copy of hundreds of megabytes (a large batch going into the
+ * cpht worker's transfer windows) cost more than the call on the GPU.  The
+ * threads only copy, with every signal blocked, and are joined before it
+ * returns.
+ */
+void		cpht_parallel_memcpy(void *dst, const void *src, size_t bytes, int threads);
 
 /*
  * FOR TESTS ONLY: runs a kernel that traps, which leaves the process's

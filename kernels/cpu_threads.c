@@ -9,8 +9,11 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cpu_ops.h"
+#include "cpht_table.h"
 
 /* Below this many keys per thread, starting threads costs more than it saves. */
 #define MIN_KEYS_PER_THREAD 16384
@@ -84,4 +87,31 @@ cpu_parallel_for_min(int threads, size_t n, size_t min_per_thread, cpu_range_fn 
 		else
 			run_job(&jobs[i]);
 	}
+}
+
+/* A large host copy in slices of at least this many bytes per thread. */
+#define MIN_COPY_BYTES_PER_THREAD ((size_t) 1 << 20)
+
+typedef struct copy_job
+{
+	char	   *dst;
+	const char *src;
+} copy_job;
+
+static void
+copy_slice(void *ctx, size_t begin, size_t end)
+{
+	copy_job   *j = ctx;
+
+	memcpy(j->dst + begin, j->src + begin, end - begin);
+}
+
+void
+cpht_parallel_memcpy(void *dst, const void *src, size_t bytes, int threads)
+{
+	copy_job	j = {dst, src};
+
+	if (threads <= 0)
+		threads = (int) sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_parallel_for_min(threads, bytes, MIN_COPY_BYTES_PER_THREAD, copy_slice, &j);
 }

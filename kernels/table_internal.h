@@ -81,6 +81,8 @@ struct cpht_table
 								 * kept by t across a rebuild */
 	uint64_t	log_len;		/* entries */
 	uint64_t	log_cap;		/* entries the store has room for */
+	uint64_t	log_keep;		/* an emptied log keeps a store this large
+								 * (cpht_table_keep_log) */
 	cpht_log_run *log_runs;
 	size_t		log_nruns;
 	size_t		log_runs_cap;

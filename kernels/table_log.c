@@ -290,6 +290,12 @@ cpht_table_set_logging(cpht_table *t, int on)
 	t->logging = on;
 }
 
+void
+cpht_table_keep_log(cpht_table *t, uint64_t entries)
+{
+	t->log_keep = entries;
+}
+
 uint64_t
 cpht_table_log_position(cpht_table *t)
 {
@@ -318,8 +324,9 @@ cpht_table_truncate_log(cpht_table *t, uint64_t position)
 	t->keep_tombstones = t->log_nwhere > 0 || t->held_deletes > 0;
 	if (t->log_len == 0)
 		t->log_moved = 0;
-	/* A finished transaction gives back a large log's memory. */
-	if (t->log_len == 0 && t->log_cap > ((uint64_t) 1 << 16))
+	/* A finished transaction gives back a large log's memory, beyond what
+	 * the caller asked it to keep for the next call. */
+	if (t->log_len == 0 && t->log_cap > ((uint64_t) 1 << 16) && t->log_cap > t->log_keep)
 		table_log_free(t);
 }
 

@@ -104,7 +104,6 @@ Datum
 cpht_fop(PG_FUNCTION_ARGS)
 {
 	CphtHandle *entry;
-	ArrayType  *array;
 	const uint64 *keys;
 	ArrayType  *result;
 	int			n;
@@ -113,8 +112,7 @@ cpht_fop(PG_FUNCTION_ARGS)
 	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
 	clock_mark(&clock.start);
-	array = PG_GETARG_ARRAYTYPE_P(1);
-	keys = cpht_keys_read(array, entry->key_bits, &n);
+	keys = cpht_keys_read_arg(fcinfo, 1, entry->key_bits, &n);
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
 
@@ -135,7 +133,6 @@ Datum
 cpht_fop_new(PG_FUNCTION_ARGS)
 {
 	CphtHandle *entry;
-	ArrayType  *array;
 	const uint64 *keys;
 	uint8	   *status;
 	ArrayType  *result;
@@ -149,8 +146,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
 	clock_mark(&clock.start);
-	array = PG_GETARG_ARRAYTYPE_P(1);
-	keys = cpht_keys_read(array, entry->key_bits, &n);
+	keys = cpht_keys_read_arg(fcinfo, 1, entry->key_bits, &n);
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
 
@@ -191,14 +187,13 @@ Datum
 cpht_find(PG_FUNCTION_ARGS)
 {
 	CphtHandle *entry;
-	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
 	const uint64 *keys;
 	ArrayType  *result;
 	int			n;
 
 	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
-	keys = cpht_keys_read(array, entry->key_bits, &n);
+	keys = cpht_keys_read_arg(fcinfo, 1, entry->key_bits, &n);
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
 
@@ -214,14 +209,13 @@ Datum
 cpht_put(PG_FUNCTION_ARGS)
 {
 	CphtHandle *entry;
-	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
 	const uint64 *keys;
 	uint64		inserted = 0;
 	int			n;
 
 	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
-	keys = cpht_keys_read(array, entry->key_bits, &n);
+	keys = cpht_keys_read_arg(fcinfo, 1, entry->key_bits, &n);
 	if (n == 0)
 		PG_RETURN_INT64(0);
 
@@ -236,14 +230,13 @@ Datum
 cpht_delete(PG_FUNCTION_ARGS)
 {
 	CphtHandle *entry;
-	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
 	const uint64 *keys;
 	ArrayType  *result;
 	int			n;
 
 	entry = cpht_handles_use(PG_GETARG_INT32(0));
 
-	keys = cpht_keys_read(array, entry->key_bits, &n);
+	keys = cpht_keys_read_arg(fcinfo, 1, entry->key_bits, &n);
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
 

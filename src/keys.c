@@ -11,6 +11,7 @@
 
 #include "catalog/pg_type.h"
 #include "utils/array.h"
+#include "utils/expandeddatum.h"
 #include "utils/memutils.h"
 
 #include "keys.h"
@@ -40,7 +41,7 @@ check_no_nulls(ArrayType *array, int n)
 /* Reports the first key outside [0, 2^key_bits); key_bits 0 (a table
  * that widens itself) takes every key. */
 static void
-check_key_bits(const uint64 *keys, int n, int key_bits, ArrayType *array)
+check_key_bits(const uint64 *keys, int n, int key_bits, int lbound)
 {
 	int			i;
 
@@ -56,7 +57,7 @@ check_key_bits(const uint64 *keys, int n, int key_bits, ArrayType *array)
 					 errmsg("key " INT64_FORMAT " is out of range for a table with key_bits %d",
 							(int64) keys[i], key_bits),
 					 errdetail("Element %d of the array is outside 0 <= key < 2^%d.",
-							   ARR_LBOUND(array)[0] + i, key_bits),
+							   lbound + i, key_bits),
 					 errhint("Create the table with a larger key_bits.")));
 	}
 }
@@ -89,10 +90,33 @@ cpht_keys_read(ArrayType *array, int key_bits, int *n)
 	check_no_nulls(array, nkeys);
 
 	keys = (const uint64 *) ARR_DATA_PTR(array);
-	check_key_bits(keys, nkeys, key_bits, array);
+	check_key_bits(keys, nkeys, key_bits, ARR_LBOUND(array)[0]);
 
 	*n = nkeys;
 	return keys;
+}
+
+/*
+ * The keys of argument argno.  An expanded bigint[] (a PL/pgSQL array
+ * variable assigned from a query, for one) usually keeps the flat array it
+ * was made from: its keys are read there in place, without the flat copy
+ * of the whole array PG_GETARG_ARRAYTYPE_P would make (400 MB for 50M
+ * keys).  One without a flat array (its elements were assigned one by one)
+ * is flattened as before.
+ */
+const uint64 *
+cpht_keys_read_arg(FunctionCallInfo fcinfo, int argno, int key_bits, int *n)
+{
+	Datum		d = PG_GETARG_DATUM(argno);
+
+	if (VARATT_IS_EXTERNAL_EXPANDED(DatumGetPointer(d)))
+	{
+		ExpandedArrayHeader *eah = (ExpandedArrayHeader *) DatumGetEOHP(d);
+
+		if (eah->fvalue != NULL)
+			return cpht_keys_read(eah->fvalue, key_bits, n);
+	}
+	return cpht_keys_read(DatumGetArrayTypeP(d), key_bits, n);
 }
 
 /* A one-dimensional array of n elements of a fixed-length type whose data

@@ -23,7 +23,8 @@
 
 static bool attached = false;
 static bool detached = false;	/* the backend is exiting */
-static int	held_window = -1;
+static uint64 held_windows = 0;	/* bit w: this backend holds window w */
+static int	stream_worker = -1;	/* pgprocno of the worker a STREAM went to */
 
 bool		cpht_inject_device_fault = false;
 
@@ -49,8 +50,8 @@ client_detach(int code, Datum arg)
 {
 	(void) code;
 	(void) arg;
-	if (held_window >= 0)
-		cpht_client_window_release(held_window);
+	while (held_windows != 0)
+		cpht_client_window_release(pg_rightmost_one_pos64(held_windows));
 	my_slot()->pid = 0;
 	detached = true;
 	/* The worker frees this backend's private tables when it sees the
@@ -141,14 +142,12 @@ cpht_client_gpu(char *reason, size_t len, uint64 *generation)
 	return state;
 }
 
-/* Submits the request to the worker at pgprocno `worker` and waits for its
- * reply; never raises. */
+/* Hands the request to the worker at pgprocno `worker`; never raises. */
 static void
-submit_and_wait(int worker)
+submit(int worker)
 {
 	CphtSlot   *slot = my_slot();
 	int			s = MyProc->pgprocno;
-	bool		cancel_sent = false;
 
 	Assert(attached);
 	Assert(pg_atomic_read_u32(&slot->state) == CPHT_SLOT_IDLE);
@@ -157,29 +156,49 @@ submit_and_wait(int worker)
 	pg_atomic_write_u32(&slot->state, CPHT_SLOT_SUBMITTED);
 	pg_atomic_fetch_or_u64(&cpht_submitted[s / 64], UINT64CONST(1) << (s % 64));
 	SetLatch(&ProcGlobal->allProcs[worker].procLatch);
+}
 
+/* Passes a cancel or terminate request to the worker, once per request:
+ * its kernels read the flag between chunks. */
+static void
+pass_cancel(void)
+{
+	if ((QueryCancelPending || ProcDiePending) && pg_atomic_read_u32(&my_slot()->cancel) == 0)
+		pg_atomic_write_u32(&my_slot()->cancel, 1);
+}
+
+/* After the reply came: the slot is free for the next request. */
+static void
+take_reply(void)
+{
+	pg_read_barrier();
+	pg_atomic_write_u32(&my_slot()->state, CPHT_SLOT_IDLE);
+}
+
+/* Submits the request to the worker at pgprocno `worker` and waits for its
+ * reply; never raises. */
+static void
+submit_and_wait(int worker)
+{
+	CphtSlot   *slot = my_slot();
+
+	submit(worker);
 	while (pg_atomic_read_u32(&slot->state) != CPHT_SLOT_DONE)
 	{
-		if (!cancel_sent && (QueryCancelPending || ProcDiePending))
-		{
-			/* The worker's kernels read the flag between chunks. */
-			pg_atomic_write_u32(&slot->cancel, 1);
-			cancel_sent = true;
-		}
+		pass_cancel();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 1000, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
-	pg_read_barrier();
-	pg_atomic_write_u32(&slot->state, CPHT_SLOT_IDLE);
+	take_reply();
 }
 
-CphtReply *
-cpht_client_send(void)
+/* The worker's ERROR in the reply, raised as this backend's own. */
+static CphtReply *
+raise_worker_error(void)
 {
 	CphtSlot   *slot = my_slot();
 
-	submit_and_wait(worker_pgprocno());
 	if (slot->rep.sqlerrcode != 0)
 		ereport(ERROR,
 				(errcode(slot->rep.sqlerrcode),
@@ -187,6 +206,67 @@ cpht_client_send(void)
 				 slot->rep.detail[0] ? errdetail_internal("%s", slot->rep.detail) : 0,
 				 slot->rep.hint[0] ? errhint("%s", slot->rep.hint) : 0));
 	return &slot->rep;
+}
+
+CphtReply *
+cpht_client_send(void)
+{
+	submit_and_wait(worker_pgprocno());
+	return raise_worker_error();
+}
+
+void
+cpht_client_stream_submit(uint64 filled)
+{
+	CphtSlot   *slot = my_slot();
+	int			worker = worker_pgprocno();
+
+	pg_atomic_write_u64(&slot->filled, filled);
+	pg_atomic_write_u64(&slot->ran, 0);
+	stream_worker = worker;
+	submit(worker);
+}
+
+void
+cpht_client_stream_filled(uint64 pieces)
+{
+	pg_write_barrier();
+	pg_atomic_write_u64(&my_slot()->filled, pieces);
+	SetLatch(&ProcGlobal->allProcs[stream_worker].procLatch);
+}
+
+bool
+cpht_client_stream_wait(uint64 *ran)
+{
+	CphtSlot   *slot = my_slot();
+
+	for (;;)
+	{
+		uint64		now = pg_atomic_read_u64(&slot->ran);
+
+		if (now > *ran)
+		{
+			pg_read_barrier();
+			*ran = now;
+			return false;
+		}
+		if (pg_atomic_read_u32(&slot->state) == CPHT_SLOT_DONE)
+		{
+			take_reply();
+			*ran = pg_atomic_read_u64(&slot->ran);
+			return true;
+		}
+		pass_cancel();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+CphtReply *
+cpht_client_stream_reply(void)
+{
+	return raise_worker_error();
 }
 
 bool
@@ -214,30 +294,42 @@ cpht_client_send_quiet(void)
 	return &my_slot()->rep;
 }
 
-int
-cpht_client_window_acquire(void)
+/* A free window taken, or -1 when none is free. */
+static int
+take_free_window(void)
 {
 	CphtControl *ctl = cpht_control;
 	int			w = -1;
 
-	attach();
-	Assert(held_window < 0);
-	for (;;)
+	SpinLockAcquire(&ctl->mutex);
+	if (ctl->window_free != 0)
 	{
-		SpinLockAcquire(&ctl->mutex);
-		if (ctl->window_free != 0)
-		{
-			w = pg_rightmost_one_pos64(ctl->window_free);
-			ctl->window_free &= ~(UINT64CONST(1) << w);
-		}
-		SpinLockRelease(&ctl->mutex);
-		if (w >= 0)
-			break;
-		ConditionVariableSleep(&ctl->window_cv, PG_WAIT_EXTENSION);
+		w = pg_rightmost_one_pos64(ctl->window_free);
+		ctl->window_free &= ~(UINT64CONST(1) << w);
 	}
-	ConditionVariableCancelSleep();
-	held_window = w;
+	SpinLockRelease(&ctl->mutex);
+	if (w >= 0)
+		held_windows |= UINT64CONST(1) << w;
 	return w;
+}
+
+int
+cpht_client_window_acquire(void)
+{
+	int			w;
+
+	attach();
+	while ((w = take_free_window()) < 0)
+		ConditionVariableSleep(&cpht_control->window_cv, PG_WAIT_EXTENSION);
+	ConditionVariableCancelSleep();
+	return w;
+}
+
+int
+cpht_client_window_try_acquire(void)
+{
+	attach();
+	return take_free_window();
 }
 
 void
@@ -245,10 +337,10 @@ cpht_client_window_release(int window)
 {
 	CphtControl *ctl = cpht_control;
 
-	Assert(window == held_window);
+	Assert(held_windows & (UINT64CONST(1) << window));
 	SpinLockAcquire(&ctl->mutex);
 	ctl->window_free |= UINT64CONST(1) << window;
 	SpinLockRelease(&ctl->mutex);
-	held_window = -1;
+	held_windows &= ~(UINT64CONST(1) << window);
 	ConditionVariableBroadcast(&ctl->window_cv);
 }

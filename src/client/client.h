@@ -45,9 +45,28 @@ extern bool cpht_client_idle(void);
 
 /* An arena window for one call (waits, cancelable, while none is free),
  * and its release; a window still held when the backend exits is
- * released then. */
+ * released then.  try_acquire takes a second window only if one is free
+ * now (-1 if not): a backend never waits for a window while it holds
+ * one. */
 extern int	cpht_client_window_acquire(void);
+extern int	cpht_client_window_try_acquire(void);
 extern void cpht_client_window_release(int window);
+
+/*
+ * A STREAM request (protocol.h): stream_submit hands the filled request to
+ * the worker, with the keys of pieces [0, filled) in their windows, and
+ * returns at once;
+ * stream_filled tells the worker that the keys of pieces [0, pieces) are
+ * in their windows; stream_wait waits, cancelable as cpht_client_send,
+ * until the worker has run more pieces than *ran (false, *ran updated) or
+ * has answered (true).  None of them raises while the request is out.
+ * stream_reply, after stream_wait said true, raises the worker's ERROR if
+ * any and returns the reply.
+ */
+extern void cpht_client_stream_submit(uint64 filled);
+extern void cpht_client_stream_filled(uint64 pieces);
+extern bool cpht_client_stream_wait(uint64 *ran);
+extern CphtReply *cpht_client_stream_reply(void);
 
 /*
  * A batch call on a shared table: the keys (already checked against the

@@ -3,17 +3,19 @@
  * worker (client.c).
  *
  * Keys are copied from the caller's array into an arena window once and
- * statuses out of it once.  A call larger than a window goes up in pieces
- * (UPLOAD), runs whole in the worker (RUN) and comes back in pieces
- * (DOWNLOAD), so the table sees one all-or-nothing call.  A cancel between
- * pieces raises here before the call ran; a cancel while it runs is passed
- * to the worker, which undoes it.
+ * statuses out of it once.  A call larger than a window is streamed
+ * (STREAM): the worker runs it piece by piece on the windows while this
+ * backend fills the next piece and empties the last, and undoes the pieces
+ * that ran if the call fails or is canceled part way, so the table sees
+ * one all-or-nothing call.  A cancel while the call is out is passed to the
+ * worker, which undoes it.
  */
 #include "postgres.h"
 
 #include "miscadmin.h"
 
 #include "client.h"
+#include "cpht.h"
 #include "errors.h"
 #include "memcap.h"
 #include "waits.h"
@@ -60,20 +62,13 @@ table_request(CphtOp op, const CphtSharedRef *ref)
 }
 
 /*
- * Sends the request that runs a call (CALL or RUN), tagged with the
- * caller's transaction on a transactional shared table.  NULL when it met
- * other transactions' keys (*conflicts has them; nothing ran); otherwise
- * the reply, also copied to *out, its memory added to *delta.
+ * The reply of a request that ran a call (CALL or STREAM): NULL when it met
+ * other transactions' keys (*conflicts has them; nothing of it stayed);
+ * otherwise the reply, also copied to *out, its memory added to *delta.
  */
 static CphtReply *
-send_run(CphtRequest *req, const CphtSharedRef *ref, CphtCall call,
-		 CphtConflicts *conflicts, CphtReply *out, int64 *delta)
+run_reply(CphtReply *rep, CphtConflicts *conflicts, CphtReply *out, int64 *delta)
 {
-	CphtReply  *rep;
-
-	if (ref != NULL)
-		cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
-	rep = cpht_client_send();
 	if (cpht_waits_conflicts(rep, conflicts))
 		return NULL;
 	*delta += rep->memory_delta;
@@ -81,12 +76,97 @@ send_run(CphtRequest *req, const CphtSharedRef *ref, CphtCall call,
 	return rep;
 }
 
+/* Tags a request that runs a call with the caller's transaction, on a
+ * transactional shared table. */
+static void
+tag_run(CphtRequest *req, const CphtSharedRef *ref, CphtCall call)
+{
+	if (ref != NULL)
+		cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
+}
+
 /*
- * The pieces of one batch call, once.  A kernel status other than CPHT_OK
- * ends it and is left in *out (with the memory the kernels took, summed
- * over the requests) for the caller to raise.  On a transactional shared
- * table a write that meets keys other open transactions changed runs not
- * at all: *conflicts gets their owners and nothing else comes back.
+ * The keys of piece p of a streamed call into a window.  On several
+ * threads (cpht.cpu_threads): copying is all this backend does while the
+ * worker runs the piece before, and one thread's copy of a window takes
+ * longer than the GPU's transfer and kernels on it.
+ */
+static void
+fill_piece(uint64 *window, const uint64 *keys, uint64 n, uint64 p)
+{
+	uint64		off = p * cpht_control->window_keys;
+
+	cpht_parallel_memcpy(window, keys + off,
+						 sizeof(uint64) * Min(cpht_control->window_keys, n - off),
+						 cpht_cpu_threads);
+}
+
+/*
+ * A call larger than a window, streamed through windows win[0] and (if
+ * not -1) win[1]: while the worker runs piece p, this backend copies the
+ * keys of piece p + 1 into the other window and the statuses of piece
+ * p - 1 out of it.  With one window the pieces take turns in it.  Nothing
+ * here raises while the request is out; a cancel is passed to the worker,
+ * which stops at the next piece (or chunk) and undoes the call.
+ */
+static CphtReply *
+stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 n,
+			uint8 *status, const int win[2])
+{
+	uint64		window_keys = cpht_control->window_keys;
+	uint64		npieces = (n + window_keys - 1) / window_keys;
+	int			nwin = win[1] >= 0 ? 2 : 1;
+	uint64		filled = 0,		/* pieces whose keys are in a window */
+				copied = 0,		/* pieces whose statuses were copied out */
+				ran = 0;		/* pieces the worker has run */
+	bool		done = false;
+	CphtRequest *req;
+
+	/* Nothing is out yet: a cancel raises here. */
+	CHECK_FOR_INTERRUPTS();
+	for (; filled < (uint64) nwin && filled < npieces; filled++)
+		fill_piece(cpht_window_keys(win[filled]), keys, n, filled);
+	req = table_request(CPHT_OP_STREAM, ref);
+	req->call = call;
+	req->window = win[0];
+	req->window2 = win[1];
+	req->total = n;
+	tag_run(req, ref, call);
+	cpht_client_stream_submit(filled);
+
+	for (;;)
+	{
+		/* The next piece, once its window's statuses are out. */
+		if (!done && filled < npieces && filled < copied + nwin &&
+			!QueryCancelPending && !ProcDiePending)
+		{
+			fill_piece(cpht_window_keys(win[filled % nwin]), keys, n, filled);
+			cpht_client_stream_filled(++filled);
+			continue;
+		}
+		if (copied < ran)
+		{
+			uint64		off = copied * window_keys;
+
+			if (status != NULL)
+				memcpy(status + off, cpht_window_status(win[copied % nwin]),
+					   Min(window_keys, n - off));
+			copied++;
+			continue;
+		}
+		if (done)
+			break;
+		done = cpht_client_stream_wait(&ran);
+	}
+	return cpht_client_stream_reply();
+}
+
+/*
+ * One batch call, once.  A kernel status other than CPHT_OK ends it and is
+ * left in *out (with the memory the kernels took) for the caller to raise.
+ * On a transactional shared table a write that meets keys other open
+ * transactions changed leaves nothing of it: *conflicts gets their owners
+ * and nothing else comes back.
  */
 static uint64
 call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 n,
@@ -94,36 +174,12 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 {
 	uint64		window_keys = cpht_control->window_keys;
 	uint64		value = 0;
-	int			w;
+	int			win[2] = {-1, -1};
 	int64		delta = 0;
-	uint64		large_bytes = 0;
 
 	memset(out, 0, sizeof(*out));
 
-	/*
-	 * A call larger than a window is assembled in a buffer of the worker,
-	 * a key and a status byte per key, for as long as the call runs: this
-	 * session's memory, counted against its cpht.max_memory like a
-	 * stream's buffers (53400 before anything is sent).  A private table's
-	 * kernels get what the cap leaves beside it.
-	 */
-	if (n > window_keys)
-	{
-		large_bytes = n * (sizeof(uint64) + 1);
-		cpht_memory_reserve(large_bytes, "cpht worker buffer of a large call");
-		if (ref == NULL && private_budget != PG_UINT64_MAX)
-			private_budget = private_budget > large_bytes ? private_budget - large_bytes : 0;
-	}
-	PG_TRY();
-	{
-		w = cpht_client_window_acquire();
-	}
-	PG_CATCH();
-	{
-		cpht_memory_release(large_bytes);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	win[0] = cpht_client_window_acquire();
 	PG_TRY();
 	{
 		CphtRequest *req;
@@ -131,62 +187,35 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 
 		if (n <= window_keys)
 		{
-			memcpy(cpht_window_keys(w), keys, sizeof(uint64) * n);
+			memcpy(cpht_window_keys(win[0]), keys, sizeof(uint64) * n);
 			req = table_request(CPHT_OP_CALL, ref);
 			req->call = call;
-			req->window = w;
+			req->window = win[0];
 			req->nkeys = n;
-			rep = send_run(req, ref, call, conflicts, out, &delta);
-			if (rep == NULL)
-				goto done;
-			value = rep->value;
-			if (status != NULL && rep->status == CPHT_OK)
-				memcpy(status, cpht_window_status(w), n);
+			tag_run(req, ref, call);
+			rep = run_reply(cpht_client_send(), conflicts, out, &delta);
+			if (rep != NULL)
+			{
+				value = rep->value;
+				if (status != NULL && rep->status == CPHT_OK)
+					memcpy(status, cpht_window_status(win[0]), n);
+			}
 		}
 		else
 		{
-			for (uint64 off = 0; off < n; off += window_keys)
-			{
-				uint64		piece = Min(window_keys, n - off);
-
-				CHECK_FOR_INTERRUPTS();
-				memcpy(cpht_window_keys(w), keys + off, sizeof(uint64) * piece);
-				req = table_request(CPHT_OP_UPLOAD, ref);
-				req->window = w;
-				req->offset = off;
-				req->nkeys = piece;
-				req->total = n;
-				(void) cpht_client_send();
-			}
-			req = table_request(CPHT_OP_RUN, ref);
-			req->call = call;
-			req->total = n;
-			rep = send_run(req, ref, call, conflicts, out, &delta);
-			if (rep == NULL)
-				goto done;
-			value = rep->value;
-			if (status != NULL && rep->status == CPHT_OK)
-			{
-				for (uint64 off = 0; off < n; off += window_keys)
-				{
-					uint64		piece = Min(window_keys, n - off);
-
-					req = table_request(CPHT_OP_DOWNLOAD, ref);
-					req->window = w;
-					req->offset = off;
-					req->nkeys = piece;
-					(void) cpht_client_send();
-					memcpy(status + off, cpht_window_status(w), piece);
-				}
-			}
+			/* a second window lets copies overlap the worker's runs */
+			win[1] = cpht_client_window_try_acquire();
+			rep = run_reply(stream_call(ref, call, keys, n, status, win),
+							conflicts, out, &delta);
+			if (rep != NULL)
+				value = rep->value;
 		}
-done:
-		;
 	}
 	PG_FINALLY();
 	{
-		cpht_client_window_release(w);
-		cpht_memory_release(large_bytes);
+		for (int i = 0; i < 2; i++)
+			if (win[i] >= 0)
+				cpht_client_window_release(win[i]);
 	}
 	PG_END_TRY();
 	out->memory_delta = delta;

@@ -34,9 +34,9 @@ typedef enum CphtOp
 	CPHT_OP_CREATE = 1,			/* a shared table by name */
 	CPHT_OP_DROP,				/* a shared table, for everyone */
 	CPHT_OP_CALL,				/* a whole batch call, keys in one window */
-	CPHT_OP_UPLOAD,				/* a piece of a large call's keys */
-	CPHT_OP_RUN,				/* runs the large call uploaded so far */
-	CPHT_OP_DOWNLOAD,			/* a piece of a large call's statuses */
+	CPHT_OP_STREAM,				/* a call larger than a window, streamed
+								 * through one or two windows piece by
+								 * piece (CphtSlot.filled, .ran) */
 	CPHT_OP_COUNT,
 	CPHT_OP_STATS,
 	CPHT_OP_REBUILD,
@@ -85,9 +85,10 @@ typedef struct CphtRequest
 	int32		entry;			/* catalog index of the table */
 	uint64		table_id;		/* must match the entry's */
 	int32		window;			/* arena window of the keys/statuses */
-	uint64		offset;			/* UPLOAD/DOWNLOAD: first key of the piece */
-	uint64		nkeys;			/* keys in the window */
-	uint64		total;			/* UPLOAD/RUN: keys of the whole call */
+	int32		window2;		/* STREAM: a second window, or -1 */
+	uint64		offset;			/* LOG ops: a position in the undo log */
+	uint64		nkeys;			/* CALL: keys in the window */
+	uint64		total;			/* STREAM: keys of the whole call */
 	/* CREATE */
 	cpht_params params;
 	int64		capacity;
@@ -95,7 +96,7 @@ typedef struct CphtRequest
 	Oid			dboid;
 	Oid			owner;
 	/*
-	 * A private table (CPHT_OP_PRIVATE_*, and CALL/UPLOAD/RUN/DOWNLOAD/
+	 * A private table (CPHT_OP_PRIVATE_*, and CALL/STREAM/
 	 * COUNT/STATS/REBUILD/LOG ops with private_table set): table_id names
 	 * it, entry is unused.  CREATE of one: params and logging.
 	 */
@@ -157,6 +158,15 @@ typedef struct CphtReply
 	uint64		table_bytes;
 } CphtReply;
 
+/*
+ * A STREAM call's pieces: piece p is keys [p * window_keys, ...) of the
+ * call and travels in window p % 2 (window2 set) or in window (alone).
+ * The backend fills a piece's keys, then raises `filled` past it; the
+ * worker runs it on the window in place, leaves its statuses there, then
+ * raises `ran` past it.  The backend refills a window only after copying
+ * the statuses of the piece it held.  Both are reset by the backend before
+ * it submits the request.
+ */
 typedef struct CphtSlot
 {
 	pg_atomic_uint32 state;
@@ -164,6 +174,8 @@ typedef struct CphtSlot
 	int			pid;			/* backend using the slot, 0 when none */
 	CphtRequest req;
 	CphtReply	rep;
+	pg_atomic_uint64 filled;	/* STREAM: pieces whose keys are in */
+	pg_atomic_uint64 ran;		/* STREAM: pieces whose statuses are out */
 } CphtSlot;
 
 typedef struct CphtCatalogEntry

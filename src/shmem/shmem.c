@@ -119,6 +119,8 @@ cpht_shmem_startup(void)
 			memset(&cpht_slots[s], 0, sizeof(CphtSlot));
 			pg_atomic_init_u32(&cpht_slots[s].state, CPHT_SLOT_IDLE);
 			pg_atomic_init_u32(&cpht_slots[s].cancel, 0);
+			pg_atomic_init_u64(&cpht_slots[s].filled, 0);
+			pg_atomic_init_u64(&cpht_slots[s].ran, 0);
 		}
 		for (int w = 0; w < (nslots + 63) / 64; w++)
 			pg_atomic_init_u64(&cpht_submitted[w], 0);
@@ -145,13 +147,13 @@ cpht_shmem_init(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("cpht.transfer_windows",
 							"Windows of the shared memory arena that carry keys to the cpht worker.",
-							"Each call on a shared table holds one window while it runs.",
+							"Each call on a shared table holds one window while it runs, a call larger than a window two when a second is free.",
 							&cpht_transfer_windows,
 							4, 1, 64,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("cpht.transfer_chunk",
-							"Keys one transfer window carries; larger calls are sent in pieces.",
+							"Keys one transfer window carries; larger calls stream through the windows piece by piece.",
 							"Each window takes 9 bytes per key of shared memory.",
 							&cpht_transfer_chunk,
 							1 << 20, 1024, 1 << 26,

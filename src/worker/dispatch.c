@@ -9,13 +9,20 @@
  * and the worker goes on with the next request.
  *
  * A call whose keys fit in one arena window runs on the window in place
- * (CALL).  A larger one is uploaded piece by piece into a buffer of the
- * calling slot, run whole (RUN), and its statuses downloaded piece by
- * piece: the table sees one call, all or nothing, whatever its size.
+ * (CALL).  A larger one is streamed (STREAM): its pieces run one after the
+ * other on the windows in place as the backend fills them, and statuses
+ * stay there for the backend to copy out while the next piece runs.  The
+ * table sees one call, all or nothing, whatever its size: a call that
+ * fails or is canceled after some pieces ran is undone from the table's
+ * undo log, which holds the call alone on a shared table (and is kept for
+ * the call on a private table that keeps none).  While a call streams, the
+ * worker serves nothing else, so no other call's changes mix with its
+ * own in the log.
  */
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "port/pg_bitutils.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -26,19 +33,22 @@
 #include "worker.h"
 #include "xacts.h"
 
-/* A large call being assembled for one slot (malloc'ed buffers). */
-typedef struct LargeCall
+/*
+ * The keys of a call as the worker finds them: CALL, one piece in one
+ * window; STREAM, pieces of window_keys keys taking turns in one or two
+ * windows, each filled by the backend while earlier ones run.
+ */
+typedef struct CallPieces
 {
-	int			pid;			/* backend that uploads it */
+	int			win[2];
+	int			nwin;
+	uint64		piece_keys;
 	uint64		total;
-	uint64		uploaded;		/* keys [0, uploaded) are in */
-	uint64	   *keys;
-	uint8	   *status;
-} LargeCall;
+	bool		streamed;
+} CallPieces;
 
 static cpht_table **tables = NULL;	/* by catalog index */
 static uint64 *table_ids = NULL;
-static LargeCall *large = NULL; /* by slot */
 static int	serving = -1;		/* slot of the request being served */
 static MemoryContext request_cxt = NULL;
 
@@ -60,7 +70,6 @@ cpht_worker_tables_init(void)
 
 	tables = MemoryContextAllocZero(TopMemoryContext, sizeof(cpht_table *) * ctl->max_tables);
 	table_ids = MemoryContextAllocZero(TopMemoryContext, sizeof(uint64) * ctl->max_tables);
-	large = MemoryContextAllocZero(TopMemoryContext, sizeof(LargeCall) * ctl->nslots);
 	request_cxt = AllocSetContextCreate(TopMemoryContext, "cpht worker request",
 										ALLOCSET_DEFAULT_SIZES);
 	cpht_xacts_init();
@@ -81,14 +90,6 @@ cpht_worker_tables_init(void)
 			e->state = CPHT_ENTRY_FREE;
 	}
 	LWLockRelease(ctl->catalog_lock);
-}
-
-static void
-large_free(LargeCall *c)
-{
-	free(c->keys);
-	free(c->status);
-	memset(c, 0, sizeof(*c));
 }
 
 /* The live table a request names; ERROR if it is gone. */
@@ -120,12 +121,11 @@ request_table(const CphtRequest *req)
 }
 
 static void
-check_window(const CphtRequest *req)
+check_window(int window, uint64 nkeys)
 {
-	if (req->window < 0 || req->window >= cpht_control->nwindows ||
-		req->nkeys > cpht_control->window_keys)
+	if (window < 0 || window >= cpht_control->nwindows || nkeys > cpht_control->window_keys)
 		elog(ERROR, "cpht request names window %d with " UINT64_FORMAT " keys",
-			 req->window, req->nkeys);
+			 window, nkeys);
 }
 
 static void
@@ -154,10 +154,10 @@ lose_after_failed_undo(CphtSlot *slot, cpht_table *t, const char *what)
 }
 
 /* The kernels' batch operation, with the slot's cancel flag as their
- * interrupt check. */
+ * interrupt check; PUT counts the keys it inserted into *inserted. */
 static cpht_status
 kernel_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
-			uint64 n, uint8 *status)
+			uint64 n, uint8 *status, uint64 *inserted)
 {
 	cpht_status st;
 
@@ -171,7 +171,7 @@ kernel_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 			st = cpht_table_find(t, keys, n, status);
 			break;
 		case CPHT_CALL_PUT:
-			st = cpht_table_put(t, keys, n, &slot->rep.value);
+			st = cpht_table_put(t, keys, n, inserted);
 			break;
 		case CPHT_CALL_ERASE:
 			st = cpht_table_erase(t, keys, n, status);
@@ -184,14 +184,81 @@ kernel_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 	return st;
 }
 
-/* Runs a batch call with the slot's cancel flag as the interrupt check. */
 static void
-run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
-		 uint64 n, uint8 *status)
+add_times(cpht_call_times *sum, const cpht_table *t)
 {
+	cpht_call_times one;
+
+	cpht_table_call_times(t, &one);
+	sum->total += one.total;
+	sum->stage_in += one.stage_in;
+	sum->wait += one.wait;
+	sum->copy_out += one.copy_out;
+	sum->undo_log += one.undo_log;
+	sum->grow += one.grow;
+	sum->grows += one.grows;
+}
+
+/*
+ * Waits until the backend has filled piece p of a streamed call; false
+ * when it canceled the call or left its slot instead.  The worker's latch,
+ * set by the backend after each piece, is reset here: the caller sets it
+ * again when the call ends, so requests submitted meanwhile are served.
+ */
+static bool
+await_piece(CphtSlot *slot, uint64 p, int pid)
+{
+	while (pg_atomic_read_u64(&slot->filled) <= p)
+	{
+		if (pg_atomic_read_u32(&slot->cancel) != 0 || slot->pid != pid)
+			return false;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	pg_read_barrier();
+	return true;
+}
+
+/* Tells the backend of a streamed call that pieces [0, ran) ran: their
+ * statuses are in their windows. */
+static void
+piece_ran(CphtSlot *slot, int s, uint64 ran)
+{
+	pg_write_barrier();
+	pg_atomic_write_u64(&slot->ran, ran);
+	SetLatch(&ProcGlobal->allProcs[s].procLatch);
+}
+
+/*
+ * Runs a batch call, piece by piece, with the slot's cancel flag as the
+ * interrupt check; all or nothing.
+ *
+ * The kernels stop at chunk boundaries and undo the piece they run; the
+ * pieces before it are undone from the undo log, from the position the
+ * call started at.  Every shared table logs, and its log is emptied after
+ * each call, so it holds this call alone.  A private table that keeps a
+ * log for its backend's savepoints keeps the entries of a call that ended;
+ * one that keeps none logs a streamed write while it runs.  A write on a
+ * shared table canceled as its last piece ended is undone as well; on a
+ * private table a call that ended stays, as in a backend.
+ */
+static void
+run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *pc)
+{
+	const CphtRequest *req = &slot->req;
 	CphtReply  *rep = &slot->rep;
-	cpht_status st;
-	uint64		position;
+	bool		shared = !req->private_table;
+	bool		write = call != CPHT_CALL_FIND;
+	bool		call_log = false;	/* logging turned on for this call */
+	bool		undo = false;
+	uint64		npieces = (pc->total + pc->piece_keys - 1) / pc->piece_keys;
+	uint64		value = 0,
+				position;
+	cpht_call_times times;
+	cpht_status st = CPHT_OK;
+	const char *message = NULL;
+	int			pid = slot->pid;
 
 	/* Canceled while queued: nothing ran. */
 	if (pg_atomic_read_u32(&slot->cancel))
@@ -199,61 +266,87 @@ run_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 		reply_status(rep, CPHT_ERR_CANCELED, "the call was canceled before it ran");
 		return;
 	}
-	/*
-	 * A private table behaves as in its backend: the kernels stop between
-	 * chunks, and a call that ended stays (its transaction's savepoints,
-	 * kept by the backend, undo it where needed).
-	 */
-	if (slot->req.private_table)
+	/* room to record a transactional write, taken before anything runs */
+	if (shared)
+		cpht_xacts_reserve(req, call, pc->total);
+	if (!shared && write && npieces > 1 && !cpht_private_table_logs(s, req->table_id))
 	{
-		st = kernel_call(slot, t, call, keys, n, status);
-		cpht_table_call_times(t, &rep->times);
-		reply_status(rep, st, cpht_table_error(t));
-		return;
+		cpht_table_set_logging(t, 1);
+		call_log = true;
 	}
-	/* A transactional table: a write meeting other transactions' pending
-	 * keys does not run (xacts.c). */
-	if (cpht_xacts_before_call(&slot->req, call, keys, n, rep))
-		return;
-	/*
-	 * The kernels stop at chunk boundaries; a cancel that comes during the
-	 * last chunk is honoured from the undo log, which holds this call
-	 * alone: every shared table logs, and the log is emptied after each
-	 * call.
-	 */
 	position = cpht_table_log_position(t);
-	st = kernel_call(slot, t, call, keys, n, status);
-	if (st == CPHT_OK && call != CPHT_CALL_FIND && pg_atomic_read_u32(&slot->cancel))
+	memset(&times, 0, sizeof(times));
+
+	for (uint64 p = 0; p < npieces; p++)
 	{
-		st = cpht_table_rollback_to(t, position);
-		if (st == CPHT_OK)
+		uint64		off = p * pc->piece_keys;
+		uint64		len = Min(pc->piece_keys, pc->total - off);
+		int			w = pc->win[p % pc->nwin];
+		uint64		inserted = 0;
+
+		if (pc->streamed && !await_piece(slot, p, pid))
 		{
 			st = CPHT_ERR_CANCELED;
-			rep->value = 0;
-			reply_status(rep, st, "the call was canceled as it ended and was undone");
-			cpht_table_truncate_log(t, position);
+			message = "the call was canceled part way and was undone";
+			break;
+		}
+		/* A transactional write meeting other transactions' pending keys
+		 * does not stay (xacts.c). */
+		if (shared && cpht_xacts_conflicts(req, call, cpht_window_keys(w), len, rep))
+			break;
+		st = kernel_call(slot, t, call, cpht_window_keys(w), len, cpht_window_status(w),
+						 &inserted);
+		add_times(&times, t);
+		if (st != CPHT_OK)
+			break;
+		value += inserted;
+		/* a find answers others' pending keys as they were before */
+		if (shared && call == CPHT_CALL_FIND)
+			(void) cpht_xacts_after_call(req, t, call, cpht_window_keys(w), len,
+										 cpht_window_status(w), position);
+		if (pc->streamed)
+			piece_ran(slot, s, p + 1);
+	}
+	if (pc->streamed)
+		SetLatch(MyLatch);
+
+	if (st == CPHT_OK && rep->nconflicts == 0 && write && shared)
+	{
+		if (pg_atomic_read_u32(&slot->cancel))
+		{
+			st = CPHT_ERR_CANCELED;
+			message = "the call was canceled as it ended and was undone";
+		}
+		else
+		{
+			/* its changes recorded for its transaction, or undone */
+			st = cpht_xacts_after_call(req, t, call, NULL, pc->total, NULL, position);
+			if (st != CPHT_OK)
+				message = cpht_table_error(t);
+		}
+	}
+	undo = write && (st != CPHT_OK || rep->nconflicts > 0);
+	if (undo && cpht_table_rollback_to(t, position) != CPHT_OK)
+	{
+		if (shared)
+		{
+			lose_after_failed_undo(slot, t, st == CPHT_ERR_CANCELED ?
+								   "a canceled call could not be undone" :
+								   rep->nconflicts > 0 ?
+								   "a call that met other transactions' keys could not be undone" :
+								   "a failed call could not be undone");
 			return;
 		}
-		lose_after_failed_undo(slot, t, "a canceled call could not be undone");
-		return;
+		st = CPHT_ERR_DEVICE;
+		message = cpht_table_error(t);
 	}
-	if (st == CPHT_OK)
-	{
-		st = cpht_xacts_after_call(&slot->req, t, call, keys, n, status, position);
-		/* its changes could not be recorded for their transaction */
-		if (st != CPHT_OK)
-		{
-			rep->value = 0;
-			if (cpht_table_rollback_to(t, position) != CPHT_OK)
-			{
-				lose_after_failed_undo(slot, t, "a call whose changes could not be recorded could not be undone");
-				return;
-			}
-		}
-	}
-	cpht_table_truncate_log(t, position);
-	cpht_table_call_times(t, &rep->times);
-	reply_status(rep, st, cpht_table_error(t));
+	if (shared)
+		cpht_table_truncate_log(t, position);
+	else if (call_log)
+		cpht_table_set_logging(t, 0);
+	rep->value = st == CPHT_OK && rep->nconflicts == 0 ? value : 0;
+	rep->times = times;
+	reply_status(rep, st, message != NULL ? message : cpht_table_error(t));
 }
 
 static void
@@ -347,6 +440,8 @@ op_create(CphtSlot *slot)
 	}
 	/* for undoing a call canceled after its last chunk (run_call) */
 	cpht_table_set_logging(table, 1);
+	/* the log is emptied after every call: keep room for a window's */
+	cpht_table_keep_log(table, 2 * ctl->window_keys + 4096);
 	tables[i] = table;
 	table_ids[i] = ctl->next_table_id++;
 	e->table_id = table_ids[i];
@@ -405,80 +500,50 @@ cpht_worker_table_lose(int entry, const char *reason)
 }
 
 static void
-op_call(CphtSlot *slot)
+op_call(CphtSlot *slot, int s)
 {
 	const CphtRequest *req = &slot->req;
 	cpht_table *t = request_table(req);
+	CallPieces	pc;
 
-	check_window(req);
-	run_call(slot, t, req->call, cpht_window_keys(req->window), req->nkeys,
-			 cpht_window_status(req->window));
+	check_window(req->window, req->nkeys);
+	pc.win[0] = pc.win[1] = req->window;
+	pc.nwin = 1;
+	pc.piece_keys = Max(req->nkeys, 1);
+	pc.total = req->nkeys;
+	pc.streamed = false;
+	if (req->nkeys > 0)
+		run_call(slot, s, t, req->call, &pc);
 	if (req->call != CPHT_CALL_FIND)
 		after_write(req, t);
 }
 
 static void
-op_upload(CphtSlot *slot, LargeCall *c)
+op_stream(CphtSlot *slot, int s)
 {
 	const CphtRequest *req = &slot->req;
+	cpht_table *t = request_table(req);
+	CallPieces	pc;
 
-	check_window(req);
-	if (req->offset == 0)
+	check_window(req->window, 0);
+	pc.win[0] = req->window;
+	pc.win[1] = req->window2;
+	pc.nwin = 1;
+	if (req->window2 != -1)
 	{
-		large_free(c);
-		c->keys = malloc(sizeof(uint64) * Max(req->total, 1));
-		c->status = malloc(Max(req->total, 1));
-		if (c->keys == NULL || c->status == NULL)
-		{
-			large_free(c);
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory in the cpht worker"),
-					 errdetail("A call of " UINT64_FORMAT " keys needs " UINT64_FORMAT " bytes there.",
-							   req->total, req->total * (sizeof(uint64) + 1))));
-		}
-		c->pid = slot->pid;
-		c->total = req->total;
+		check_window(req->window2, 0);
+		if (req->window2 == req->window)
+			elog(ERROR, "cpht stream names window %d twice", req->window);
+		pc.nwin = 2;
 	}
-	if (c->keys == NULL || c->pid != slot->pid || req->offset != c->uploaded ||
-		req->total != c->total || req->nkeys > c->total - c->uploaded)
-		elog(ERROR, "cpht upload of keys " UINT64_FORMAT " to " UINT64_FORMAT
-			 " does not continue the call", req->offset, req->offset + req->nkeys);
-	memcpy(c->keys + req->offset, cpht_window_keys(req->window), sizeof(uint64) * req->nkeys);
-	c->uploaded += req->nkeys;
-}
-
-static void
-op_run(CphtSlot *slot, LargeCall *c)
-{
-	const CphtRequest *req = &slot->req;
-	cpht_table *t = request_table(req);
-
-	if (c->keys == NULL || c->pid != slot->pid || c->uploaded != c->total ||
-		req->total != c->total)
-		elog(ERROR, "cpht call run before all its keys were uploaded");
-	run_call(slot, t, req->call, c->keys, c->total, c->status);
+	pc.piece_keys = cpht_control->window_keys;
+	pc.total = req->total;
+	pc.streamed = true;
+	if (req->total == 0)
+		elog(ERROR, "cpht stream of no keys");
+	run_call(slot, s, t, req->call, &pc);
 	if (req->call != CPHT_CALL_FIND)
 		after_write(req, t);
-	/* Without statuses to download, the call is over; after a conflict it
-	 * is sent again whole. */
-	if (req->call == CPHT_CALL_PUT || slot->rep.status != CPHT_OK || slot->rep.nconflicts > 0)
-		large_free(c);
-}
-
-static void
-op_download(CphtSlot *slot, LargeCall *c)
-{
-	const CphtRequest *req = &slot->req;
-
-	check_window(req);
-	if (c->status == NULL || c->pid != slot->pid || req->offset > c->total ||
-		req->nkeys > c->total - req->offset)
-		elog(ERROR, "cpht download of statuses " UINT64_FORMAT " to " UINT64_FORMAT
-			 " has no call", req->offset, req->offset + req->nkeys);
-	memcpy(cpht_window_status(req->window), c->status + req->offset, req->nkeys);
-	if (req->offset + req->nkeys == c->total)
-		large_free(c);
 }
 
 /*
@@ -526,16 +591,10 @@ handle_request(CphtSlot *slot, int s)
 			op_drop(slot);
 			break;
 		case CPHT_OP_CALL:
-			op_call(slot);
+			op_call(slot, s);
 			break;
-		case CPHT_OP_UPLOAD:
-			op_upload(slot, &large[s]);
-			break;
-		case CPHT_OP_RUN:
-			op_run(slot, &large[s]);
-			break;
-		case CPHT_OP_DOWNLOAD:
-			op_download(slot, &large[s]);
+		case CPHT_OP_STREAM:
+			op_stream(slot, s);
 			break;
 		case CPHT_OP_COUNT:
 			rep->value = cpht_xacts_count(req, cpht_table_count(request_table(req)));
@@ -594,9 +653,6 @@ serve_one(int s)
 	cpht_private_request_begin(&slot->req);
 	PG_TRY();
 	{
-		/* a slot that changed hands drops its predecessor's large call */
-		if (large[s].keys != NULL && large[s].pid != slot->pid)
-			large_free(&large[s]);
 		/* tests only: a sticky fault, as a broken kernel would leave */
 		if (slot->req.inject_device_fault)
 			(void) cpht_gpu_break_context();

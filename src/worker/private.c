@@ -36,6 +36,7 @@ typedef struct PrivateTable
 	int			slot;
 	int			pid;
 	uint64		bytes;
+	bool		logging;		/* keeps an undo log for its backend */
 } PrivateTable;
 
 static HTAB *privates = NULL;
@@ -129,8 +130,8 @@ destroy(PrivateTable *p)
 	cpht_table_destroy(t);
 }
 
-cpht_table *
-cpht_private_table(int s, uint64 id)
+static PrivateTable *
+private_entry(int s, uint64 id)
 {
 	PrivateTable *p = hash_search(privates, &id, HASH_FIND, NULL);
 
@@ -147,7 +148,19 @@ cpht_private_table(int s, uint64 id)
 				 errdetail("The cpht worker that held it exited: %s.",
 						   reason[0] ? reason : "the cpht worker restarted")));
 	}
-	return p->table;
+	return p;
+}
+
+cpht_table *
+cpht_private_table(int s, uint64 id)
+{
+	return private_entry(s, id)->table;
+}
+
+bool
+cpht_private_table_logs(int s, uint64 id)
+{
+	return private_entry(s, id)->logging;
 }
 
 static void
@@ -185,6 +198,7 @@ private_create(CphtSlot *slot, int s)
 	p->slot = s;
 	p->pid = slot->pid;
 	p->bytes = cpht_params_table_bytes(&req->params);
+	p->logging = req->logging;
 	slot_tables[s]++;
 	slot_pid[s] = slot->pid;
 	publish_counts(1, (int64) p->bytes);

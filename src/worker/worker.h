@@ -38,6 +38,9 @@ extern bool cpht_private_request(CphtSlot *slot, int s);
  * ERROR 58000 when the worker holds no such table. */
 extern struct cpht_table *cpht_private_table(int s, uint64 id);
 
+/* Whether that table keeps an undo log for its backend's savepoints. */
+extern bool cpht_private_table_logs(int s, uint64 id);
+
 /* Frees the private tables whose backend left its slot. */
 extern void cpht_private_sweep(void);
 

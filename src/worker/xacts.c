@@ -247,40 +247,53 @@ reserve(TableXacts *tx, XactTable *tt, uint64 n)
 		out_of_memory(n);
 }
 
-bool
-cpht_xacts_before_call(const CphtRequest *req, CphtCall call, const uint64 *keys,
-					   uint64 n, CphtReply *rep)
+/* The table's transactions when req is a write on a transactional one. */
+static TableXacts *
+write_xacts(const CphtRequest *req, CphtCall call)
 {
 	TableXacts *tx = request_table_xacts(req);
 
 	if (tx == NULL || call == CPHT_CALL_FIND)
-		return false;
+		return NULL;
 	if (!TransactionIdIsValid(req->top_xid) || !TransactionIdIsValid(req->sub_xid))
 		elog(ERROR, "a write on a transactional shared cpht table names no transaction");
+	return tx;
+}
+
+void
+cpht_xacts_reserve(const CphtRequest *req, CphtCall call, uint64 n)
+{
+	TableXacts *tx = write_xacts(req, call);
+
+	if (tx != NULL)
+		reserve(tx, xact_table(tx, req), n);
+}
+
+bool
+cpht_xacts_conflicts(const CphtRequest *req, CphtCall call, const uint64 *keys,
+					 uint64 n, CphtReply *rep)
+{
+	TableXacts *tx = write_xacts(req, call);
 
 	/* A lone writer skips the probe. */
-	if (others_pending(tx, req->top_xid))
+	if (tx == NULL || !others_pending(tx, req->top_xid))
+		return false;
+	for (uint64 i = 0; i < n && rep->nconflicts < CPHT_MAX_CONFLICTS; i++)
 	{
-		for (uint64 i = 0; i < n && rep->nconflicts < CPHT_MAX_CONFLICTS; i++)
-		{
-			PendingEntry *e = pending_find(&tx->map, keys[i]);
-			bool		known = false;
+		PendingEntry *e = pending_find(&tx->map, keys[i]);
+		bool		known = false;
 
-			if (e == NULL || e->owner->xact->xid == req->top_xid)
-				continue;
-			for (int c = 0; c < rep->nconflicts; c++)
-				known |= rep->conflicts[c] == e->subxid;
-			if (!known)
-			{
-				rep->conflicts[rep->nconflicts] = e->subxid;
-				rep->conflict_tops[rep->nconflicts++] = e->owner->xact->xid;
-			}
+		if (e == NULL || e->owner->xact->xid == req->top_xid)
+			continue;
+		for (int c = 0; c < rep->nconflicts; c++)
+			known |= rep->conflicts[c] == e->subxid;
+		if (!known)
+		{
+			rep->conflicts[rep->nconflicts] = e->subxid;
+			rep->conflict_tops[rep->nconflicts++] = e->owner->xact->xid;
 		}
-		if (rep->nconflicts > 0)
-			return true;
 	}
-	reserve(tx, xact_table(tx, req), n);
-	return false;
+	return rep->nconflicts > 0;
 }
 
 bool

@@ -17,18 +17,25 @@ extern void cpht_xacts_table_created(int entry, uint64 table_id, bool transactio
 extern void cpht_xacts_table_dropped(int entry);
 
 /*
- * Before a batch call on a table: for a write on a transactional table,
- * whether other open transactions changed any of its keys (then the reply
- * lists them and the call must not run: returns true), and room to record
- * the call's changes (ERROR when out of memory, before anything ran).
+ * Before a batch call of n keys on a table, for a write on a transactional
+ * table: room to record the call's changes (ERROR when out of memory, so
+ * before anything runs).
  */
-extern bool cpht_xacts_before_call(const CphtRequest *req, CphtCall call,
-								   const uint64 *keys, uint64 n, CphtReply *rep);
+extern void cpht_xacts_reserve(const CphtRequest *req, CphtCall call, uint64 n);
+
+/*
+ * Before each piece of such a write (all of a call that fits a window):
+ * whether other open transactions changed any of its keys.  Then the reply
+ * lists them and nothing of the call may stay: returns true.
+ */
+extern bool cpht_xacts_conflicts(const CphtRequest *req, CphtCall call,
+								 const uint64 *keys, uint64 n, CphtReply *rep);
 
 /*
  * After a call that succeeded (its changes are the table's log entries from
- * position on): a write's changes are recorded for its transaction; a find
- * answers other transactions' pending keys as they were before.  Returns
+ * position on): a write's changes are recorded for its transaction (keys,
+ * n and status unused); a find answers other transactions' pending keys as
+ * they were before (called for each piece of a streamed find).  Returns
  * CPHT_OK, or the status of a failure to read the log (the call must then
  * be undone).
  */

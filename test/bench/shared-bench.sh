@@ -252,7 +252,7 @@ SQL
 		else
 			create="h := cpht_create($((CPHT_BENCH_RT_KEYS * 4)), transactional => false);"
 		fi
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed 's/^NOTICE: *//'
 DO \$\$
 DECLARE
 	keys bigint[] := array(SELECT (g << 32) | (hashint4(g::int)::bigint & 4294967295)
@@ -323,7 +323,7 @@ if part b; then
 	call_loop() { # device, name or empty
 		local dev=$1 name=$2 handle
 		if [ -n "$name" ]; then handle="cpht_open('$name')"; else handle="cpht_create($((CPHT_BENCH_RT_KEYS * (CPHT_BENCH_RT_CALLS + 2))), transactional => false)"; fi
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed 's/^NOTICE: *//'
 DO \$\$
 DECLARE
 	h int := $handle;
@@ -368,44 +368,66 @@ fi
 
 # ---- c. one large cpht_fop -------------------------------------------------------
 if part c; then
-	# The keys are distinct (a counter in the high half), held in a PL/pgSQL
-	# variable before the clock starts.  cpht.trace's NOTICE splits the call;
-	# where a call gives none, only the time around it is reported.
-	big_call() { # device, name or empty -> "wall_ms trace_table_ms|none ok"
-		local dev=$1 name=$2 handle
-		if [ -n "$name" ]; then handle="cpht_open('$name')"; else handle="cpht_create($((CPHT_BENCH_BIG_KEYS * 2)), transactional => false)"; fi
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$dev -c cpht.trace=on" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL |
+	# The keys are distinct (a counter in the high half), built once in a
+	# temporary table and read into a PL/pgSQL variable before the clock
+	# starts; each repetition puts them into a fresh table.  cpht.trace's
+	# NOTICE splits the call; where a call gives none, only the time around
+	# it is reported.  One session runs every repetition; its output has a
+	# line "s|p wall_ms trace_table_ms|none ok" per call.
+	big_sql() { # shared (s) or private (p) -> the SQL of one repetition
+		local handle
+		if [ "$1" = s ]; then
+			echo "SET cpht.device = $SDEV;"
+			echo "SELECT cpht_create($((CPHT_BENCH_BIG_KEYS * 2)), transactional => false, name => 'cpht_bench_big') > 0 AS created \\gset"
+			handle="cpht_open('cpht_bench_big')"
+		else
+			echo "SET cpht.device = $PDEV;"
+			handle="cpht_create($((CPHT_BENCH_BIG_KEYS * 2)), transactional => false)"
+		fi
+		cat <<SQL
 DO \$\$
 DECLARE
 	h int := $handle;
-	keys bigint[] := array(SELECT (g << 32) | (hashint4(g::int)::bigint & 4294967295) FROM generate_series(1::bigint, $CPHT_BENCH_BIG_KEYS) g);
+	keys bigint[];
 	t0 timestamptz;
 	r boolean[];
 BEGIN
+	SELECT b.keys INTO keys FROM cpht_bench_keys b;
+	RAISE NOTICE 'call $1';
 	t0 := clock_timestamp();
 	r := cpht_fop(h, keys);
 	RAISE NOTICE 'wall % %', extract(epoch FROM clock_timestamp() - t0) * 1000,
 		(SELECT count(*) FROM unnest(r) f WHERE f) = $CPHT_BENCH_BIG_KEYS;
+	IF '$1' = 'p' THEN
+		PERFORM cpht_drop(h);
+	END IF;
 END
 \$\$;
 SQL
-		awk '/^cpht_fop: / { for (i = 1; i <= NF; i++) if ($i == "table") t = $(i + 1) }
-			 /^wall / { w = $2; ok = $3 }
-			 END { printf "%s %s %s\n", w, (t == "" ? "none" : t), ok }'
-	}
-	: > "$TMP/big_s"
-	: > "$TMP/big_p"
-	for rep in $(seq 1 "$CPHT_BENCH_BIG_REPS"); do
-		if ! $PLAIN; then
-			q -c "SET cpht.device = $SDEV" -c "SELECT cpht_create($((CPHT_BENCH_BIG_KEYS * 2)), transactional => false, name => 'cpht_bench_big')" > /dev/null
-			big_call "$SDEV" cpht_bench_big >> "$TMP/big_s"
-			drop_bench_tables
+		if [ "$1" = s ]; then
+			echo "SELECT cpht_drop(cpht_open('cpht_bench_big'));"
 		fi
-		big_call "$PDEV" "" >> "$TMP/big_p"
-	done
+	}
+	{
+		echo "CREATE TEMP TABLE cpht_bench_keys AS SELECT array(SELECT (g << 32) | (hashint4(g::int)::bigint & 4294967295) FROM generate_series(1::bigint, $CPHT_BENCH_BIG_KEYS) g) AS keys;"
+		for rep in $(seq 1 "$CPHT_BENCH_BIG_REPS"); do
+			$PLAIN || big_sql s
+			big_sql p
+		done
+	} > "$TMP/big.sql"
+	PGOPTIONS="$PGOPTIONS -c cpht.trace=on" psql -X -q -At -v ON_ERROR_STOP=1 -f "$TMP/big.sql" > "$TMP/big.out" 2>&1 || true
+	# psql -f puts "psql:FILE:LINE: " before each NOTICE
+	awk '{ sub(/^(psql:[^ ]*: )?NOTICE: +/, "") }
+			 /^call / { if (k != "") printf "%s %s %s %s\n", k, w, (t == "" ? "none" : t), ok; k = $2; w = ""; t = ""; ok = "" }
+			 /^cpht_fop: / { for (i = 1; i <= NF; i++) if ($i == "table") t = $(i + 1) }
+			 /^wall / { w = $2; ok = $3 }
+			 END { if (k != "") printf "%s %s %s %s\n", k, w, (t == "" ? "none" : t), ok }' "$TMP/big.out" > "$TMP/big"
+	awk '$1 == "s" { print $2, $3, $4 }' "$TMP/big" > "$TMP/big_s"
+	awk '$1 == "p" { print $2, $3, $4 }' "$TMP/big" > "$TMP/big_p"
 	for f in $($PLAIN || echo big_s) big_p; do
 		if awk '$3 != "t"' "$TMP/$f" | grep -q . || [ "$(wc -l < "$TMP/$f")" -ne "$CPHT_BENCH_BIG_REPS" ]; then
 			echo "shared-bench: FAILED: large call ($f): $(cat "$TMP/$f")" >&2
+			grep -v 'NOTICE:  call \|NOTICE:  wall \|NOTICE:  cpht_fop: \|DETAIL:  Inside' "$TMP/big.out" | head -5 >&2 || true
 			exit 1
 		fi
 		awk '{ print $1 }' "$TMP/$f" > "$TMP/$f.wall"
@@ -440,15 +462,31 @@ if part d; then
 			exit 2
 	fi
 	q -c "SET cpht.device = $SDEV" -c "SELECT cpht_create($CPHT_BENCH_CAPACITY, transactional => false, name => 'cpht_bench_conc')" > /dev/null
+	# Each session builds its ring of batches before the clock starts, so
+	# that the run measures the calls, not building arrays: a batch is a
+	# bigint[] in a composite, and (ring[w]).keys hands the array to the
+	# call without copying it.  The sessions then wait at a gate (an
+	# advisory lock this script holds) and start together.
+	q -c "DROP TYPE IF EXISTS cpht_bench_batch" -c "CREATE TYPE cpht_bench_batch AS (keys bigint[])"
+	GATE=727274
+	mkfifo "$TMP/gate"
+	q < "$TMP/gate" &
+	gate_pid=$!
+	exec 3> "$TMP/gate"
+	echo "SELECT pg_advisory_lock($GATE);" >&3
+	until [ "$(q -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $GATE AND granted")" = 1 ]; do
+		sleep 0.1
+	done
 	loader() { # session number -> "batches keys new bad start_epoch end_epoch call_ms"
-		PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL
+		PGOPTIONS="$PGOPTIONS -c cpht.device=$SDEV" psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL | sed 's/^NOTICE: *//'
 DO \$\$
 DECLARE
 	h int := cpht_open('cpht_bench_conc');
 	b bigint := $B;
 	base bigint := $1::bigint << 40;
-	t_start timestamptz := clock_timestamp();
-	t_end timestamptz := clock_timestamp() + interval '$CPHT_BENCH_SECONDS seconds';
+	ring cpht_bench_batch[];
+	t_start timestamptz;
+	t_end timestamptz;
 	t0 timestamptz;
 	call_s float8 := 0;
 	i int := 0;
@@ -457,14 +495,19 @@ DECLARE
 	n bigint;
 	new_keys bigint := 0;
 	bad int := 0;
-	keys bigint[];
 BEGIN
+	FOR r IN 0..$ring - 1 LOOP
+		first := base + r * (b / 2);
+		ring[r + 1] := ROW(array(SELECT generate_series(first, first + b - 1)))::cpht_bench_batch;
+	END LOOP;
+	PERFORM pg_advisory_lock_shared($GATE);
+	PERFORM pg_advisory_unlock_shared($GATE);
+	t_start := clock_timestamp();
+	t_end := t_start + interval '$CPHT_BENCH_SECONDS seconds';
 	WHILE clock_timestamp() < t_end LOOP
 		w := i % $ring;
-		first := base + w * (b / 2);
-		keys := array(SELECT generate_series(first, first + b - 1));
 		t0 := clock_timestamp();
-		n := cardinality(cpht_fop_new(h, keys));
+		n := cardinality(cpht_fop_new(h, (ring[w + 1]).keys));
 		call_s := call_s + extract(epoch FROM clock_timestamp() - t0);
 		IF n <> (CASE WHEN i >= $ring THEN 0 WHEN w = 0 THEN b ELSE b - b / 2 END) THEN
 			bad := bad + 1;
@@ -478,10 +521,24 @@ END
 \$\$;
 SQL
 	}
+	loaders=
 	for s in $(seq 0 $((S - 1))); do
 		loader "$s" > "$TMP/conc.$s" &
+		loaders="$loaders $!"
 	done
-	wait
+	# open the gate once every session waits at it (or has failed)
+	while :; do
+		waiting=$(q -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $GATE AND NOT granted")
+		running=0
+		for l in $loaders; do kill -0 "$l" 2> /dev/null && running=$((running + 1)); done
+		[ "$waiting" -ge "$running" ] && break
+		sleep 0.2
+	done
+	echo "SELECT pg_advisory_unlock($GATE);" >&3
+	exec 3>&-
+	wait $loaders || true
+	wait "$gate_pid" || true
+	q -c "DROP TYPE cpht_bench_batch"
 	cat "$TMP"/conc.* > "$TMP/conc"
 	count=$(q -c "SELECT cpht_count(cpht_open('cpht_bench_conc'))")
 	drop_bench_tables

@@ -2,7 +2,7 @@
 -- them).  The GPU errors (55000 no usable GPU) are in gpu.sql; 58000 (a
 -- CUDA call failed) cannot be provoked from SQL.  Runs as a superuser.
 BEGIN;
-SELECT plan(79);
+SELECT plan(86);
 
 SELECT cpht_drop_all() >= 0 AS clean \gset
 SELECT cpht_create(1000, 'iceberg') AS hi, cpht_create(1000, 'cuckoo') AS hc,
@@ -166,6 +166,41 @@ SELECT throws_ok(format('SELECT cpht_fop_agg(CASE WHEN id = 1 THEN %s END, id OR
 SELECT throws_ok(format('SELECT cpht_fop_agg(CASE WHEN id = 1 THEN %s ELSE %s END, id ORDER BY id) FROM st', :hi, :h12),
 	'22023', 'cpht_fop_agg must get the same handle in every row of a group', 'cpht_fop_agg: another handle in a later row');
 SELECT is(cpht_count(:hi) + cpht_count(:h12), 0::bigint, 'the failing streams left no key');
+
+-- Keys in a PL/pgSQL array variable (an expanded array, read in place
+-- while it keeps the flat array it was made from, flattened once elements
+-- were assigned): the same answers and the same errors as a flat array.
+CREATE FUNCTION pg_temp.expanded_keys(h int, h12 int) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+	a bigint[] := '{101,102,103}';
+	b bigint[];
+BEGIN
+	RETURN NEXT is(cpht_fop(h, a), '{t,t,t}', 'a PL/pgSQL array variable as it was assigned');
+	a[4] := 104;
+	a[5] := 101;
+	RETURN NEXT is(cpht_fop(h, a), '{f,f,f,t,f}', 'a PL/pgSQL array variable after element assignments');
+	RETURN NEXT is(cpht_fop_new(h, a || 105::bigint), '{105}', 'an array expression built from one');
+	b[3] := 200;
+	b[4] := 101;
+	RETURN NEXT is(cpht_find(h, b[3:4]), '{f,t}', 'a slice of an array variable');
+	a[2] := NULL;
+	RETURN NEXT throws_ok(format('SELECT cpht_fop(%s, %L::bigint[])', h, a), '22004', 'keys must not be null',
+		'a NULL element of an array variable');
+	BEGIN
+		PERFORM cpht_put(h, a);
+		RETURN NEXT fail('a NULL element assigned to an array variable is refused in place');
+	EXCEPTION WHEN null_value_not_allowed THEN
+		RETURN NEXT pass('a NULL element assigned to an array variable is refused in place');
+	END;
+	a[2] := 4096;
+	BEGIN
+		PERFORM cpht_put(h12, a);
+		RETURN NEXT fail('a key outside key_bits in an array variable is refused in place');
+	EXCEPTION WHEN numeric_value_out_of_range THEN
+		RETURN NEXT pass('a key outside key_bits in an array variable is refused in place');
+	END;
+END $$;
+SELECT pg_temp.expanded_keys(:hi, :h12);
 
 SELECT cpht_drop_all() >= 0 AS clean \gset
 SELECT * FROM finish();

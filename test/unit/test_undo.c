@@ -285,6 +285,60 @@ check_empty_log_then_no_inserts(void)
 }
 
 /*
+ * A table whose log is emptied after every call (the cpht worker's shared
+ * tables) keeps the store cpht_table_keep_log asks for: the next call of
+ * that size allocates nothing.  Without it, emptying the log frees a large
+ * store; a store larger than the one kept is freed too.
+ */
+static void
+check_keep_log(void)
+{
+	cpht_params p;
+	cpht_table *t;
+	cpht_stats	st;
+	char		err[256];
+	size_t		n = 200000;
+	uint64_t   *keys = malloc(3 * n * sizeof(uint64_t));
+	uint8_t    *out = malloc(2 * n);
+	uint64_t	kept;
+
+	cpht_params_for_capacity(CPHT_ICEBERG, 4 * n, 64, &p, err, sizeof(err));
+	p.device = device;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create");
+	cpht_table_set_logging(t, 1);
+	for (size_t i = 0; i < 3 * n; i++)
+		keys[i] = layout_mix64(i + 77);
+	CHECK(cpht_table_find_or_put(t, keys, n, out) == CPHT_OK, "insert");
+	cpht_table_truncate_log(t, 0);
+	CHECK(cpht_table_stats(t, &st) == CPHT_OK && st.log_bytes == 0,
+		  "an emptied log gives its store back by default (%llu bytes held)",
+		  (unsigned long long) st.log_bytes);
+
+	cpht_table_keep_log(t, 2 * n + 4096);
+	CHECK(cpht_table_erase(t, keys, n, out) == CPHT_OK, "erase");
+	cpht_table_truncate_log(t, 0);
+	CHECK(cpht_table_stats(t, &st) == CPHT_OK && st.log_bytes > 0,
+		  "an emptied log keeps the store asked for");
+	kept = st.log_bytes;
+	CHECK(cpht_table_find_or_put(t, keys, n, out) == CPHT_OK && cpht_table_log_position(t) == n,
+		  "the next call logs into it");
+	cpht_table_truncate_log(t, 0);
+	CHECK(cpht_table_stats(t, &st) == CPHT_OK && st.log_bytes == kept,
+		  "and it stays the same store (%llu bytes, was %llu)",
+		  (unsigned long long) st.log_bytes, (unsigned long long) kept);
+	/* a call that logs more than is kept: the larger store goes back */
+	CHECK(cpht_table_find_or_put(t, keys + n, 2 * n, out) == CPHT_OK &&
+		  cpht_table_log_position(t) == 2 * n, "a larger call");
+	cpht_table_truncate_log(t, 0);
+	CHECK(cpht_table_stats(t, &st) == CPHT_OK && st.log_bytes == 0,
+		  "a store larger than the one kept is given back (%llu bytes held)",
+		  (unsigned long long) st.log_bytes);
+	cpht_table_destroy(t);
+	free(keys);
+	free(out);
+}
+
+/*
  * Large calls: the host log is filled by several threads block by block,
  * the GPU's by a kernel chunk by chunk (and a call of more than one 16M-key
  * chunk grows the device log between chunks, keeping what the earlier
@@ -353,6 +407,7 @@ check_all(void)
 	if (device == CPHT_DEVICE_GPU)
 		check_large_calls(CPHT_ICEBERG, 40000000, 30000000);
 	check_empty_log_then_no_inserts();
+	check_keep_log();
 	check_rollback_deletes_when_full(CPHT_ICEBERG);
 	check_rollback_deletes_when_full(CPHT_CUCKOO);
 	check_reput_then_outer_rollback();
