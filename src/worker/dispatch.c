@@ -560,7 +560,7 @@ op_scan(CphtSlot *slot)
 	uint64		position = req->offset;
 	size_t		n = 0;
 
-	check_window(req);
+	check_window(req->window, req->nkeys);
 	if (cpht_xacts_scan_conflicts(req, rep))
 		return;
 	running_cancel = &slot->cancel;
