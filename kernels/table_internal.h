@@ -117,6 +117,18 @@ struct cpht_table
 	int			running;
 	pthread_t	runner;
 	cpht_stream *streams;
+	/*
+	 * A sharded table (table_shards.c): nshards > 1 tables hold the keys;
+	 * this one routes calls to them and keeps no slots (backend NULL).  Its
+	 * count and log_len are the sums of theirs; log_segs says which shard
+	 * holds each stretch of the combined log.
+	 */
+	int			nshards;
+	struct cpht_table **shard;
+	uint64_t	shard_seed;
+	struct shard_log_seg *log_segs;
+	size_t		log_nsegs;
+	size_t		log_segs_cap;
 	const cpht_backend *backend;
 	void	   *backend_state;	/* the GPU's stream, buffers, device index */
 	char		errmsg[512];
@@ -195,6 +207,8 @@ struct cpht_backend
 	/* free and total memory of the table's device (NULL: host memory) */
 	void		(*device_memory) (cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes);
 	cpht_status (*move_keys) (cpht_table *to, cpht_table *from, uint64_t *full);
+	/* the CUDA ordinal of the table's device (NULL: host memory) */
+	int			(*device_ordinal) (cpht_table *t);
 };
 
 extern const cpht_backend cpht_cpu_backend;

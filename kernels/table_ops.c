@@ -177,6 +177,8 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 
 	if (n == 0)
 		return CPHT_OK;
+	if (t->nshards)
+		return table_shards_find_or_put(t, keys, n, status);	/* each shard grows */
 	/*
 	 * Not from how many keys the call brings: they may all be stored
 	 * already, and a table must not grow for keys it has.
@@ -242,6 +244,8 @@ cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 
 	table_settle(t);
 	table_call_begin(t);
+	if (t->nshards)
+		return table_call_end(t, table_shards_find(t, keys, n, found));
 	/* Chunk by chunk, for the interrupt check; a find changes nothing, so
 	 * a cancel just stops. */
 	for (size_t done = 0; rc == CPHT_OK && done < n; done += most)
@@ -293,8 +297,11 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 	uint8_t    *where = NULL;		/* ... and their places */
 	size_t		ngone = 0,
 				done = 0;
-	cpht_status rc = table_log_reserve(t, 0, n);
+	cpht_status rc;
 
+	if (t->nshards)
+		return table_shards_erase(t, keys, n, present);
+	rc = table_log_reserve(t, 0, n);
 	if (rc == CPHT_OK)
 		rc = table_log_reserve_where(t, n);
 	if (rc != CPHT_OK)
