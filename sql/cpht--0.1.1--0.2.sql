@@ -58,3 +58,18 @@ COMMENT ON FUNCTION cpht_worker_info() IS
 -- reports initial_slots, grows, last_grow_ms, last_grow_at and bytes_per_key.
 COMMENT ON FUNCTION cpht_info(int) IS
 'the table''s kind, device, layout (slots per level, now and at creation), fill, growths (how many, the last one''s time and duration), bytes per key and undo log, as jsonb';
+
+-- Sharded tables: cpht_create gains shards (default 1).  A table of N
+-- shards splits its keys by a hash of the key over N tables, one per GPU in
+-- turn (cpht.devices), or all on the CPU, and answers as one table;
+-- cpht_info lists the shards.
+DROP FUNCTION cpht_create(bigint, text, int, boolean, text);
+CREATE FUNCTION cpht_create(capacity bigint, kind text DEFAULT 'iceberg',
+							key_bits int DEFAULT 64, transactional boolean DEFAULT true,
+							name text DEFAULT NULL, shards int DEFAULT 1)
+RETURNS int
+AS 'MODULE_PATHNAME', 'cpht_create_named'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text, int) IS
+'creates a table for capacity distinct keys (kind iceberg or cuckoo, keys of key_bits bits), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it); shards > 1 splits the keys by hash over that many tables, one per GPU in turn (or all on the CPU)';
