@@ -196,6 +196,15 @@ gpu_ordinal(int gpu)
 	return usable[i < 0 ? i + nusable : i];
 }
 
+/* Whether [p, p + len) lies in the pinned memory the table's owner keeps. */
+static int
+in_direct_range(const gpu_state *st, const void *p, size_t len)
+{
+	const char *b = (const char *) p;
+
+	return st->direct_begin && b >= st->direct_begin && len <= (size_t) (st->direct_end - b);
+}
+
 /* ---- memory ---------------------------------------------------------------- */
 
 cpht_status
@@ -576,8 +585,9 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 	cap = st->chunk_cap;
 	chunks = (n + cap - 1) / cap;
 	/* Arrays in registered (pinned) host memory go by DMA as they are. */
-	direct_in = gpu_host_registered(keys, n * sizeof(uint64_t));
-	direct_out = gpu_host_registered(out, n);
+	direct_in = gpu_host_registered(keys, n * sizeof(uint64_t)) ||
+		in_direct_range(st, keys, n * sizeof(uint64_t));
+	direct_out = gpu_host_registered(out, n) || in_direct_range(st, out, n);
 
 	for (size_t i = 0; i <= chunks; i++)
 	{
@@ -817,6 +827,38 @@ gpu_device_memory(cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes)
 	*total_bytes = total;
 }
 
+/* Pinned host memory for a caller that hands its arrays to several GPU
+ * tables (portable: every device's context may transfer from it). */
+static void *
+gpu_pinned_alloc(size_t bytes)
+{
+	void	   *p = NULL;
+
+	if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+static void
+gpu_pinned_free(void *p)
+{
+	if (p)
+		(void) cudaFreeHost(p);
+	(void) cudaGetLastError();
+}
+
+static void
+gpu_set_direct(cpht_table *t, const void *begin, size_t len)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	st->direct_begin = (const char *) begin;
+	st->direct_end = (const char *) begin + len;
+}
+
 static int
 gpu_device_ordinal(cpht_table *t)
 {
@@ -843,4 +885,7 @@ extern "C" const cpht_backend cpht_gpu_backend = {
 	gpu_device_memory,
 	gpu_move_keys,
 	gpu_device_ordinal,
+	gpu_pinned_alloc,
+	gpu_pinned_free,
+	gpu_set_direct,
 };

@@ -68,6 +68,11 @@ typedef struct gpu_state
 	unsigned long long *pin_tally;
 
 	int			grouping;		/* GPU_GROUP_* */
+
+	/* Pinned host memory the table's owner keeps for its calls (a sharded
+	 * table's split buffers): arrays inside it go by DMA as they are. */
+	const char *direct_begin;
+	const char *direct_end;
 } gpu_state;
 
 static inline gpu_state *

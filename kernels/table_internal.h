@@ -129,6 +129,9 @@ struct cpht_table
 	struct shard_log_seg *log_segs;
 	size_t		log_nsegs;
 	size_t		log_segs_cap;
+	void	   *split_mem;		/* GPU shards: pinned buffers a call is split
+								 * into, split_cap keys at a time */
+	size_t		split_cap;
 	const cpht_backend *backend;
 	void	   *backend_state;	/* the GPU's stream, buffers, device index */
 	char		errmsg[512];
@@ -209,6 +212,12 @@ struct cpht_backend
 	cpht_status (*move_keys) (cpht_table *to, cpht_table *from, uint64_t *full);
 	/* the CUDA ordinal of the table's device (NULL: host memory) */
 	int			(*device_ordinal) (cpht_table *t);
+	/* pinned host memory any of the process's devices transfers from by
+	 * DMA (NULL: host memory), and telling a table that arrays inside
+	 * [begin, begin + len) are such memory */
+	void	   *(*pinned_alloc) (size_t bytes);
+	void		(*pinned_free) (void *p);
+	void		(*set_direct) (cpht_table *t, const void *begin, size_t len);
 };
 
 extern const cpht_backend cpht_cpu_backend;

@@ -8,14 +8,17 @@
  * (which select their in-table permutations), so the keys of one shard
  * still spread evenly over its buckets.
  *
- * A call.  The batch is split per shard keeping each key's input position
- * (a stable partition, in parallel over blocks of keys), every shard runs
- * its part at once on its own host thread (a GPU shard's thread makes its
- * device current, kernels/gpu_backend.cu), and each thread writes its
- * answers back to the input positions of its keys.  A call is all or
- * nothing as for one table: when one shard fails, the shards whose part
- * worked are undone (rolled back to their log position before the call;
- * a find-or-put on a table without a log erases the keys it put).
+ * A call.  The batch goes in pieces (split_chunk).  A piece is split per shard keeping input order (a
+ * stable partition, in parallel over blocks of keys), every shard runs its
+ * part at once on its own host thread (a GPU shard's thread makes its
+ * device current, kernels/gpu_backend.cu), and the answers go back to the
+ * keys' input positions, again in parallel over blocks.  For GPU shards the
+ * pieces are split into pinned memory the table keeps (split_mem), so each
+ * shard's transfers go by DMA straight from it, without the staging copy
+ * a call on pageable memory pays.  A call is all or nothing as for one
+ * table: when one shard fails, every shard's part of the call is undone
+ * (rolled back to its log position before the call; a find-or-put on a
+ * table without a log erases the keys it put).
  *
  * The log.  Each shard keeps its own undo log.  The sharded table's log is
  * their entries in call order: after each call, shard by shard, the
@@ -40,6 +43,12 @@ typedef struct shard_log_seg
 	int			shard;
 	uint64_t	shard_start;
 } shard_log_seg;
+
+/* Keys per piece of a call (table_shards_find_or_put and the others). */
+#define SPLIT_CHUNK_KEYS ((size_t) 1 << 26)
+
+/* Split memory per key: the key and its answer. */
+#define SPLIT_KEY_BYTES (sizeof(uint64_t) + 1)
 
 /* Keys per block of the parallel split. */
 #define SPLIT_BLOCK ((size_t) 1 << 16)
@@ -126,6 +135,39 @@ table_shards_bytes(const cpht_params *params)
 	return bytes;
 }
 
+/*
+ * GPU shards: pinned memory for the pieces of a call, as large as the
+ * table (its shards' slots) up to SPLIT_CHUNK_KEYS, made with the table as
+ * the shards' own transfer buffers are (pinning is slow: a cost of
+ * creating the table, not of its first call), and counted by the memory
+ * hook.  Where it cannot be had, calls split into ordinary memory.
+ */
+static void
+split_mem_create(cpht_table *t)
+{
+	const cpht_backend *b = t->shard[0]->backend;
+	uint64_t	slots = 0;
+	size_t		cap;
+
+	if (b->pinned_alloc == NULL)
+		return;
+	for (int s = 0; s < t->nshards; s++)
+		for (int l = 0; l < t->shard[s]->levels; l++)
+			slots += t->shard[s]->params.slots[l];
+	cap = slots < SPLIT_CHUNK_KEYS ? (size_t) slots : SPLIT_CHUNK_KEYS;
+	if (!table_memory_take(cap * SPLIT_KEY_BYTES))
+		return;
+	t->split_mem = b->pinned_alloc(cap * SPLIT_KEY_BYTES);
+	if (t->split_mem == NULL)
+	{
+		table_memory_give(cap * SPLIT_KEY_BYTES);
+		return;
+	}
+	t->split_cap = cap;
+	for (int s = 0; s < t->nshards; s++)
+		t->shard[s]->backend->set_direct(t->shard[s], t->split_mem, cap * SPLIT_KEY_BYTES);
+}
+
 cpht_status
 table_shards_create(const cpht_params *params, cpht_table **out,
 					char *errbuf, size_t errlen)
@@ -169,6 +211,7 @@ table_shards_create(const cpht_params *params, cpht_table **out,
 	}
 	for (int s = 0; s < t->nshards; s++)
 		t->initial_slots += t->shard[s]->initial_slots;
+	split_mem_create(t);
 	*out = t;
 	return CPHT_OK;
 }
@@ -176,6 +219,11 @@ table_shards_create(const cpht_params *params, cpht_table **out,
 void
 table_shards_destroy(cpht_table *t)
 {
+	if (t->split_mem)
+	{
+		t->shard[0]->backend->pinned_free(t->split_mem);
+		table_memory_give(t->split_cap * SPLIT_KEY_BYTES);
+	}
 	for (int s = 0; s < t->nshards; s++)
 		cpht_table_destroy(t->shard[s]);
 	free(t->shard);
@@ -186,27 +234,101 @@ table_shards_destroy(cpht_table *t)
 /* ---- splitting a batch ---------------------------------------------------- */
 
 /*
- * A batch split by shard: shard s's keys are keys[off[s] .. off[s + 1]) in
- * input order, pos[] their input positions, out[] room for their answers,
- * bytes[] the per-key bytes that came with them (undo's places).
+ * A call goes in pieces of at most split_chunk(t) keys.  A piece is split
+ * by shard: shard s's keys are keys[off[s] .. off[s + 1]) in input order,
+ * out[] room for their answers, bytes[] the per-key bytes that came with
+ * them (undo's places).  route[] (each key's shard) and at[] (per block of
+ * SPLIT_BLOCK keys, each shard's first index) put the answers back.  On
+ * GPU shards keys[] and out[] lie in the table's pinned split memory, from
+ * which the shards' transfers go by DMA without a staging copy.
  */
 typedef struct shard_split
 {
 	uint64_t   *keys;
-	uint32_t   *pos;
 	uint8_t    *out;
 	uint8_t    *bytes;
+	uint8_t    *route;
+	size_t	   *at;
+	int			owned;			/* keys and out were allocated for this call */
 	size_t		off[CPHT_MAX_SHARDS + 1];
 } shard_split;
+
+/*
+ * Keys per piece: what the split memory holds; without it (CPU shards),
+ * half the table's slots, at least SPLIT_MIN_KEYS and at most
+ * SPLIT_CHUNK_KEYS, which keeps the temporary arrays of a call on a small
+ * table small.
+ */
+#define SPLIT_MIN_KEYS ((size_t) 1 << 16)
+
+static size_t
+split_chunk(const cpht_table *t, size_t n)
+{
+	size_t		most = t->split_cap;
+
+	if (t->split_mem == NULL)
+	{
+		uint64_t	slots = 0;
+
+		for (int s = 0; s < t->nshards; s++)
+			for (int l = 0; l < t->shard[s]->levels; l++)
+				slots += t->shard[s]->params.slots[l];
+		most = slots / 2 < SPLIT_MIN_KEYS ? SPLIT_MIN_KEYS :
+			slots / 2 > SPLIT_CHUNK_KEYS ? SPLIT_CHUNK_KEYS : (size_t) (slots / 2);
+	}
+	return n < most ? n : most;
+}
+
+static void
+split_free(shard_split *sp)
+{
+	if (sp->owned)
+	{
+		free(sp->keys);
+		free(sp->out);
+	}
+	free(sp->bytes);
+	free(sp->route);
+	free(sp->at);
+	memset(sp, 0, sizeof(*sp));
+}
+
+/* Buffers for pieces of `chunk` keys. */
+static cpht_status
+split_alloc(cpht_table *t, size_t chunk, int with_bytes, shard_split *sp)
+{
+	size_t		nblocks = (chunk + SPLIT_BLOCK - 1) / SPLIT_BLOCK;
+
+	memset(sp, 0, sizeof(*sp));
+	if (t->split_mem)
+	{
+		sp->keys = t->split_mem;
+		sp->out = (uint8_t *) (sp->keys + t->split_cap);
+	}
+	else
+	{
+		sp->owned = 1;
+		sp->keys = malloc((chunk ? chunk : 1) * sizeof(uint64_t));
+		sp->out = malloc(chunk ? chunk : 1);
+	}
+	sp->route = malloc(chunk ? chunk : 1);
+	sp->at = malloc((nblocks ? nblocks : 1) * (size_t) t->nshards * sizeof(size_t));
+	sp->bytes = with_bytes ? malloc(chunk ? chunk : 1) : NULL;
+	if (!sp->keys || !sp->out || !sp->route || !sp->at || (with_bytes && !sp->bytes))
+	{
+		split_free(sp);
+		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", chunk);
+	}
+	return CPHT_OK;
+}
 
 typedef struct split_job
 {
 	const cpht_table *t;
-	const uint64_t *keys;
+	const uint64_t *keys;		/* the piece */
 	const uint8_t *bytes;
+	uint8_t    *answer;			/* the piece's answers, in input order */
 	size_t		n;
-	uint8_t    *route;			/* shard of each key */
-	size_t	   *at;				/* per block and shard: count, then first index */
 	shard_split *sp;
 } split_job;
 
@@ -220,21 +342,21 @@ split_count(void *ctx, size_t begin, size_t end)
 	{
 		size_t		lo = b * SPLIT_BLOCK,
 					hi = lo + SPLIT_BLOCK < j->n ? lo + SPLIT_BLOCK : j->n;
-		size_t	   *c = j->at + b * (size_t) ns;
+		size_t	   *c = j->sp->at + b * (size_t) ns;
 
 		memset(c, 0, (size_t) ns * sizeof(size_t));
 		for (size_t i = lo; i < hi; i++)
 		{
 			int			s = shard_route(j->keys[i], j->t->shard_seed, ns);
 
-			j->route[i] = (uint8_t) s;
+			j->sp->route[i] = (uint8_t) s;
 			c[s]++;
 		}
 	}
 }
 
 static void
-split_scatter(void *ctx, size_t begin, size_t end)
+split_place(void *ctx, size_t begin, size_t end)
 {
 	split_job  *j = ctx;
 	int			ns = j->t->nshards;
@@ -245,63 +367,46 @@ split_scatter(void *ctx, size_t begin, size_t end)
 					hi = lo + SPLIT_BLOCK < j->n ? lo + SPLIT_BLOCK : j->n;
 		size_t		next[CPHT_MAX_SHARDS];
 
-		memcpy(next, j->at + b * (size_t) ns, (size_t) ns * sizeof(size_t));
+		memcpy(next, j->sp->at + b * (size_t) ns, (size_t) ns * sizeof(size_t));
 		for (size_t i = lo; i < hi; i++)
 		{
-			size_t		k = next[j->route[i]]++;
+			size_t		k = next[j->sp->route[i]]++;
 
 			j->sp->keys[k] = j->keys[i];
-			j->sp->pos[k] = (uint32_t) i;
 			if (j->bytes)
 				j->sp->bytes[k] = j->bytes[i];
 		}
 	}
 }
 
+/* The answers of block after block back in input order. */
 static void
-split_free(shard_split *sp)
+split_answers(void *ctx, size_t begin, size_t end)
 {
-	free(sp->keys);
-	free(sp->pos);
-	free(sp->out);
-	free(sp->bytes);
+	split_job  *j = ctx;
+	int			ns = j->t->nshards;
+
+	for (size_t b = begin; b < end; b++)
+	{
+		size_t		lo = b * SPLIT_BLOCK,
+					hi = lo + SPLIT_BLOCK < j->n ? lo + SPLIT_BLOCK : j->n;
+		size_t		next[CPHT_MAX_SHARDS];
+
+		memcpy(next, j->sp->at + b * (size_t) ns, (size_t) ns * sizeof(size_t));
+		for (size_t i = lo; i < hi; i++)
+			j->answer[i] = j->sp->out[next[j->sp->route[i]]++];
+	}
 }
 
-static cpht_status
-split_batch(cpht_table *t, const uint64_t *keys, const uint8_t *bytes, size_t n,
+/* Split keys[0..n) (n at most the buffers' chunk) by shard. */
+static void
+split_piece(cpht_table *t, const uint64_t *keys, const uint8_t *bytes, size_t n,
 			shard_split *sp)
 {
 	size_t		nblocks = (n + SPLIT_BLOCK - 1) / SPLIT_BLOCK;
-	split_job	j;
+	split_job	j = {t, keys, bytes, NULL, n, sp};
 	size_t		next = 0;
 
-	memset(sp, 0, sizeof(*sp));
-	if (n > UINT32_MAX)
-		return table_fail(t, CPHT_ERR_INVALID,
-						  "a call on a sharded table takes at most %u keys, not %zu",
-						  (unsigned) UINT32_MAX, n);
-	if (n == 0)
-		return CPHT_OK;
-	memset(&j, 0, sizeof(j));
-	j.t = t;
-	j.keys = keys;
-	j.bytes = bytes;
-	j.n = n;
-	j.sp = sp;
-	j.route = malloc(n);
-	j.at = malloc(nblocks * (size_t) t->nshards * sizeof(size_t));
-	sp->keys = malloc(n * sizeof(uint64_t));
-	sp->pos = malloc(n * sizeof(uint32_t));
-	sp->out = malloc(n);
-	sp->bytes = bytes ? malloc(n) : NULL;
-	if (!j.route || !j.at || !sp->keys || !sp->pos || !sp->out || (bytes && !sp->bytes))
-	{
-		free(j.route);
-		free(j.at);
-		split_free(sp);
-		memset(sp, 0, sizeof(*sp));
-		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
-	}
 	cpu_parallel_for_min(t->params.cpu_threads, nblocks, 1, split_count, &j);
 	/* Shard s's keys start after every earlier shard's, and within shard s
 	 * block b's after those of blocks before b: input order is kept. */
@@ -310,17 +415,23 @@ split_batch(cpht_table *t, const uint64_t *keys, const uint8_t *bytes, size_t n,
 		sp->off[s] = next;
 		for (size_t b = 0; b < nblocks; b++)
 		{
-			size_t		c = j.at[b * (size_t) t->nshards + s];
+			size_t		c = sp->at[b * (size_t) t->nshards + s];
 
-			j.at[b * (size_t) t->nshards + s] = next;
+			sp->at[b * (size_t) t->nshards + s] = next;
 			next += c;
 		}
 	}
 	sp->off[t->nshards] = next;
-	cpu_parallel_for_min(t->params.cpu_threads, nblocks, 1, split_scatter, &j);
-	free(j.route);
-	free(j.at);
-	return CPHT_OK;
+	cpu_parallel_for_min(t->params.cpu_threads, nblocks, 1, split_place, &j);
+}
+
+static void
+answers_back(cpht_table *t, shard_split *sp, size_t n, uint8_t *answer)
+{
+	split_job	j = {t, NULL, NULL, answer, n, sp};
+
+	cpu_parallel_for_min(t->params.cpu_threads, (n + SPLIT_BLOCK - 1) / SPLIT_BLOCK, 1,
+						 split_answers, &j);
 }
 
 /* ---- running the shards ---------------------------------------------------- */
@@ -341,7 +452,6 @@ typedef struct shard_job
 	int			s;
 	shard_op	op;
 	shard_split *sp;
-	uint8_t    *answer;			/* the caller's per-key answers, or NULL */
 	cpht_status rc;
 	pthread_t	thread;
 	int			started;
@@ -376,17 +486,12 @@ shard_main(void *arg)
 			j->rc = cpht_table_grow(sub);
 			break;
 	}
-	/* Each thread puts its own keys' answers in place: distinct bytes. */
-	if (j->rc == CPHT_OK && j->answer)
-		for (size_t k = lo; k < lo + m; k++)
-			j->answer[j->sp->pos[k]] = j->sp->out[k];
 	return NULL;
 }
 
 /* Run op on every shard, on threads of their own when it pays. */
 static void
-run_shards(cpht_table *t, shard_job *jobs, shard_op op, shard_split *sp,
-		   uint8_t *answer, size_t n)
+run_shards(cpht_table *t, shard_job *jobs, shard_op op, shard_split *sp, size_t n)
 {
 	int			threads = t->params.device == CPHT_DEVICE_GPU || n >= CPU_PARALLEL_KEYS;
 	sigset_t	all,
@@ -399,7 +504,6 @@ run_shards(cpht_table *t, shard_job *jobs, shard_op op, shard_split *sp,
 		jobs[s].s = s;
 		jobs[s].op = op;
 		jobs[s].sp = sp;
-		jobs[s].answer = answer;
 	}
 	if (threads)
 	{
@@ -650,61 +754,68 @@ table_shards_hold_deletes(cpht_table *t, int64_t delta)
 
 /* ---- the operations -------------------------------------------------------- */
 
-/* Take out again what shard s's part of a find-or-put put in. */
-static cpht_status
-undo_find_or_put(cpht_table *t, int s, const shard_split *sp, uint64_t log_before)
+/*
+ * A find-or-put failed in the piece at `lo` (`m` keys, split in sp), after
+ * the pieces before it worked: undo every shard's part.  Shards that log
+ * go back to their log position before the call; otherwise the keys the
+ * call put (status CPHT_PUT in the answers of the pieces done, and in the
+ * failed piece's answers of the shards whose part worked) are erased.
+ */
+/* Say so in the call's message when undoing shard s failed too. */
+static void
+undo_failed(cpht_table *t, int s)
 {
-	cpht_table *sub = t->shard[s];
-	size_t		lo = sp->off[s],
-				m = sp->off[s + 1] - lo,
-				nput = 0;
-	uint64_t   *put;
-	uint8_t    *gone;
-	cpht_status rc;
+	char		why[sizeof(t->errmsg)];
 
-	if (sub->logging)
-		return cpht_table_rollback_to(sub, log_before);
-	put = malloc((m ? m : 1) * sizeof(uint64_t));
-	gone = malloc(m ? m : 1);
-	if (put == NULL || gone == NULL)
-	{
-		free(put);
-		free(gone);
-		return table_fail(sub, CPHT_ERR_NOMEM, "out of host memory while undoing %zu keys", m);
-	}
-	for (size_t k = lo; k < lo + m; k++)
-		if (sp->out[k] == CPHT_PUT)
-			put[nput++] = sp->keys[k];
-	rc = nput ? cpht_table_erase(sub, put, nput, gone) : CPHT_OK;
-	free(put);
-	free(gone);
-	return rc;
+	memcpy(why, t->errmsg, sizeof(why));
+	snprintf(t->errmsg, sizeof(t->errmsg), "%s; undoing shard %d of %d failed too: %s",
+			 why, s + 1, t->nshards, cpht_table_error(t->shard[s]));
 }
 
-/* After shard `failed` failed: undo every shard whose part worked. */
 static cpht_status
-undo_others(cpht_table *t, shard_job *jobs, int failed, const shard_split *sp,
-			const uint64_t *log_before)
+undo_find_or_put(cpht_table *t, const shard_job *jobs, int failed, const uint64_t *keys,
+				 uint8_t *status, size_t lo, size_t m, shard_split *sp,
+				 const uint64_t *log_before)
 {
 	cpht_status rc = shard_fail(t, jobs, failed);
+	uint64_t   *put[CPHT_MAX_SHARDS] = {NULL};
+	size_t		nput[CPHT_MAX_SHARDS] = {0};
+	uint8_t    *gone;
+	int			ok;
 
+	/* The shards log alike (cpht_table_set_logging sets them all). */
+	if (t->logging)
+	{
+		for (int s = 0; s < t->nshards; s++)
+			if (cpht_table_rollback_to(t->shard[s], log_before[s]) != CPHT_OK)
+				undo_failed(t, s);
+		return rc;
+	}
+	/* The failed piece's answers: where a shard failed, it undid itself. */
+	for (int f = 0; f < t->nshards; f++)
+		if (jobs[f].rc != CPHT_OK)
+			memset(sp->out + sp->off[f], CPHT_FOUND, sp->off[f + 1] - sp->off[f]);
+	answers_back(t, sp, m, status + lo);
+	gone = malloc(lo + m);
+	ok = gone != NULL;
+	for (int s = 0; s < t->nshards; s++)
+		ok &= (put[s] = malloc((lo + m) * sizeof(uint64_t))) != NULL;
+	for (size_t i = 0; ok && i < lo + m; i++)
+		if (status[i] == CPHT_PUT)
+		{
+			int			s = shard_route(keys[i], t->shard_seed, t->nshards);
+
+			put[s][nput[s]++] = keys[i];
+		}
 	for (int s = 0; s < t->nshards; s++)
 	{
-		cpht_status u;
-		char		why[sizeof(t->errmsg)];
-
-		if (jobs[s].rc != CPHT_OK)
-			continue;
-		u = jobs[s].op == OP_FIND_OR_PUT
-			? undo_find_or_put(t, s, sp, log_before[s])
-			: cpht_table_rollback_to(t->shard[s], log_before[s]);
-		if (u != CPHT_OK)
-		{
-			memcpy(why, t->errmsg, sizeof(why));
-			snprintf(t->errmsg, sizeof(t->errmsg), "%s; undoing shard %d of %d failed too: %s",
-					 why, s + 1, t->nshards, cpht_table_error(t->shard[s]));
-		}
+		if (!ok)
+			(void) table_fail(t->shard[s], CPHT_ERR_NOMEM, "out of host memory while undoing %zu keys", lo + m);
+		if (!ok || (nput[s] > 0 && cpht_table_erase(t->shard[s], put[s], nput[s], gone) != CPHT_OK))
+			undo_failed(t, s);
+		free(put[s]);
 	}
+	free(gone);
 	return rc;
 }
 
@@ -714,23 +825,38 @@ table_shards_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t 
 	shard_job	jobs[CPHT_MAX_SHARDS];
 	uint64_t	before[CPHT_MAX_SHARDS];
 	shard_split sp;
+	size_t		chunk = split_chunk(t, n);
 	cpht_status rc;
-	int			failed;
 
 	if (n == 0)
 		return CPHT_OK;
+	if (n > UINT32_MAX)
+		return table_fail(t, CPHT_ERR_INVALID,
+						  "a call on a sharded table takes at most %u keys, not %zu",
+						  (unsigned) UINT32_MAX, n);
 	rc = segs_reserve(t);
 	if (rc == CPHT_OK)
-		rc = split_batch(t, keys, NULL, n, &sp);
+		rc = split_alloc(t, chunk, 0, &sp);
 	if (rc != CPHT_OK)
 		return rc;
 	for (int s = 0; s < t->nshards; s++)
 		before[s] = t->shard[s]->log_len;
-	run_shards(t, jobs, OP_FIND_OR_PUT, &sp, status, n);
-	failed = failed_shard(t, jobs);
-	if (failed >= 0)
-		rc = undo_others(t, jobs, failed, &sp, before);
-	else
+	for (size_t lo = 0; lo < n; lo += chunk)
+	{
+		size_t		m = n - lo < chunk ? n - lo : chunk;
+		int			failed;
+
+		split_piece(t, keys + lo, NULL, m, &sp);
+		run_shards(t, jobs, OP_FIND_OR_PUT, &sp, m);
+		failed = failed_shard(t, jobs);
+		if (failed >= 0)
+		{
+			rc = undo_find_or_put(t, jobs, failed, keys, status, lo, m, &sp, before);
+			break;
+		}
+		answers_back(t, &sp, m, status + lo);
+	}
+	if (rc == CPHT_OK)
 		segs_append(t, before);
 	split_free(&sp);
 	shards_settled(t);
@@ -742,18 +868,25 @@ table_shards_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 {
 	shard_job	jobs[CPHT_MAX_SHARDS];
 	shard_split sp;
+	size_t		chunk = split_chunk(t, n);
 	cpht_status rc;
-	int			failed;
 
 	if (n == 0)
 		return CPHT_OK;
-	rc = split_batch(t, keys, NULL, n, &sp);
-	if (rc != CPHT_OK)
-		return rc;
-	run_shards(t, jobs, OP_FIND, &sp, found, n);
-	failed = failed_shard(t, jobs);
-	if (failed >= 0)
-		rc = shard_fail(t, jobs, failed);
+	rc = split_alloc(t, chunk, 0, &sp);
+	for (size_t lo = 0; rc == CPHT_OK && lo < n; lo += chunk)
+	{
+		size_t		m = n - lo < chunk ? n - lo : chunk;
+		int			failed;
+
+		split_piece(t, keys + lo, NULL, m, &sp);
+		run_shards(t, jobs, OP_FIND, &sp, m);
+		failed = failed_shard(t, jobs);
+		if (failed >= 0)
+			rc = shard_fail(t, jobs, failed);
+		else
+			answers_back(t, &sp, m, found + lo);
+	}
 	split_free(&sp);
 	shards_settled(t);
 	return rc;
@@ -769,14 +902,14 @@ table_shards_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *prese
 	shard_job	jobs[CPHT_MAX_SHARDS];
 	uint64_t	before[CPHT_MAX_SHARDS];
 	shard_split sp;
+	size_t		chunk = split_chunk(t, n);
 	cpht_status rc;
-	int			failed;
 
 	if (n == 0)
 		return CPHT_OK;
 	rc = segs_reserve(t);
 	if (rc == CPHT_OK)
-		rc = split_batch(t, keys, NULL, n, &sp);
+		rc = split_alloc(t, chunk, 0, &sp);
 	if (rc != CPHT_OK)
 		return rc;
 	for (int s = 0; s < t->nshards; s++)
@@ -785,11 +918,27 @@ table_shards_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *prese
 			cpht_table_set_logging(t->shard[s], 1);
 		before[s] = t->shard[s]->log_len;
 	}
-	run_shards(t, jobs, OP_ERASE, &sp, present, n);
-	failed = failed_shard(t, jobs);
-	if (failed >= 0)
-		rc = undo_others(t, jobs, failed, &sp, before);
-	else
+	for (size_t lo = 0; lo < n; lo += chunk)
+	{
+		size_t		m = n - lo < chunk ? n - lo : chunk;
+		int			failed;
+
+		split_piece(t, keys + lo, NULL, m, &sp);
+		run_shards(t, jobs, OP_ERASE, &sp, m);
+		failed = failed_shard(t, jobs);
+		if (failed >= 0)
+		{
+			rc = shard_fail(t, jobs, failed);
+			for (int s = 0; s < t->nshards; s++)
+			{
+				if (cpht_table_rollback_to(t->shard[s], before[s]) != CPHT_OK)
+					undo_failed(t, s);
+			}
+			break;
+		}
+		answers_back(t, &sp, m, present + lo);
+	}
+	if (rc == CPHT_OK)
 		segs_append(t, before);
 	if (!t->logging)
 		for (int s = 0; s < t->nshards; s++)
@@ -799,24 +948,33 @@ table_shards_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *prese
 	return rc;
 }
 
-/* Undo entries read with log_read: each shard undoes its own, newest first. */
+/*
+ * Undo entries read with log_read: each shard undoes its own, newest first,
+ * so the pieces go from the last one back.
+ */
 cpht_status
 table_shards_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n)
 {
 	shard_job	jobs[CPHT_MAX_SHARDS];
 	shard_split sp;
+	size_t		chunk = split_chunk(t, n);
 	cpht_status rc;
-	int			failed;
 
 	if (n == 0)
 		return CPHT_OK;
-	rc = split_batch(t, keys, where, n, &sp);
-	if (rc != CPHT_OK)
-		return rc;
-	run_shards(t, jobs, OP_UNDO, &sp, NULL, n);
-	failed = failed_shard(t, jobs);
-	if (failed >= 0)
-		rc = shard_fail(t, jobs, failed);
+	rc = split_alloc(t, chunk, 1, &sp);
+	for (size_t hi = n; rc == CPHT_OK && hi > 0;)
+	{
+		size_t		m = hi < chunk ? hi : chunk;
+		int			failed;
+
+		split_piece(t, keys + (hi - m), where + (hi - m), m, &sp);
+		run_shards(t, jobs, OP_UNDO, &sp, m);
+		failed = failed_shard(t, jobs);
+		if (failed >= 0)
+			rc = shard_fail(t, jobs, failed);
+		hi -= m;
+	}
 	split_free(&sp);
 	shards_settled(t);
 	return rc;
@@ -834,7 +992,7 @@ every_shard(cpht_table *t, shard_op op)
 	int			failed;
 	cpht_status rc = CPHT_OK;
 
-	run_shards(t, jobs, op, NULL, NULL, 0);
+	run_shards(t, jobs, op, NULL, 0);
 	failed = failed_shard(t, jobs);
 	if (failed >= 0)
 		rc = shard_fail(t, jobs, failed);

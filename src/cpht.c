@@ -57,8 +57,10 @@ cpht_interrupt_pending(void)
 
 /*
  * cpht.devices: the CUDA ordinals of the GPUs cpht uses, as "0,1"; empty
- * for all.  Read before CUDA starts in the process (the kernels ignore a
- * list given later), so it takes a server start to change.
+ * for all.  A process uses the list it has when CUDA starts in it (the
+ * kernels ignore a list given later): a reload reaches new sessions, and
+ * the cpht worker when it next starts.  (A PGC_POSTMASTER setting cannot
+ * be defined by a library loaded after the server started.)
  */
 static char *cpht_devices_setting = NULL;
 
@@ -196,7 +198,7 @@ _PG_init(void)
 							   "A comma-separated list such as 0,1; empty uses every GPU with compute capability 9.0 or newer. GPU tables go to the first of them; the shards of a sharded table to each in turn.",
 							   &cpht_devices_setting,
 							   "",
-							   PGC_POSTMASTER,
+							   PGC_SIGHUP,
 							   0,
 							   check_devices, assign_devices, NULL);
 

@@ -359,12 +359,12 @@ run(cpht_kind kind, int key_bits, cpht_device dev, int shards)
  * the shards whose part fitted are undone.
  */
 static void
-run_full(cpht_kind kind, cpht_device dev, int shards, int logging)
+run_full(cpht_kind kind, cpht_device dev, int shards, int logging, uint64_t capacity)
 {
-	cpht_table *s = make(kind, 64, 4000, dev, shards, 1);
+	cpht_table *s = make(kind, 64, capacity, dev, shards, 1);
 	uint64_t	rng = 99;
 	size_t		first = 2000,
-				more = 40000;
+				more = 2 * capacity;
 	uint64_t   *keys = malloc((first + more) * sizeof(uint64_t));
 	uint8_t    *st = malloc(first + more);
 	cpht_stats	before,
@@ -407,8 +407,11 @@ main(void)
 	{
 		run(CPHT_ICEBERG, 64, CPHT_DEVICE_CPU, shards);
 		run(CPHT_CUCKOO, 40, CPHT_DEVICE_CPU, shards);
-		run_full(CPHT_ICEBERG, CPHT_DEVICE_CPU, shards, 0);
-		run_full(CPHT_CUCKOO, CPHT_DEVICE_CPU, shards, 1);
+		/* a call in one piece, and one whose second piece fails */
+		run_full(CPHT_ICEBERG, CPHT_DEVICE_CPU, shards, 0, 4000);
+		run_full(CPHT_CUCKOO, CPHT_DEVICE_CPU, shards, 1, 4000);
+		run_full(CPHT_ICEBERG, CPHT_DEVICE_CPU, shards, 0, 100000);
+		run_full(CPHT_CUCKOO, CPHT_DEVICE_CPU, shards, 1, 100000);
 	}
 	if (gpu)
 	{
@@ -417,8 +420,10 @@ main(void)
 		{
 			run(CPHT_ICEBERG, 64, CPHT_DEVICE_GPU, shards);
 			run(CPHT_CUCKOO, 40, CPHT_DEVICE_GPU, shards);
-			run_full(CPHT_ICEBERG, CPHT_DEVICE_GPU, shards, 1);
-			run_full(CPHT_CUCKOO, CPHT_DEVICE_GPU, shards, 0);
+			run_full(CPHT_ICEBERG, CPHT_DEVICE_GPU, shards, 1, 4000);
+			run_full(CPHT_CUCKOO, CPHT_DEVICE_GPU, shards, 0, 4000);
+			run_full(CPHT_ICEBERG, CPHT_DEVICE_GPU, shards, 0, 100000);
+			run_full(CPHT_CUCKOO, CPHT_DEVICE_GPU, shards, 1, 100000);
 		}
 	}
 	else
