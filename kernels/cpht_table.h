@@ -150,7 +150,10 @@ typedef struct cpht_table cpht_table;
  * waiting for transfers and kernels, copy_out is copying results out of
  * pinned memory; undo_log is keeping the undo log on the host; grow is
  * growing the table (moving its keys into a larger layout) inside the call,
- * and grows how many times it grew.
+ * and grows how many times it grew.  For a sharded table (find-or-put and
+ * find), stage_in is splitting the batch by shard, wait is the shards'
+ * calls (run at once), copy_out is putting the answers back in order;
+ * undo_log and grow are the longest shard's, grows the shards' sum.
  */
 typedef struct cpht_call_times
 {

@@ -549,7 +549,9 @@ shard_fail(cpht_table *t, const shard_job *jobs, int s)
 					  cpht_table_error(sub));
 }
 
-/* After a call: the count and call times of the whole table. */
+/* After a call: the count and call times of the whole table (stage_in,
+ * wait and copy_out are the call's own: splitting, the shards' calls,
+ * putting the answers back). */
 static void
 shards_settled(cpht_table *t)
 {
@@ -564,9 +566,6 @@ shards_settled(cpht_table *t)
 
 		t->count += t->shard[s]->count;
 #define SHARD_MAX(f) if (c->f > t->times.f) t->times.f = c->f
-		SHARD_MAX(stage_in);
-		SHARD_MAX(wait);
-		SHARD_MAX(copy_out);
 		SHARD_MAX(undo_log);
 		SHARD_MAX(grow);
 #undef SHARD_MAX
@@ -826,6 +825,7 @@ table_shards_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t 
 	uint64_t	before[CPHT_MAX_SHARDS];
 	shard_split sp;
 	size_t		chunk = split_chunk(t, n);
+	double		ms[3] = {0, 0, 0};
 	cpht_status rc;
 
 	if (n == 0)
@@ -846,20 +846,30 @@ table_shards_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t 
 		size_t		m = n - lo < chunk ? n - lo : chunk;
 		int			failed;
 
+		double		mark = table_clock_ms();
+
 		split_piece(t, keys + lo, NULL, m, &sp);
+		ms[0] += table_clock_ms() - mark;
+		mark = table_clock_ms();
 		run_shards(t, jobs, OP_FIND_OR_PUT, &sp, m);
+		ms[1] += table_clock_ms() - mark;
 		failed = failed_shard(t, jobs);
 		if (failed >= 0)
 		{
 			rc = undo_find_or_put(t, jobs, failed, keys, status, lo, m, &sp, before);
 			break;
 		}
+		mark = table_clock_ms();
 		answers_back(t, &sp, m, status + lo);
+		ms[2] += table_clock_ms() - mark;
 	}
 	if (rc == CPHT_OK)
 		segs_append(t, before);
 	split_free(&sp);
 	shards_settled(t);
+	t->times.stage_in = ms[0];
+	t->times.wait = ms[1];
+	t->times.copy_out = ms[2];
 	return rc;
 }
 
@@ -869,6 +879,7 @@ table_shards_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 	shard_job	jobs[CPHT_MAX_SHARDS];
 	shard_split sp;
 	size_t		chunk = split_chunk(t, n);
+	double		ms[3] = {0, 0, 0};
 	cpht_status rc;
 
 	if (n == 0)
@@ -879,16 +890,26 @@ table_shards_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 		size_t		m = n - lo < chunk ? n - lo : chunk;
 		int			failed;
 
+		double		mark = table_clock_ms();
+
 		split_piece(t, keys + lo, NULL, m, &sp);
+		ms[0] += table_clock_ms() - mark;
+		mark = table_clock_ms();
 		run_shards(t, jobs, OP_FIND, &sp, m);
+		ms[1] += table_clock_ms() - mark;
 		failed = failed_shard(t, jobs);
+		mark = table_clock_ms();
 		if (failed >= 0)
 			rc = shard_fail(t, jobs, failed);
 		else
 			answers_back(t, &sp, m, found + lo);
+		ms[2] += table_clock_ms() - mark;
 	}
 	split_free(&sp);
 	shards_settled(t);
+	t->times.stage_in = ms[0];
+	t->times.wait = ms[1];
+	t->times.copy_out = ms[2];
 	return rc;
 }
 

@@ -84,6 +84,14 @@ one(int shards, const uint64_t *keys, size_t n, int key_bits, uint8_t *st,
 		return 1;
 	}
 	*found_ms = now_ms() - t0;
+	if (shards > 1)
+	{
+		cpht_call_times ct;
+
+		cpht_table_call_times(t, &ct);
+		printf("    last call: split %.1f ms, shards %.1f ms, answers back %.1f ms\n",
+			   ct.stage_in, ct.wait, ct.copy_out);
+	}
 	cpht_table_stats(t, &s);
 	printf("  %d shard(s) on %s: %llu keys, %llu slots, grows %llu: new %.1f ms (%.2f G keys/s), found %.1f ms (%.2f G keys/s)\n",
 		   shards, s.device_name, (unsigned long long) s.count, (unsigned long long) (s.slots[0] + s.slots[1]),
