@@ -94,7 +94,30 @@ typedef struct cpht_params
 	int			max_evictions;	/* cuckoo: bound on an eviction chain, 0 = default */
 	int			fixed_size;		/* 1: never grow; a key that finds no slot
 								 * fails the call with CPHT_ERR_FULL */
+	int			shards;			/* 0 or 1: one table; 2..CPHT_MAX_SHARDS:
+								 * the keys are split by a hash of the key
+								 * over that many tables (shards), each with
+								 * 1/shards of the slots, on the GPUs in
+								 * turn (see gpu) or all on the CPU */
+	int			gpu;			/* GPU tables: which of the GPUs cpht uses
+								 * (0 .. cpht_gpu_count() - 1, taken modulo
+								 * it); shard s of a sharded table goes to
+								 * gpu + s */
 } cpht_params;
+
+#define CPHT_MAX_SHARDS 16
+
+/* One shard of a sharded table, as cpht_table_stats reports it. */
+typedef struct cpht_shard_stats
+{
+	cpht_device device;
+	int			gpu;			/* the GPU's CUDA ordinal; -1 on the CPU */
+	uint64_t	count;			/* distinct keys in this shard */
+	uint64_t	slots;			/* slots of all levels */
+	uint64_t	live;			/* occupied slots of all levels */
+	uint64_t	table_bytes;
+	uint64_t	grows;
+} cpht_shard_stats;
 
 /* What cpht_info reports. */
 typedef struct cpht_stats
@@ -128,6 +151,11 @@ typedef struct cpht_stats
 	int			slot_key_bits;	/* the widest key the slots hold now */
 	uint64_t	widens;			/* times the key width grew */
 	double		last_widen_ms;	/* how long the last widening took */
+	int			shards;			/* 1 for a table of one shard; else the
+								 * figures above are sums over the shards
+								 * (slot_bits the widest) and shard[] has
+								 * each one */
+	cpht_shard_stats shard[CPHT_MAX_SHARDS];
 } cpht_stats;
 
 typedef struct cpht_table cpht_table;
@@ -140,7 +168,10 @@ typedef struct cpht_table cpht_table;
  * pinned memory; undo_log is keeping the undo log on the host; grow is
  * growing the table (moving its keys into a larger layout) inside the call,
  * and grows how many times it grew; widen and widens the same for widening
- * its keys (cpht_table_widen).
+ * its keys (cpht_table_widen).  For a sharded table (find-or-put and
+ * find), stage_in is splitting the batch by shard, wait is the shards'
+ * calls (run at once), copy_out is putting the answers back in order;
+ * undo_log and grow are the longest shard's, grows the shards' sum.
  */
 typedef struct cpht_call_times
 {
@@ -330,6 +361,14 @@ cpht_status cpht_table_scan_keys(cpht_table *table, uint64_t *position,
 								 uint64_t *keys, size_t max, size_t *n);
 uint64_t	cpht_table_scan_end(cpht_table *table);
 uint64_t	cpht_table_changes(cpht_table *table);
+/*
+ * Sharded tables (params.shards > 1) take every call above with the same
+ * meaning as one table: a call's keys are split by shard, the shards run
+ * their parts at the same time (one host thread each) and the answers come
+ * back in the order of the keys.  A call fails whole: the shards whose part
+ * worked are undone when another fails.  One call takes at most
+ * UINT32_MAX keys.  Log positions count the entries of all shards.
+ */
 
 /* Message of the last failed call on this table. */
 const char *cpht_table_error(const cpht_table *table);
@@ -384,7 +423,18 @@ int			cpht_gpu_built(void);
 int			cpht_gpu_usable(char *errbuf, size_t errlen);
 
 /*
- * The GPU cpht uses (after cpht_gpu_usable said yes): its name and free and
+ * Which GPUs cpht uses, by CUDA ordinal: call before the first
+ * cpht_gpu_usable (later calls change nothing and return 0).  n = 0 (the
+ * default) means every device CUDA shows.  Devices that CUDA does not show
+ * or whose compute capability is below 9.0 are left out when probed.
+ */
+int			cpht_gpu_set_devices(const int *ordinals, int n);
+
+/* How many GPUs cpht uses (0 when none is usable). */
+int			cpht_gpu_count(void);
+
+/*
+ * The first GPU cpht uses (after cpht_gpu_usable said yes): its name and free and
  * total memory.  Returns 0 when it cannot be read.
  */
 int			cpht_gpu_info(char *name, size_t namelen, uint64_t *free_bytes,

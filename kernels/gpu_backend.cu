@@ -74,22 +74,38 @@ gpu_fail(cpht_table *t, cudaError_t err, const char *what)
 
 /* ---- is there a GPU? ------------------------------------------------------ */
 
+/*
+ * The GPUs cpht uses: the ordinals cpht_gpu_set_devices named (all devices
+ * without a list) that exist and have compute capability 9.0 or newer,
+ * found once, on the first cpht_gpu_usable.  A table's params.gpu picks
+ * one of them; every operation makes the table's device current first
+ * (cudaSetDevice is per host thread, and a sharded table runs its shards on
+ * threads of their own), so each GPU has its one context, the primary one.
+ */
+#define GPU_MAX_DEVICES 64
+
 typedef struct gpu_probe
 {
 	int			ok;
 	char		msg[256];
 } gpu_probe;
 
+static int	wanted[GPU_MAX_DEVICES];
+static int	nwanted;
+static int	usable[GPU_MAX_DEVICES];
+static int	nusable;
+static volatile int probed;
+
 static gpu_probe
 probe_device(void)
 {
 	gpu_probe	p;
-	int			count = 0,
-				major = 0,
-				minor = 0;
+	int			count = 0;
 	cudaError_t err;
+	char		why[200] = "no CUDA device found";
 
 	memset(&p, 0, sizeof(p));
+	probed = 1;
 	/* With no driver this fails cleanly (the runtime is linked statically
 	 * and loads the driver library at run time). */
 	err = cudaGetDeviceCount(&count);
@@ -99,23 +115,37 @@ probe_device(void)
 		snprintf(p.msg, sizeof(p.msg), "no usable GPU: %s", cudaGetErrorString(err));
 		return p;
 	}
-	if (count == 0)
+	for (int i = 0; i < (nwanted ? nwanted : count) && nusable < GPU_MAX_DEVICES; i++)
 	{
-		snprintf(p.msg, sizeof(p.msg), "no usable GPU: no CUDA device found");
-		return p;
+		int			d = nwanted ? wanted[i] : i,
+					major = 0,
+					minor = 0;
+
+		if (d < 0 || d >= count)
+		{
+			snprintf(why, sizeof(why), "cpht.devices names device %d, but CUDA shows %d device%s",
+					 d, count, count == 1 ? "" : "s");
+			continue;
+		}
+		if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) != cudaSuccess ||
+			cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) != cudaSuccess)
+		{
+			err = cudaGetLastError();
+			snprintf(why, sizeof(why), "device %d: %s", d, cudaGetErrorString(err));
+			continue;
+		}
+		if (major < 9)
+		{
+			snprintf(why, sizeof(why),
+					 "device %d has compute capability %d.%d, cpht's kernels need 9.0 or newer",
+					 d, major, minor);
+			continue;
+		}
+		usable[nusable++] = d;
 	}
-	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
-		cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess)
+	if (nusable == 0)
 	{
-		err = cudaGetLastError();
-		snprintf(p.msg, sizeof(p.msg), "no usable GPU: %s", cudaGetErrorString(err));
-		return p;
-	}
-	if (major < 9)
-	{
-		snprintf(p.msg, sizeof(p.msg),
-				 "no usable GPU: device 0 has compute capability %d.%d, cpht's kernels need 9.0 or newer",
-				 major, minor);
+		snprintf(p.msg, sizeof(p.msg), "no usable GPU: %s", why);
 		return p;
 	}
 	p.ok = 1;
@@ -129,6 +159,17 @@ cpht_gpu_built(void)
 }
 
 extern "C" int
+cpht_gpu_set_devices(const int *ordinals, int n)
+{
+	if (probed || n < 0 || n > GPU_MAX_DEVICES)
+		return 0;
+	for (int i = 0; i < n; i++)
+		wanted[i] = ordinals[i];
+	nwanted = n;
+	return 1;
+}
+
+extern "C" int
 cpht_gpu_usable(char *errbuf, size_t errlen)
 {
 	/* Probed once, on the first call (thread-safe static initialisation). */
@@ -137,6 +178,31 @@ cpht_gpu_usable(char *errbuf, size_t errlen)
 	if (!probe.ok && errbuf && errlen)
 		snprintf(errbuf, errlen, "%s", probe.msg);
 	return probe.ok;
+}
+
+extern "C" int
+cpht_gpu_count(void)
+{
+	return cpht_gpu_usable(NULL, 0) ? nusable : 0;
+}
+
+/* The CUDA ordinal of the GPU a table's params.gpu picks (after a probe
+ * that found one). */
+int
+gpu_ordinal(int gpu)
+{
+	int			i = nusable > 0 ? gpu % nusable : 0;
+
+	return usable[i < 0 ? i + nusable : i];
+}
+
+/* Whether [p, p + len) lies in the pinned memory the table's owner keeps. */
+static int
+in_direct_range(const gpu_state *st, const void *p, size_t len)
+{
+	const char *b = (const char *) p;
+
+	return st->direct_begin && b >= st->direct_begin && len <= (size_t) (st->direct_end - b);
 }
 
 /* ---- memory ---------------------------------------------------------------- */
@@ -368,7 +434,7 @@ gpu_create(cpht_table *t)
 		t->level[l].slots = NULL;
 	if (st == NULL)
 		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory");
-	st->device = 0;
+	st->device = gpu_ordinal(t->params.gpu);
 	st->grouping = GPU_GROUP_AUTO;
 	t->backend_state = st;
 	rc = create_state(t);
@@ -584,8 +650,9 @@ pipeline_run(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out, chunk_
 	cap = st->chunk_cap;
 	chunks = (n + cap - 1) / cap;
 	/* Arrays in registered (pinned) host memory go by DMA as they are. */
-	direct_in = gpu_host_registered(keys, n * sizeof(uint64_t));
-	direct_out = gpu_host_registered(out, n);
+	direct_in = gpu_host_registered(keys, n * sizeof(uint64_t)) ||
+		in_direct_range(st, keys, n * sizeof(uint64_t));
+	direct_out = gpu_host_registered(out, n) || in_direct_range(st, out, n);
 
 	for (size_t i = 0; i <= chunks; i++)
 	{
@@ -825,6 +892,44 @@ gpu_device_memory(cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes)
 	*total_bytes = total;
 }
 
+/* Pinned host memory for a caller that hands its arrays to several GPU
+ * tables (portable: every device's context may transfer from it). */
+static void *
+gpu_pinned_alloc(size_t bytes)
+{
+	void	   *p = NULL;
+
+	if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+static void
+gpu_pinned_free(void *p)
+{
+	if (p)
+		(void) cudaFreeHost(p);
+	(void) cudaGetLastError();
+}
+
+static void
+gpu_set_direct(cpht_table *t, const void *begin, size_t len)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	st->direct_begin = (const char *) begin;
+	st->direct_end = (const char *) begin + len;
+}
+
+static int
+gpu_device_ordinal(cpht_table *t)
+{
+	return gpu_state_of(t)->device;
+}
+
 extern "C" const cpht_backend cpht_gpu_backend = {
 	"gpu",
 	gpu_create,
@@ -847,4 +952,8 @@ extern "C" const cpht_backend cpht_gpu_backend = {
 	gpu_copy_slot_range,
 	gpu_create_slots,
 	gpu_destroy_slots,
+	gpu_device_ordinal,
+	gpu_pinned_alloc,
+	gpu_pinned_free,
+	gpu_set_direct,
 };

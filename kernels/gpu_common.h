@@ -68,6 +68,11 @@ typedef struct gpu_state
 	unsigned long long *pin_tally;
 
 	int			grouping;		/* GPU_GROUP_* */
+
+	/* Pinned host memory the table's owner keeps for its calls (a sharded
+	 * table's split buffers): arrays inside it go by DMA as they are. */
+	const char *direct_begin;
+	const char *direct_end;
 } gpu_state;
 
 static inline gpu_state *
@@ -83,6 +88,8 @@ cpht_status gpu_fail(cpht_table *t, cudaError_t err, const char *what);
 /* The status a CUDA error stands for: NOMEM, DEVICE_LOST for the sticky
  * errors that leave the context unusable, DEVICE otherwise. */
 cpht_status gpu_status_of(cudaError_t err);
+/* the CUDA ordinal of cpht's GPU number `gpu` (gpu_backend.cu) */
+int			gpu_ordinal(int gpu);
 
 /* Whether [p, p + len) lies inside host memory cpht_host_register pinned
  * (gpu_host.cu). */

@@ -67,8 +67,8 @@ cpht_gpu_info(char *name, size_t namelen, uint64_t *free_bytes, uint64_t *total_
 	if (name && namelen)
 		name[0] = '\0';
 	if (!cpht_gpu_usable(NULL, 0) ||
-		cudaSetDevice(0) != cudaSuccess ||
-		cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
+		cudaSetDevice(gpu_ordinal(0)) != cudaSuccess ||
+		cudaGetDeviceProperties(&prop, gpu_ordinal(0)) != cudaSuccess ||
 		cudaMemGetInfo(&f, &total) != cudaSuccess)
 	{
 		(void) cudaGetLastError();
@@ -90,7 +90,7 @@ trap_kernel(void)
 extern "C" int
 cpht_gpu_break_context(void)
 {
-	if (!cpht_gpu_usable(NULL, 0) || cudaSetDevice(0) != cudaSuccess)
+	if (!cpht_gpu_usable(NULL, 0) || cudaSetDevice(gpu_ordinal(0)) != cudaSuccess)
 		return 0;
 	trap_kernel<<<1, 1>>>();
 	(void) cudaDeviceSynchronize();

@@ -303,6 +303,8 @@ cpht_params_table_bytes(const cpht_params *params)
 	cpht_table	t;
 	uint64_t	bytes = 0;
 
+	if (params->shards > 1 || params->shards < 0)
+		return table_shards_bytes(params);
 	memset(&t, 0, sizeof(t));
 	t.params = *params;
 	if (table_resolve_layout(&t, NULL, 0) != CPHT_OK)
@@ -325,6 +327,20 @@ int
 cpht_gpu_usable(char *errbuf, size_t errlen)
 {
 	param_fail(errbuf, errlen, CPHT_ERR_NODEVICE, "cpht was built without CUDA support");
+	return 0;
+}
+
+int
+cpht_gpu_set_devices(const int *ordinals, int n)
+{
+	(void) ordinals;
+	(void) n;
+	return 0;
+}
+
+int
+cpht_gpu_count(void)
+{
 	return 0;
 }
 
@@ -357,10 +373,13 @@ cpht_status
 cpht_table_create(const cpht_params *params, cpht_table **out,
 				  char *errbuf, size_t errlen)
 {
-	cpht_table *t = calloc(1, sizeof(cpht_table));
+	cpht_table *t;
 	cpht_status rc;
 
 	*out = NULL;
+	if (params->shards > 1 || params->shards < 0)
+		return table_shards_create(params, out, errbuf, errlen);
+	t = calloc(1, sizeof(cpht_table));
 	if (t == NULL)
 		return param_fail(errbuf, errlen, CPHT_ERR_NOMEM, "out of host memory");
 	t->params = *params;
@@ -407,6 +426,11 @@ cpht_table_destroy(cpht_table *t)
 	if (t == NULL)
 		return;
 	table_streams_detach(t);
+	if (t->nshards)
+	{
+		table_shards_destroy(t);
+		return;
+	}
 	table_log_free(t);				/* a backend store goes before the backend */
 	t->backend->destroy(t);
 	table_memory_give((uint64_t) t->grown_bytes);

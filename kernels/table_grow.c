@@ -404,5 +404,7 @@ cpht_status
 cpht_table_grow(cpht_table *t)
 {
 	table_settle(t);
+	if (t->nshards)
+		return table_shards_grow(t);
 	return table_grow(t, 0);
 }

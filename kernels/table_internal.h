@@ -125,6 +125,21 @@ struct cpht_table
 	int			running;
 	pthread_t	runner;
 	cpht_stream *streams;
+	/*
+	 * A sharded table (table_shards.c): nshards > 1 tables hold the keys;
+	 * this one routes calls to them and keeps no slots (backend NULL).  Its
+	 * count and log_len are the sums of theirs; log_segs says which shard
+	 * holds each stretch of the combined log.
+	 */
+	int			nshards;
+	struct cpht_table **shard;
+	uint64_t	shard_seed;
+	struct shard_log_seg *log_segs;
+	size_t		log_nsegs;
+	size_t		log_segs_cap;
+	void	   *split_mem;		/* GPU shards: pinned buffers a call is split
+								 * into, split_cap keys at a time */
+	size_t		split_cap;
 	const cpht_backend *backend;
 	void	   *backend_state;	/* the GPU's stream, buffers, device index */
 	char		errmsg[512];
@@ -217,6 +232,14 @@ struct cpht_backend
 	 */
 	cpht_status (*create_slots) (cpht_table *t);
 	void		(*destroy_slots) (cpht_table *t);
+	/* the CUDA ordinal of the table's device (NULL: host memory) */
+	int			(*device_ordinal) (cpht_table *t);
+	/* pinned host memory any of the process's devices transfers from by
+	 * DMA (NULL: host memory), and telling a table that arrays inside
+	 * [begin, begin + len) are such memory */
+	void	   *(*pinned_alloc) (size_t bytes);
+	void		(*pinned_free) (void *p);
+	void		(*set_direct) (cpht_table *t, const void *begin, size_t len);
 };
 
 /* Bits a radix sort of a batch's raw keys must cover to group equal keys:

@@ -82,4 +82,27 @@ cpht_status table_find_or_put_counted(cpht_table *t, const uint64_t *keys,
 cpht_status table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n,
 							 uint8_t *present);
 
+/* table_shards.c: a table split over several tables (t->nshards > 1) */
+cpht_status table_shards_create(const cpht_params *params, cpht_table **out,
+								char *errbuf, size_t errlen);
+uint64_t	table_shards_bytes(const cpht_params *params);
+void		table_shards_destroy(cpht_table *t);
+cpht_status table_shards_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
+									 uint8_t *status);
+cpht_status table_shards_find(cpht_table *t, const uint64_t *keys, size_t n,
+							  uint8_t *found);
+cpht_status table_shards_erase(cpht_table *t, const uint64_t *keys, size_t n,
+							   uint8_t *present);
+void		table_shards_set_logging(cpht_table *t, int on);
+cpht_status table_shards_rollback_to(cpht_table *t, uint64_t position);
+void		table_shards_truncate_log(cpht_table *t, uint64_t position);
+cpht_status table_shards_log_read(cpht_table *t, uint64_t position, uint64_t n,
+								  uint64_t *keys, uint8_t *where);
+void		table_shards_hold_deletes(cpht_table *t, int64_t delta);
+cpht_status table_shards_undo(cpht_table *t, const uint64_t *keys,
+							  const uint8_t *where, size_t n);
+cpht_status table_shards_rebuild(cpht_table *t);
+cpht_status table_shards_grow(cpht_table *t);
+cpht_status table_shards_stats(cpht_table *t, cpht_stats *out);
+
 #endif							/* CPHT_TABLE_LAYER_H */

@@ -285,6 +285,11 @@ void
 cpht_table_set_logging(cpht_table *t, int on)
 {
 	table_settle(t);
+	if (t->nshards)
+	{
+		table_shards_set_logging(t, on);
+		return;
+	}
 	if (!on)
 		cpht_table_truncate_log(t, 0);
 	t->logging = on;
@@ -307,6 +312,11 @@ void
 cpht_table_truncate_log(cpht_table *t, uint64_t position)
 {
 	table_settle(t);
+	if (t->nshards)
+	{
+		table_shards_truncate_log(t, position);
+		return;
+	}
 	/* Drop the runs that begin at or after position (the one holding it
 	 * just ends there now). */
 	while (t->log_nruns > 0 && t->log_runs[t->log_nruns - 1].start >= position)
@@ -337,6 +347,8 @@ cpht_table_log_read(cpht_table *t, uint64_t position, uint64_t n,
 	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
+	if (t->nshards)
+		return table_shards_log_read(t, position, n, keys, where);
 	if (position > t->log_len || n > t->log_len - position)
 		return table_fail(t, CPHT_ERR_INVALID, "log entries %llu to %llu are past the log's %llu",
 						  (unsigned long long) position, (unsigned long long) (position + n),
@@ -369,6 +381,11 @@ void
 cpht_table_hold_deletes(cpht_table *t, int64_t delta)
 {
 	table_settle(t);
+	if (t->nshards)
+	{
+		table_shards_hold_deletes(t, delta);
+		return;
+	}
 	if (delta < 0 && (uint64_t) -delta > t->held_deletes)
 		t->held_deletes = 0;
 	else

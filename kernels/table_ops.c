@@ -180,6 +180,8 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 
 	if (n == 0)
 		return CPHT_OK;
+	if (t->nshards)
+		return table_shards_find_or_put(t, keys, n, status);	/* each shard grows */
 	/* A key wider than the table widens it first (table_widen.c). */
 	rc = table_widen_for(t, keys, n);
 	if (rc != CPHT_OK)
@@ -293,6 +295,8 @@ cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 
 	table_settle(t);
 	table_call_begin(t);
+	if (t->nshards)
+		return table_call_end(t, table_shards_find(t, keys, n, found));
 	m = fitting_keys(t, keys, n, &fit, &at);
 	if (m == SIZE_MAX)
 		return table_call_end(t, CPHT_ERR_NOMEM);
@@ -371,8 +375,11 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 	uint8_t    *where = NULL;		/* ... and their places */
 	size_t		ngone = 0,
 				done = 0;
-	cpht_status rc = table_log_reserve(t, 0, n);
+	cpht_status rc;
 
+	if (t->nshards)
+		return table_shards_erase(t, keys, n, present);
+	rc = table_log_reserve(t, 0, n);
 	if (rc == CPHT_OK)
 		rc = table_log_reserve_where(t, n);
 	if (rc != CPHT_OK)

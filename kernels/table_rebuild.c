@@ -162,6 +162,8 @@ cpht_table_rebuild(cpht_table *t)
 	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
+	if (t->nshards)
+		return table_shards_rebuild(t);
 	/* Deleted keys held outside the log have places rebuild cannot update. */
 	if (t->held_deletes > 0)
 		return table_fail(t, CPHT_ERR_INVALID,

@@ -154,6 +154,8 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
+	if (t->nshards)
+		return table_shards_rollback_to(t, position);
 	end = t->log_len;
 	if (position >= end)
 		return CPHT_OK;
@@ -240,6 +242,8 @@ cpht_table_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_
 	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
+	if (t->nshards)
+		return table_shards_undo(t, keys, where, n);
 	if (n == 0)
 		return CPHT_OK;
 	flags = malloc(n);

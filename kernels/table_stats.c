@@ -30,6 +30,8 @@ cpht_table_stats(cpht_table *t, cpht_stats *out)
 	cpht_status rc;
 
 	table_settle(t);
+	if (t->nshards)
+		return table_shards_stats(t, out);
 	memset(out, 0, sizeof(*out));
 	out->kind = t->params.kind;
 	out->device = t->params.device;
@@ -60,5 +62,17 @@ cpht_table_stats(cpht_table *t, cpht_stats *out)
 		t->backend->device_memory(t, &out->device_free_bytes, &out->device_total_bytes);
 	t->backend->device_name(t, out->device_name, sizeof(out->device_name));
 	rc = t->backend->scan(t, out->live, out->tombstones);
+	/* one shard: the whole table */
+	out->shards = 1;
+	out->shard[0].device = t->params.device;
+	out->shard[0].gpu = t->backend->device_ordinal ? t->backend->device_ordinal(t) : -1;
+	out->shard[0].count = out->count;
+	out->shard[0].table_bytes = out->table_bytes;
+	out->shard[0].grows = out->grows;
+	for (int l = 0; l < t->levels; l++)
+	{
+		out->shard[0].slots += out->slots[l];
+		out->shard[0].live += out->live[l];
+	}
 	return rc;
 }

@@ -90,10 +90,12 @@ widest(const cpht_table *t)
 	return t->params.signed_keys && t->params.key_bits >= 64;
 }
 
+/* A sharded table's shards follow their own keys' width, each in its
+ * own calls: the table over them lets every key through. */
 int
 table_key_fits(const cpht_table *t, uint64_t key)
 {
-	return !t->params.auto_key_bits || key_width(t, key) <= table_slot_key_bits(t);
+	return t->nshards || !t->params.auto_key_bits || key_width(t, key) <= table_slot_key_bits(t);
 }
 
 int
@@ -102,7 +104,7 @@ table_keys_fit(const cpht_table *t, const uint64_t *keys, size_t n)
 	uint64_t	plain,
 				folded;
 
-	if (!t->params.auto_key_bits || n == 0 || widest(t))
+	if (t->nshards || !t->params.auto_key_bits || n == 0 || widest(t))
 		return 1;
 	batch_span(t, keys, n, &plain, &folded);
 	return layout_width(t->params.signed_keys ? folded : plain) <= table_slot_key_bits(t);

@@ -116,20 +116,28 @@ WHERE oid = 'cpht_import_agg(int, bytea)'::pg_catalog.regprocedure;
 
 COMMENT ON AGGREGATE cpht_import_agg(int, bytea) IS
 'find-or-put of the keys of an export given as its chunks in order (ORDER BY seq; split anywhere); returns how many keys were new';
+
 -- Automatic key width: key_bits defaults to NULL, a table whose slots
 -- start as narrow as possible and widen the first time a key needs more
 -- (negative keys included); an explicit key_bits keeps its meaning.
 -- cpht_tables shows key_bits NULL for such a table; cpht_info reports
 -- key_width, the current key_bits, signed_keys, slot_key_bits and widens.
-CREATE OR REPLACE FUNCTION cpht_create(capacity bigint, kind text DEFAULT 'iceberg',
+--
+-- Sharded tables: cpht_create gains shards (default 1).  A table of N
+-- shards splits its keys by a hash of the key over N tables, one per GPU in
+-- turn (cpht.devices), or all on the CPU, and answers as one table;
+-- cpht_info lists the shards.
+DROP FUNCTION cpht_create(bigint, text, int, boolean, text);
+CREATE FUNCTION cpht_create(capacity bigint, kind text DEFAULT 'iceberg',
 							key_bits int DEFAULT NULL, transactional boolean DEFAULT true,
-							name text DEFAULT NULL)
+							name text DEFAULT NULL, shards int DEFAULT 1)
 RETURNS int
 AS 'MODULE_PATHNAME', 'cpht_create_named'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text) IS
-'creates a table for capacity distinct keys (kind iceberg or cuckoo; keys of key_bits bits, or with key_bits NULL any bigint, the slots widening as keys need), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it)';
+COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text, int) IS
+'creates a table for capacity distinct keys (kind iceberg or cuckoo; keys of key_bits bits, or with key_bits NULL any bigint, the slots widening as keys need), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it); shards > 1 splits the keys by hash over that many tables, one per GPU in turn (or all on the CPU)';
+
 -- Parallel streaming: cpht_fop_agg over a shared table runs in parallel
 -- workers.  Each worker streams its rows' keys to the table and hands the
 -- leader the count of its new keys (serialize, deserialize, combine); the

@@ -56,6 +56,70 @@ cpht_interrupt_pending(void)
 	return QueryCancelPending || ProcDiePending;
 }
 
+/*
+ * cpht.devices: the CUDA ordinals of the GPUs cpht uses, as "0,1"; empty
+ * for all.  A process uses the list it has when CUDA starts in it (the
+ * kernels ignore a list given later): a reload reaches new sessions, and
+ * the cpht worker when it next starts.  (A PGC_POSTMASTER setting cannot
+ * be defined by a library loaded after the server started.)
+ */
+static char *cpht_devices_setting = NULL;
+
+#define CPHT_MAX_DEVICES 64
+
+static bool
+parse_devices(const char *value, int *ordinals, int *n)
+{
+	const char *p = value ? value : "";
+
+	*n = 0;
+	while (*p)
+	{
+		char	   *end;
+		long		d;
+
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (*p == '\0')
+			break;
+		d = strtol(p, &end, 10);
+		if (end == p || d < 0 || d > 1023 || *n >= CPHT_MAX_DEVICES)
+			return false;
+		ordinals[(*n)++] = (int) d;
+		p = end;
+		while (*p == ' ')
+			p++;
+		if (*p != ',' && *p != '\0')
+			return false;
+	}
+	return true;
+}
+
+static bool
+check_devices(char **newval, void **extra, GucSource source)
+{
+	int			ordinals[CPHT_MAX_DEVICES];
+	int			n;
+
+	if (!parse_devices(*newval, ordinals, &n))
+	{
+		GUC_check_errdetail("cpht.devices is a comma-separated list of at most %d GPU numbers (CUDA ordinals), or empty for every GPU.",
+							CPHT_MAX_DEVICES);
+		return false;
+	}
+	return true;
+}
+
+static void
+assign_devices(const char *newval, void *extra)
+{
+	int			ordinals[CPHT_MAX_DEVICES];
+	int			n;
+
+	if (parse_devices(newval, ordinals, &n))
+		(void) cpht_gpu_set_devices(ordinals, n);
+}
+
 void
 _PG_init(void)
 {
@@ -129,6 +193,15 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("cpht.devices",
+							   "The GPUs cpht uses, by CUDA number.",
+							   "A comma-separated list such as 0,1; empty uses every GPU with compute capability 9.0 or newer. GPU tables go to the first of them; the shards of a sharded table to each in turn.",
+							   &cpht_devices_setting,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   check_devices, assign_devices, NULL);
 
 	cpht_stream_define_gucs();
 	cpht_txn_init();

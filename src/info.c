@@ -137,6 +137,25 @@ cpht_info(PG_FUNCTION_ARGS)
 						 stats.device_free_bytes, stats.device_total_bytes);
 	else
 		appendStringInfoString(&buf, ", \"device_free_bytes\": null, \"device_total_bytes\": null");
+	/* Its shards (one for a table created without shards): device, keys, fill. */
+	appendStringInfoString(&buf, ", \"shards\": [");
+	for (int s = 0; s < stats.shards && s < CPHT_MAX_SHARDS; s++)
+	{
+		const cpht_shard_stats *sh = &stats.shard[s];
+
+		appendStringInfo(&buf, "%s{\"device\": \"%s\", \"gpu\": ", s > 0 ? ", " : "",
+						 device_name(sh->device));
+		if (sh->gpu >= 0)
+			appendStringInfo(&buf, "%d", sh->gpu);
+		else
+			appendStringInfoString(&buf, "null");
+		appendStringInfo(&buf, ", \"count\": " UINT64_FORMAT ", \"slots\": " UINT64_FORMAT
+						 ", \"fill\": %.6f, \"bytes\": " UINT64_FORMAT ", \"grows\": " UINT64_FORMAT "}",
+						 sh->count, sh->slots,
+						 sh->slots > 0 ? (double) sh->live / (double) sh->slots : 0.0,
+						 sh->table_bytes, sh->grows);
+	}
+	appendStringInfoChar(&buf, ']');
 	/* Where the table lives: this backend, or the cpht worker (shared). */
 	if (entry->shared)
 	{

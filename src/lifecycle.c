@@ -68,9 +68,15 @@ cpht_new_seed(void)
 		(counter * UINT64CONST(0x9e3779b97f4a7c15));
 }
 
+int32
+cpht_create_shards_arg(FunctionCallInfo fcinfo)
+{
+	return PG_NARGS() > 5 && !PG_ARGISNULL(5) ? PG_GETARG_INT32(5) : 1;
+}
+
 uint64
 cpht_create_params(int64 capacity, const char *kind_name, int32 key_bits,
-				   cpht_params *params)
+				   int32 shards, cpht_params *params)
 {
 	cpht_kind	kind;
 	cpht_status status;
@@ -90,6 +96,12 @@ cpht_create_params(int64 capacity, const char *kind_name, int32 key_bits,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("key_bits must be between 8 and 64, not %d", key_bits)));
 
+	if (shards < 1 || shards > CPHT_MAX_SHARDS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("shards must be between 1 and %d, not %d", CPHT_MAX_SHARDS, shards),
+				 errdetail("A sharded table splits its keys over that many tables, one per GPU in turn (or all on the CPU).")));
+
 	errbuf[0] = '\0';
 	status = cpht_params_for_capacity(kind, (uint64) capacity, key_bits,
 									  params, errbuf, sizeof(errbuf));
@@ -106,6 +118,7 @@ cpht_create_params(int64 capacity, const char *kind_name, int32 key_bits,
 				 errdetail("%s", cpht_sentence(errbuf))));
 	/* cpht.grow off: the table keeps this size (a full call is 53000). */
 	params->fixed_size = !cpht_grow;
+	params->shards = shards > 1 ? shards : 0;
 	return cpht_params_table_bytes(params);
 }
 
@@ -125,7 +138,8 @@ cpht_create(PG_FUNCTION_ARGS)
 	int32		handle;
 	char		errbuf[512];
 
-	bytes = cpht_create_params(capacity, kind_name, key_bits, &params);
+	bytes = cpht_create_params(capacity, kind_name, key_bits,
+							   cpht_create_shards_arg(fcinfo), &params);
 
 	/* The session's memory cap, checked before any memory is taken. */
 	cpht_memory_check(bytes, "cpht table");

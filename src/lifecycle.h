@@ -4,13 +4,19 @@
 #ifndef CPHT_LIFECYCLE_H
 #define CPHT_LIFECYCLE_H
 
+#include "fmgr.h"
+
 #include "cpht_table.h"
 
 /* Checks cpht_create()'s arguments and sizes the table (ERROR when out of
  * range); returns its bytes of slot memory.  Device and seed are left to
  * the caller. */
 extern uint64 cpht_create_params(int64 capacity, const char *kind_name,
-								 int32 key_bits, cpht_params *params);
+								 int32 key_bits, int32 shards,
+								 cpht_params *params);
+
+/* cpht_create's shards argument (its sixth; 1 where the call has none). */
+extern int32 cpht_create_shards_arg(FunctionCallInfo fcinfo);
 
 /* The device cpht.device picks for a new table in this backend. */
 extern cpht_device cpht_choose_device(void);

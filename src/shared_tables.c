@@ -219,6 +219,8 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	for (int a = 0; a < 4; a++)
 		if (a != 2 && PG_ARGISNULL(a))
 			PG_RETURN_NULL();
+	if (PG_NARGS() > 5 && PG_ARGISNULL(5))
+		PG_RETURN_NULL();
 	if (PG_NARGS() < 5 || PG_ARGISNULL(4))
 		return cpht_create(fcinfo);
 
@@ -232,7 +234,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	refuse_transaction_block("creating a shared cpht table");
 
 	bytes = cpht_create_params(PG_GETARG_INT64(0), text_to_cstring(PG_GETARG_TEXT_PP(1)),
-							   PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2), &params);
+							   PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2), cpht_create_shards_arg(fcinfo), &params);
 	/* A role capped by cpht.max_memory gets no larger table this way. */
 	cpht_memory_check(bytes, "shared cpht table");
 	/* the GPU as the cpht worker found it (access.c) */

@@ -1,0 +1,432 @@
+/*
+ * test_shards.c — a sharded table against one table and a reference set.
+ *
+ * The same random batches (keys drawn from a pool, so batches repeat keys
+ * inside themselves and across batches; sizes from a few keys to more than
+ * the size at which shards run on threads of their own) go through a table
+ * of 2 or 3 shards and through an ordinary CPU table, both created small so
+ * that both grow.  What must hold:
+ *   - find_or_put: a key present before is FOUND, an absent key is PUT at
+ *     exactly one of its occurrences (checked against the reference set);
+ *     counts equal;
+ *   - find: byte for byte equal to the one table's and to the reference;
+ *   - erase: each present key reported once, counts equal;
+ *   - transactions: savepoints taken on both, rolled back on both: the
+ *     whole pool found alike afterwards; the entries of a call read out of
+ *     the log (log_read) are the same (key, inserted or deleted) pairs on
+ *     both, and undoing them (undo) brings both back alike, also after
+ *     deletes were held across a growth (hold_deletes);
+ *   - a call on a fixed-size sharded table that fills one shard fails with
+ *     CPHT_ERR_FULL and leaves every shard as it was (logging on and off);
+ *   - cpht_table_stats: the shards, their counts summing to the count.
+ * The CPU always; with a usable GPU the sharded table is also on the GPUs
+ * (one shard per GPU when there are several).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpht_table.h"
+#include "reference_set.h"
+#include "unit.h"
+
+#define POOL 300000
+#define ROUNDS 60
+
+static uint64_t pool[POOL];
+static ref_set pool_set;		/* every pool key */
+
+static cpht_table *
+make(cpht_kind kind, int key_bits, uint64_t capacity, cpht_device dev, int shards, int fixed)
+{
+	cpht_params p;
+	cpht_table *t = NULL;
+	char		err[256];
+	cpht_status rc = cpht_params_for_capacity(kind, capacity, key_bits, &p, err, sizeof(err));
+
+	CHECK(rc == CPHT_OK, "params: %s", err);
+	p.device = dev;
+	p.seed = 42 + (uint64_t) shards;
+	p.shards = shards;
+	p.fixed_size = fixed;
+	rc = cpht_table_create(&p, &t, err, sizeof(err));
+	CHECK(rc == CPHT_OK, "create (%d shards): %s", shards, err);
+	return rc == CPHT_OK ? t : NULL;
+}
+
+static size_t
+batch_size(uint64_t *rng)
+{
+	switch (unit_rand(rng) % 3)
+	{
+		case 0:
+			return 1 + unit_rand(rng) % 100;
+		case 1:
+			return 1000 + unit_rand(rng) % 4000;
+		default:
+			return 70000 + unit_rand(rng) % 80000;
+	}
+}
+
+static void
+draw(uint64_t *rng, uint64_t *keys, size_t n, size_t pool_used)
+{
+	for (size_t i = 0; i < n; i++)
+		keys[i] = pool[unit_rand(rng) % pool_used];
+}
+
+/* Both tables and the reference find every pool key alike. */
+static void
+compare_pool(cpht_table *s, cpht_table *u, ref_set *ref, const char *what)
+{
+	static uint8_t fs[POOL],
+				fu[POOL];
+	size_t		diff = 0,
+				refdiff = 0;
+
+	CHECK(cpht_table_find(s, pool, POOL, fs) == CPHT_OK, "%s: find: %s", what, cpht_table_error(s));
+	CHECK(cpht_table_find(u, pool, POOL, fu) == CPHT_OK, "%s: find: %s", what, cpht_table_error(u));
+	for (size_t i = 0; i < POOL; i++)
+	{
+		diff += fs[i] != fu[i];
+		refdiff += ref && fs[i] != (uint8_t) ref_has(ref, pool[i]);
+	}
+	CHECK(diff == 0, "%s: %zu pool keys found differently by the sharded table", what, diff);
+	CHECK(refdiff == 0, "%s: %zu pool keys differ from the reference", what, refdiff);
+	CHECK(cpht_table_count(s) == cpht_table_count(u), "%s: count %llu, one table %llu", what,
+		  (unsigned long long) cpht_table_count(s), (unsigned long long) cpht_table_count(u));
+}
+
+/* The reference set again from the one table (after a rollback). */
+static void
+ref_reload(ref_set *ref, cpht_table *u)
+{
+	static uint8_t f[POOL];
+
+	ref_free(ref);
+	ref_init(ref, POOL);
+	cpht_table_find(u, pool, POOL, f);
+	for (size_t i = 0; i < POOL; i++)
+		if (f[i])
+			ref_add(ref, pool[i]);
+}
+
+static int
+cmp_pair(const void *a, const void *b)
+{
+	const uint64_t *x = a,
+			   *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* Entries [from, to) of t's log as sorted (key, deleted) pairs. */
+static uint64_t *
+log_pairs(cpht_table *t, uint64_t from, uint64_t to, uint64_t *keys, uint8_t *where)
+{
+	uint64_t	n = to - from;
+	uint64_t   *pairs = malloc((n + 1) * 2 * sizeof(uint64_t));
+
+	CHECK(cpht_table_log_read(t, from, n, keys, where) == CPHT_OK, "log_read: %s", cpht_table_error(t));
+	for (uint64_t i = 0; i < n; i++)
+	{
+		pairs[2 * i] = keys[i];
+		pairs[2 * i + 1] = where[i] != 0;
+	}
+	qsort(pairs, n, 2 * sizeof(uint64_t), cmp_pair);
+	return pairs;
+}
+
+/* One call's log entries on both tables: the same pairs. */
+static void
+compare_log(cpht_table *s, cpht_table *u, uint64_t s0, uint64_t u0, const char *what)
+{
+	uint64_t	s1 = cpht_table_log_position(s),
+				u1 = cpht_table_log_position(u);
+	uint64_t   *ks,
+			   *ku,
+			   *ps,
+			   *pu;
+	uint8_t    *ws,
+			   *wu;
+
+	CHECK(s1 - s0 == u1 - u0, "%s: %llu log entries, one table %llu", what,
+		  (unsigned long long) (s1 - s0), (unsigned long long) (u1 - u0));
+	if (s1 - s0 != u1 - u0)
+		return;
+	ks = malloc((s1 - s0 + 1) * sizeof(uint64_t));
+	ku = malloc((s1 - s0 + 1) * sizeof(uint64_t));
+	ws = malloc(s1 - s0 + 1);
+	wu = malloc(s1 - s0 + 1);
+	ps = log_pairs(s, s0, s1, ks, ws);
+	pu = log_pairs(u, u0, u1, ku, wu);
+	CHECK(memcmp(ps, pu, (s1 - s0) * 2 * sizeof(uint64_t)) == 0, "%s: log entries differ", what);
+	free(ks);
+	free(ku);
+	free(ws);
+	free(wu);
+	free(ps);
+	free(pu);
+}
+
+static void
+check_stats(cpht_table *s, int shards, cpht_device dev, const char *what)
+{
+	cpht_stats	st;
+	uint64_t	sum = 0;
+
+	CHECK(cpht_table_stats(s, &st) == CPHT_OK, "%s: stats: %s", what, cpht_table_error(s));
+	CHECK(st.shards == shards, "%s: %d shards reported", what, st.shards);
+	for (int i = 0; i < st.shards && i < CPHT_MAX_SHARDS; i++)
+	{
+		sum += st.shard[i].count;
+		CHECK(st.shard[i].count > 0, "%s: shard %d is empty", what, i + 1);
+		CHECK(st.shard[i].device == dev, "%s: shard %d on another device", what, i + 1);
+		if (dev == CPHT_DEVICE_GPU && cpht_gpu_count() >= shards && i > 0)
+			CHECK(st.shard[i].gpu != st.shard[0].gpu, "%s: shards 1 and %d share GPU %d", what,
+				  i + 1, st.shard[0].gpu);
+	}
+	CHECK(sum == st.count && st.count == cpht_table_count(s), "%s: shard counts sum to %llu of %llu",
+		  what, (unsigned long long) sum, (unsigned long long) st.count);
+	CHECK(st.grows > 0, "%s: the shards never grew", what);
+}
+
+static void
+run(cpht_kind kind, int key_bits, cpht_device dev, int shards)
+{
+	char		what[128];
+	cpht_table *s = make(kind, key_bits, 20000, dev, shards, 0);
+	cpht_table *u = make(kind, key_bits, 20000, CPHT_DEVICE_CPU, 0, 0);
+	uint64_t	rng = 7 * (uint64_t) shards + (uint64_t) kind;
+	uint64_t   *keys = malloc(200000 * sizeof(uint64_t));
+	uint8_t    *ss = malloc(200000),
+			   *su = malloc(200000);
+	ref_set		ref;
+	uint64_t	save_s = 0,
+				save_u = 0;
+	int			saved = 0;
+
+	snprintf(what, sizeof(what), "%s %d-bit %s %d shards",
+			 kind == CPHT_ICEBERG ? "iceberg" : "cuckoo", key_bits,
+			 dev == CPHT_DEVICE_GPU ? "GPU" : "CPU", shards);
+	if (!s || !u)
+		return;
+	ref_init(&ref, POOL);
+	ref_init(&pool_set, POOL);
+	for (size_t i = 0; i < POOL; i++)
+	{
+		pool[i] = unit_rand(&rng) >> (64 - key_bits);
+		ref_add(&pool_set, pool[i]);
+	}
+	cpht_table_set_logging(s, 1);
+	cpht_table_set_logging(u, 1);
+
+	for (int round = 0; round < ROUNDS; round++)
+	{
+		size_t		n = batch_size(&rng);
+		int			op = (int) (unit_rand(&rng) % 10);
+		/* the pool opens up as rounds go, so the tables keep growing */
+		size_t		used = POOL / 4 + (POOL * 3 / 4) * (size_t) round / ROUNDS;
+		uint64_t	s0 = cpht_table_log_position(s),
+					u0 = cpht_table_log_position(u);
+		cpht_status rs,
+					ru;
+
+		draw(&rng, keys, n, used);
+		if (op < 5)
+		{
+			rs = cpht_table_find_or_put(s, keys, n, ss);
+			ru = cpht_table_find_or_put(u, keys, n, su);
+			CHECK(rs == CPHT_OK && ru == CPHT_OK, "%s: find_or_put: %s", what, cpht_table_error(s));
+			for (size_t i = 0; i < n; i++)
+				if (ss[i] == CPHT_PUT)
+					CHECK(ref_add(&ref, keys[i]), "%s round %d: key %zu put though present", what, round, i);
+			for (size_t i = 0; i < n; i++)
+				CHECK(ref_has(&ref, keys[i]) && (ss[i] == CPHT_PUT || ss[i] == CPHT_FOUND),
+					  "%s round %d: key %zu absent after find_or_put (status %d)", what, round, i, ss[i]);
+			compare_log(s, u, s0, u0, what);
+		}
+		else if (op < 7)
+		{
+			rs = cpht_table_find(s, keys, n, ss);
+			ru = cpht_table_find(u, keys, n, su);
+			CHECK(rs == CPHT_OK && ru == CPHT_OK, "%s: find: %s", what, cpht_table_error(s));
+			CHECK(memcmp(ss, su, n) == 0, "%s round %d: find answers differ", what, round);
+			for (size_t i = 0; i < n; i++)
+				CHECK(ss[i] == (uint8_t) ref_has(&ref, keys[i]), "%s round %d: find of key %zu", what, round, i);
+		}
+		else if (op < 8)
+		{
+			rs = cpht_table_erase(s, keys, n / 4 + 1, ss);
+			ru = cpht_table_erase(u, keys, n / 4 + 1, su);
+			CHECK(rs == CPHT_OK && ru == CPHT_OK, "%s: erase: %s", what, cpht_table_error(s));
+			for (size_t i = 0; i < n / 4 + 1; i++)
+				if (ss[i])
+					CHECK(ref_del(&ref, keys[i]), "%s round %d: key %zu erased though absent", what, round, i);
+			for (size_t i = 0; i < n / 4 + 1; i++)
+				CHECK(!ref_has(&ref, keys[i]), "%s round %d: key %zu present after erase", what, round, i);
+			compare_log(s, u, s0, u0, what);
+		}
+		else if (op < 9)
+		{
+			/* savepoint, or back to it */
+			if (!saved || unit_rand(&rng) % 2)
+			{
+				save_s = cpht_table_log_position(s);
+				save_u = cpht_table_log_position(u);
+				saved = 1;
+			}
+			else
+			{
+				CHECK(cpht_table_rollback_to(s, save_s) == CPHT_OK, "%s: rollback: %s", what, cpht_table_error(s));
+				CHECK(cpht_table_rollback_to(u, save_u) == CPHT_OK, "%s: rollback", what);
+				CHECK(cpht_table_log_position(s) == save_s, "%s: log position after rollback", what);
+				ref_reload(&ref, u);
+				compare_pool(s, u, &ref, what);
+				saved = 0;
+			}
+		}
+		else
+		{
+			/*
+			 * The worker's way: a transaction's erase read out of the log
+			 * and held; the table grows meanwhile; then the erase undone.
+			 */
+			uint64_t	d;
+			uint64_t   *ks = malloc((n + 1) * sizeof(uint64_t)),
+					   *ku = malloc((n + 1) * sizeof(uint64_t));
+			uint8_t    *ws = malloc(n + 1),
+					   *wu = malloc(n + 1);
+			uint64_t   *more = malloc(POOL / 2 * sizeof(uint64_t));
+			uint8_t    *mst = malloc(POOL / 2);
+
+			CHECK(cpht_table_erase(s, keys, n, ss) == CPHT_OK, "%s: erase: %s", what, cpht_table_error(s));
+			CHECK(cpht_table_erase(u, keys, n, su) == CPHT_OK, "%s: erase", what);
+			d = cpht_table_log_position(s) - s0;
+			CHECK(d == cpht_table_log_position(u) - u0, "%s: held erase sizes differ", what);
+			CHECK(cpht_table_log_read(s, s0, d, ks, ws) == CPHT_OK, "%s: log_read: %s", what, cpht_table_error(s));
+			CHECK(cpht_table_log_read(u, u0, d, ku, wu) == CPHT_OK, "%s: log_read", what);
+			cpht_table_hold_deletes(s, (int64_t) d);
+			cpht_table_hold_deletes(u, (int64_t) d);
+			cpht_table_truncate_log(s, s0);
+			cpht_table_truncate_log(u, u0);
+			CHECK(cpht_table_rebuild(s) != CPHT_OK, "%s: rebuild allowed while deletes are held", what);
+			/* keys never in the pool: the tables grow under the held deletes */
+			for (size_t i = 0; i < POOL / 2; i++)
+				do
+					more[i] = unit_rand(&rng) >> (64 - key_bits);
+				while (ref_has(&pool_set, more[i]));
+			CHECK(cpht_table_put(s, more, POOL / 2, &(uint64_t) {0}) == CPHT_OK, "%s: put: %s", what, cpht_table_error(s));
+			CHECK(cpht_table_put(u, more, POOL / 2, &(uint64_t) {0}) == CPHT_OK, "%s: put", what);
+			CHECK(cpht_table_undo(s, ks, ws, d) == CPHT_OK, "%s: undo: %s", what, cpht_table_error(s));
+			CHECK(cpht_table_undo(u, ku, wu, d) == CPHT_OK, "%s: undo", what);
+			cpht_table_hold_deletes(s, -(int64_t) d);
+			cpht_table_hold_deletes(u, -(int64_t) d);
+			/* take the extra keys out again, so the pool alone is compared */
+			CHECK(cpht_table_erase(s, more, POOL / 2, mst) == CPHT_OK, "%s: erase: %s", what, cpht_table_error(s));
+			CHECK(cpht_table_erase(u, more, POOL / 2, mst) == CPHT_OK, "%s: erase", what);
+			compare_pool(s, u, &ref, what);
+			/* a rollback past this point would see the put and erase: drop
+			 * the savepoint */
+			saved = 0;
+			free(ks);
+			free(ku);
+			free(ws);
+			free(wu);
+			free(more);
+			free(mst);
+		}
+		CHECK(cpht_table_count(s) == ref.count, "%s round %d: count %llu, reference %llu", what, round,
+			  (unsigned long long) cpht_table_count(s), (unsigned long long) ref.count);
+	}
+	compare_pool(s, u, &ref, what);
+	check_stats(s, shards, dev, what);
+	/* commit, then rebuild: the same keys */
+	cpht_table_truncate_log(s, 0);
+	CHECK(cpht_table_rebuild(s) == CPHT_OK, "%s: rebuild: %s", what, cpht_table_error(s));
+	compare_pool(s, u, &ref, what);
+	cpht_table_destroy(s);
+	cpht_table_destroy(u);
+	ref_free(&ref);
+	ref_free(&pool_set);
+	free(keys);
+	free(ss);
+	free(su);
+}
+
+/*
+ * A fixed-size sharded table: a batch too large for it fails whole, and
+ * the shards whose part fitted are undone.
+ */
+static void
+run_full(cpht_kind kind, cpht_device dev, int shards, int logging, uint64_t capacity)
+{
+	cpht_table *s = make(kind, 64, capacity, dev, shards, 1);
+	uint64_t	rng = 99;
+	size_t		first = 2000,
+				more = 2 * capacity;
+	uint64_t   *keys = malloc((first + more) * sizeof(uint64_t));
+	uint8_t    *st = malloc(first + more);
+	cpht_stats	before,
+				after;
+	size_t		found = 0;
+
+	if (!s)
+		return;
+	for (size_t i = 0; i < first + more; i++)
+		keys[i] = unit_rand(&rng);
+	cpht_table_set_logging(s, logging);
+	CHECK(cpht_table_find_or_put(s, keys, first, st) == CPHT_OK, "fill: %s", cpht_table_error(s));
+	cpht_table_stats(s, &before);
+	CHECK(cpht_table_find_or_put(s, keys, first + more, st) == CPHT_ERR_FULL,
+		  "a batch past a fixed-size sharded table did not fail full");
+	cpht_table_stats(s, &after);
+	CHECK(cpht_table_count(s) == first, "after a failed call: count %llu, not %zu",
+		  (unsigned long long) cpht_table_count(s), first);
+	for (int i = 0; i < shards; i++)
+		CHECK(after.shard[i].count == before.shard[i].count && after.shard[i].live == before.shard[i].live,
+			  "shard %d changed by a failed call (%llu keys, were %llu)", i + 1,
+			  (unsigned long long) after.shard[i].count, (unsigned long long) before.shard[i].count);
+	CHECK(cpht_table_find(s, keys, first + more, st) == CPHT_OK, "find: %s", cpht_table_error(s));
+	for (size_t i = 0; i < first + more; i++)
+		found += st[i] && i >= first;
+	CHECK(found == 0, "%zu keys of the failed call stayed", found);
+	CHECK(strstr(cpht_table_error(s), "shard ") != NULL, "the error names no shard: %s", cpht_table_error(s));
+	cpht_table_destroy(s);
+	free(keys);
+	free(st);
+}
+
+int
+main(void)
+{
+	char		why[256];
+	int			gpu = cpht_gpu_usable(why, sizeof(why));
+
+	for (int shards = 2; shards <= 3; shards++)
+	{
+		run(CPHT_ICEBERG, 64, CPHT_DEVICE_CPU, shards);
+		run(CPHT_CUCKOO, 40, CPHT_DEVICE_CPU, shards);
+		/* a call in one piece, and one whose second piece fails */
+		run_full(CPHT_ICEBERG, CPHT_DEVICE_CPU, shards, 0, 4000);
+		run_full(CPHT_CUCKOO, CPHT_DEVICE_CPU, shards, 1, 4000);
+		run_full(CPHT_ICEBERG, CPHT_DEVICE_CPU, shards, 0, 100000);
+		run_full(CPHT_CUCKOO, CPHT_DEVICE_CPU, shards, 1, 100000);
+	}
+	if (gpu)
+	{
+		printf("GPU: %d usable\n", cpht_gpu_count());
+		for (int shards = 2; shards <= 3; shards++)
+		{
+			run(CPHT_ICEBERG, 64, CPHT_DEVICE_GPU, shards);
+			run(CPHT_CUCKOO, 40, CPHT_DEVICE_GPU, shards);
+			run_full(CPHT_ICEBERG, CPHT_DEVICE_GPU, shards, 1, 4000);
+			run_full(CPHT_CUCKOO, CPHT_DEVICE_GPU, shards, 0, 4000);
+			run_full(CPHT_ICEBERG, CPHT_DEVICE_GPU, shards, 0, 100000);
+			run_full(CPHT_CUCKOO, CPHT_DEVICE_GPU, shards, 1, 100000);
+		}
+	}
+	else
+		printf("SKIP GPU part: %s\n", why);
+	UNIT_DONE();
+}
