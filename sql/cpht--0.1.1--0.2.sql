@@ -58,3 +58,26 @@ COMMENT ON FUNCTION cpht_worker_info() IS
 -- reports initial_slots, grows, last_grow_ms, last_grow_at and bytes_per_key.
 COMMENT ON FUNCTION cpht_info(int) IS
 'the table''s kind, device, layout (slots per level, now and at creation), fill, growths (how many, the last one''s time and duration), bytes per key and undo log, as jsonb';
+
+-- Durable shared tables: cpht_create gains durable (default false).  A
+-- durable table is saved in the data directory (pg_cpht/) and its changes
+-- go to WAL, so it survives a clean restart and a crash exactly as
+-- committed; cpht_checkpoint() saves every durable table that changed now.
+DROP FUNCTION cpht_create(bigint, text, int, boolean, text);
+CREATE FUNCTION cpht_create(capacity bigint, kind text DEFAULT 'iceberg',
+							key_bits int DEFAULT 64, transactional boolean DEFAULT true,
+							name text DEFAULT NULL, durable boolean DEFAULT false)
+RETURNS int
+AS 'MODULE_PATHNAME', 'cpht_create_named'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text, boolean) IS
+'creates a table for capacity distinct keys (kind iceberg or cuckoo, keys of key_bits bits), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it; durable: saved in the data directory and logged in WAL, so it survives restarts and crashes)';
+
+CREATE FUNCTION cpht_checkpoint()
+RETURNS int
+AS 'MODULE_PATHNAME', 'cpht_checkpoint'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_checkpoint() IS
+'writes a snapshot of every durable shared table that changed since its last one, lets the server remove the WAL before the oldest snapshot, and returns how many it wrote';

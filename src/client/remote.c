@@ -14,6 +14,7 @@
 #include "miscadmin.h"
 
 #include "client.h"
+#include "durable.h"
 #include "errors.h"
 #include "waits.h"
 
@@ -71,7 +72,11 @@ send_run(CphtRequest *req, const CphtSharedRef *ref, CphtCall call,
 	CphtReply  *rep;
 
 	if (ref != NULL)
+	{
 		cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
+		if (ref->durable && ref->transactional && call != CPHT_CALL_FIND)
+			cpht_wal_mark_xid(req->sub_xid);
+	}
 	rep = cpht_client_send();
 	if (cpht_waits_conflicts(rep, conflicts))
 		return NULL;

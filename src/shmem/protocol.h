@@ -16,6 +16,7 @@
 #ifndef CPHT_PROTOCOL_H
 #define CPHT_PROTOCOL_H
 
+#include "access/xlogdefs.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
@@ -51,7 +52,10 @@ typedef enum CphtOp
 	 * is the aborting subtransaction) */
 	CPHT_OP_XACT_COMMIT,
 	CPHT_OP_XACT_ABORT,
-	CPHT_OP_XACT_ROLLBACK_TO
+	CPHT_OP_XACT_ROLLBACK_TO,
+	/* durable shared tables (src/worker/durable.c) */
+	CPHT_OP_CHECKPOINT			/* snapshot every changed durable table now;
+								 * replies how many were written */
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
@@ -109,6 +113,8 @@ typedef struct CphtRequest
 	 */
 	TransactionId top_xid;
 	TransactionId sub_xid;
+	/* CREATE: a durable table (snapshots, WAL) */
+	bool		durable;
 } CphtRequest;
 
 /* Owners a write that met other transactions' pending keys reports. */
@@ -139,6 +145,11 @@ typedef struct CphtReply
 	int			nconflicts;
 	TransactionId conflicts[CPHT_MAX_CONFLICTS];	/* of the first changes */
 	TransactionId conflict_tops[CPHT_MAX_CONFLICTS];	/* their top xids */
+	/*
+	 * The end of the WAL the worker wrote for the request (a durable
+	 * table's changes), 0 when none: the backend's commit flushes up to it.
+	 */
+	XLogRecPtr	wal_end;
 } CphtReply;
 
 typedef struct CphtSlot
@@ -165,6 +176,9 @@ typedef struct CphtCatalogEntry
 	pg_atomic_uint64 count;		/* written by the worker after each write */
 	char		lost_reason[CPHT_TEXT_LEN];
 	bool		transactional;
+	/* durable tables: saved in pg_cpht/, changes in WAL (durable.c) */
+	bool		durable;
+	XLogRecPtr	create_lsn;		/* end of its CREATE record: its identity */
 } CphtCatalogEntry;
 
 typedef struct CphtControl
