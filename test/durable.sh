@@ -95,6 +95,8 @@ grep -q 'shared cpht table "not_durable" does not exist' <<<"$out" || fail "a ta
 out=$(q -c "SET ROLE durable_other" -c "SELECT cpht_open('d_iceberg')" 2>&1 || true)
 grep -q 'permission denied for shared cpht table "d_iceberg"' <<<"$out" || fail "another role may open a restored table: $out"
 [ "$(q -c "SELECT cpht_checkpoint()")" = 0 ] || fail "cpht_checkpoint wrote snapshots of unchanged tables"
+logfile=$(pg_lsclusters -h | awk -v v="$PGVERSION" '$1 == v && $2 == "regress" { print $7 }')
+grep -q "cpht worker saved 3 durable shared tables" "$logfile" || fail "the clean shutdown saved no snapshots ($logfile)"
 echo "== durable: keys, count, layout, device and owner survive a clean restart"
 
 # ---- 2. corrupt and foreign-version snapshots ---------------------------------
@@ -117,7 +119,6 @@ out=$(q -c "SELECT cpht_open('d_plain')" 2>&1 || true)
 grep -q 'shared cpht table "d_plain" was lost' <<<"$out" && grep -q "format version 99" <<<"$out" ||
 	fail "opening the table of a foreign-version snapshot: $out"
 [ -f "$corrupt" ] && [ -f "$foreign" ] || fail "the damaged snapshot files were not left in place"
-logfile=$(pg_lsclusters -h | awk -v v="$PGVERSION" '$1 == v && $2 == "regress" { print $7 }')
 grep -q 'could not restore durable shared table "d_cuckoo"' "$logfile" ||
 	fail "no WARNING naming d_cuckoo in the server log ($logfile)"
 echo "== durable: damaged snapshots name their tables, stay in place, and the server runs"
@@ -191,7 +192,7 @@ for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 			what="kill -9 of a loader's backend"
 			;;
 		2)
-			victim=$(psql -X -q -At -d postgres -c "SELECT cpht_worker_info()->>'worker_pid'")
+			victim=$(q -c "SELECT cpht_worker_info()->>'worker_pid'")
 			what="kill -9 of the cpht worker"
 			;;
 		0)
