@@ -727,7 +727,15 @@ replay_record(XLogReaderState *reader)
 		case XLOG_CPHT_DROP:
 			entry = durable_entry(((const xl_cpht_drop *) data)->table);
 			if (entry >= 0)
+			{
+				char		path[MAXPGPATH];
+
+				/* dropped for good: its file goes (restoring keeps files) */
+				cpht_snapshot_path(path, sizeof(path), cpht_catalog[entry].dboid,
+								   cpht_catalog[entry].create_lsn);
+				(void) durable_unlink(path, LOG);
 				cpht_worker_table_drop(entry);
+			}
 			break;
 		default:
 			{
