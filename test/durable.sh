@@ -160,7 +160,11 @@ SQL
 
 check_table() {
 	local what=$1 res
-	wait_restored d_load || { fail "d_load is not back 30 s after $what"; return; }
+	if ! wait_restored d_load; then
+		fail "d_load is not back 30 s after $what"
+		tail -40 "$(pg_lsclusters -h | awk -v v="$PGVERSION" '$1 == v && $2 == "regress" { print $7 }')"
+		return
+	fi
 	res=$(q <<'SQL'
 SELECT cpht_open('d_load') AS h \gset
 SELECT (SELECT count(*) FROM committed_ids) || ' ' || cpht_count(:h) || ' ' ||
@@ -207,11 +211,15 @@ for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 	wait "${pids[@]}" 2>/dev/null || true
 	if [ $((round % 3)) = 0 ]; then
 		# the orphaned children end when they notice; then a fresh start
-		for _ in $(seq 1 100); do
-			pgrep -u postgres -f "postgres: 15/regress" > /dev/null || break
+		for _ in $(seq 1 300); do
+			pgrep -u postgres -f "postgres: $PGVERSION/regress" > /dev/null || break
 			sleep 0.1
 		done
-		"${cluster[@]}" start || true
+		pgrep -u postgres -a -f "postgres: $PGVERSION/regress" || true
+		for _ in 1 2 3; do
+			"${cluster[@]}" start && break
+			sleep 2
+		done
 	fi
 	for _ in $(seq 1 300); do
 		psql -X -q -At -d postgres -c "SELECT 1" > /dev/null 2>&1 && break
