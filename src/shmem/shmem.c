@@ -132,6 +132,25 @@ cpht_shmem_init(void)
 {
 	BackgroundWorker worker;
 
+	/*
+	 * Durable shared tables (src/worker/durable.c): reloadable, so defined
+	 * on a plain server too, where they have no effect.
+	 */
+	DefineCustomIntVariable("cpht.snapshot_interval",
+							"Seconds between the cpht worker's snapshot rounds of changed durable shared tables.",
+							"0 turns timed rounds off.  Each round lets the server remove the WAL older than the oldest snapshot.",
+							&cpht_snapshot_interval,
+							300, 0, 7 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cpht.snapshot_wal",
+							"WAL written since the last snapshot round after which the cpht worker takes another.",
+							"0 turns such rounds off.",
+							&cpht_snapshot_wal,
+							1024, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
 	/* Postmaster settings can only be defined while the postmaster loads
 	 * the library; a plain server has no worker to configure. */
 	if (!process_shared_preload_libraries_in_progress)
@@ -159,21 +178,6 @@ cpht_shmem_init(void)
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 
-	/* durable shared tables (src/worker/durable.c) */
-	DefineCustomIntVariable("cpht.snapshot_interval",
-							"Seconds between the cpht worker's snapshot rounds of changed durable shared tables.",
-							"0 turns timed rounds off.  Each round lets the server remove the WAL older than the oldest snapshot.",
-							&cpht_snapshot_interval,
-							300, 0, 7 * 24 * 3600,
-							PGC_SIGHUP, GUC_UNIT_S,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("cpht.snapshot_wal",
-							"WAL written since the last snapshot round after which the cpht worker takes another.",
-							"0 turns such rounds off.",
-							&cpht_snapshot_wal,
-							1024, 0, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_MB,
-							NULL, NULL, NULL);
 	cpht_wal_register();
 
 	cpht_preloaded = true;
