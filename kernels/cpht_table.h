@@ -369,6 +369,42 @@ uint64_t	cpht_table_changes(cpht_table *table);
  * worked are undone when another fails.  One call takes at most
  * UINT32_MAX keys.  Log positions count the entries of all shards.
  */
+/*
+ * Images, for saving a table and restoring it (the cpht worker's durable
+ * tables): the parameters that define the layout (slot counts and widths
+ * resolved, the seed, the device), the counts, each level's raw slot
+ * array and the cuckoo stash.  Slot arrays move by a copy between the
+ * table's memory (host, or device by cudaMemcpy) and host memory.
+ *
+ * image_info: fails (CPHT_ERR_INVALID) unless the undo log is empty, i.e.
+ *   between calls with the log truncated.
+ * image_read_level: level_bytes[level] bytes into host.
+ * image_read_stash: nstash keys into keys.
+ * from_image: a new table of info->params (its device included, which the
+ *   caller may change before) whose slots are copied from levels[l]
+ *   (level_bytes[l] bytes each) and whose stash is `stash`; checks that
+ *   the parameters give exactly the image's layout.  Fails like
+ *   cpht_table_create (no device, no memory on it), or CPHT_ERR_INVALID
+ *   for an image that does not fit its parameters; the message is in
+ *   errbuf.  The table is not logging.
+ */
+typedef struct cpht_image_info
+{
+	cpht_params params;
+	int			levels;
+	uint64_t	count;
+	uint64_t	nstash;
+	uint64_t	level_bytes[CPHT_MAX_LEVELS];
+	uint64_t	grows;
+	uint64_t	initial_slots;
+} cpht_image_info;
+
+cpht_status cpht_table_image_info(cpht_table *table, cpht_image_info *out);
+cpht_status cpht_table_image_read_level(cpht_table *table, int level, void *host);
+void		cpht_table_image_read_stash(cpht_table *table, uint64_t *keys);
+cpht_status cpht_table_from_image(const cpht_image_info *info, const void *const *levels,
+								  const uint64_t *stash, cpht_table **out,
+								  char *errbuf, size_t errlen);
 
 /* Message of the last failed call on this table. */
 const char *cpht_table_error(const cpht_table *table);

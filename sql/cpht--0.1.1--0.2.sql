@@ -127,16 +127,22 @@ COMMENT ON AGGREGATE cpht_import_agg(int, bytea) IS
 -- shards splits its keys by a hash of the key over N tables, one per GPU in
 -- turn (cpht.devices), or all on the CPU, and answers as one table;
 -- cpht_info lists the shards.
+--
+-- Durable shared tables: cpht_create gains durable (default false).  A
+-- durable table is saved in the data directory (pg_cpht/) and its changes
+-- go to WAL, so it survives a clean restart and a crash exactly as
+-- committed; cpht_checkpoint() saves every durable table that changed now.
 DROP FUNCTION cpht_create(bigint, text, int, boolean, text);
 CREATE FUNCTION cpht_create(capacity bigint, kind text DEFAULT 'iceberg',
 							key_bits int DEFAULT NULL, transactional boolean DEFAULT true,
-							name text DEFAULT NULL, shards int DEFAULT 1)
+							name text DEFAULT NULL, shards int DEFAULT 1,
+							durable boolean DEFAULT false)
 RETURNS int
 AS 'MODULE_PATHNAME', 'cpht_create_named'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text, int) IS
-'creates a table for capacity distinct keys (kind iceberg or cuckoo; keys of key_bits bits, or with key_bits NULL any bigint, the slots widening as keys need), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it); shards > 1 splits the keys by hash over that many tables, one per GPU in turn (or all on the CPU)';
+COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text, int, boolean) IS
+'creates a table for capacity distinct keys (kind iceberg or cuckoo; keys of key_bits bits, or with key_bits NULL any bigint, the slots widening as keys need), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it; durable: saved in the data directory and logged in WAL, so it survives restarts and crashes); shards > 1 splits the keys by hash over that many tables, one per GPU in turn (or all on the CPU)';
 
 -- Parallel streaming: cpht_fop_agg over a shared table runs in parallel
 -- workers.  Each worker streams its rows' keys to the table and hands the
@@ -184,3 +190,11 @@ WHERE oid = 'cpht_fop_agg(int, bigint)'::pg_catalog.regprocedure;
 
 COMMENT ON AGGREGATE cpht_fop_agg(int, bigint) IS
 'find-or-put of every non-null key of the group, streamed in batches; returns how many keys were new; over a shared table it runs in parallel workers';
+
+CREATE FUNCTION cpht_checkpoint()
+RETURNS int
+AS 'MODULE_PATHNAME', 'cpht_checkpoint'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_checkpoint() IS
+'writes a snapshot of every durable shared table that changed since its last one, lets the server remove the WAL before the oldest snapshot, and returns how many it wrote';

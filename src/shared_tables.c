@@ -157,6 +157,7 @@ cpht_shared_ref(int32 handle, char *name, Oid *owner)
 	ref.entry = h->shared_entry;
 	ref.table_id = h->shared_table_id;
 	ref.transactional = copy.transactional;
+	ref.durable = copy.durable;
 	return ref;
 }
 
@@ -215,17 +216,39 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	CphtCatalogEntry copy;
 	int32		entry;
 
+	bool		durable = false;
+
 	/* key_bits (argument 2) may be NULL: the key width follows the keys */
 	for (int a = 0; a < 4; a++)
 		if (a != 2 && PG_ARGISNULL(a))
 			PG_RETURN_NULL();
 	if (PG_NARGS() > 5 && PG_ARGISNULL(5))
 		PG_RETURN_NULL();
+	if (PG_NARGS() > 6)
+	{
+		if (PG_ARGISNULL(6))
+			PG_RETURN_NULL();
+		durable = PG_GETARG_BOOL(6);
+	}
+	if (durable && cpht_create_shards_arg(fcinfo) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a durable cpht table cannot be sharded"),
+				 errdetail("Snapshots of durable tables hold one table's slots."),
+				 errhint("Create the durable table with shards => 1.")));
 	if (PG_NARGS() < 5 || PG_ARGISNULL(4))
+	{
+		if (durable)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a durable cpht table needs a name"),
+					 errdetail("Only shared tables, which the cpht worker holds, can be durable."),
+					 errhint("Pass name => '...' with durable => true, with cpht in shared_preload_libraries.")));
 		return cpht_create(fcinfo);
+	}
 
 	name = text_to_cstring(PG_GETARG_TEXT_PP(4));
-	cpht_client_require_preload("cpht_create with a name");
+	cpht_client_require_preload(durable ? "cpht_create with durable => true" : "cpht_create with a name");
 	if (name[0] == '\0' || strlen(name) >= NAMEDATALEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_NAME),
@@ -247,6 +270,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	req->params = params;
 	req->capacity = PG_GETARG_INT64(0);
 	req->transactional = PG_GETARG_BOOL(3);
+	req->durable = durable;
 	namestrcpy(&req->name, name);
 	req->dboid = MyDatabaseId;
 	req->owner = GetUserId();
@@ -367,4 +391,17 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 	cpht_remote_drop(&ref);
 	cpht_handles_shared(handle)->shared_entry = -1;
 	PG_RETURN_VOID();
+}
+
+/* cpht_checkpoint(): snapshots of the durable tables that changed, now. */
+PG_FUNCTION_INFO_V1(cpht_checkpoint);
+Datum
+cpht_checkpoint(PG_FUNCTION_ARGS)
+{
+	CphtRequest *req;
+
+	cpht_client_require_preload("cpht_checkpoint");
+	req = cpht_client_request();
+	req->op = CPHT_OP_CHECKPOINT;
+	PG_RETURN_INT32((int32) cpht_client_send()->value);
 }

@@ -176,6 +176,10 @@ run_both_modes() {
 	if only_has restart; then
 		check_worker_restart
 	fi
+	if only_has durable; then
+		echo "== durable shared tables: restarts, damaged snapshots, crashes"
+		test/durable.sh
+	fi
 }
 
 # Concurrent loaders on transactional shared tables (test/shared_loaders.sh).

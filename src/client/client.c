@@ -11,6 +11,8 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
+
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/pg_bitutils.h"
@@ -199,6 +201,13 @@ raise_worker_error(void)
 {
 	CphtSlot   *slot = my_slot();
 
+	/*
+	 * WAL the worker wrote for this backend's call (a durable table's
+	 * changes) counts as the transaction's own: a synchronous commit
+	 * flushes up to it.
+	 */
+	if (slot->rep.wal_end > XactLastRecEnd)
+		XactLastRecEnd = slot->rep.wal_end;
 	if (slot->rep.sqlerrcode != 0)
 		ereport(ERROR,
 				(errcode(slot->rep.sqlerrcode),

@@ -13,6 +13,7 @@ typedef struct CphtSharedRef
 	int32		entry;			/* catalog index */
 	uint64		table_id;
 	bool		transactional;	/* writes wait for other transactions */
+	bool		durable;		/* changes go to WAL (the worker's durable.c) */
 } CphtSharedRef;
 
 /* ERROR 55000 unless cpht was preloaded; `what` names the refused feature

@@ -16,6 +16,7 @@
 
 #include "client.h"
 #include "cpht.h"
+#include "durable.h"
 #include "errors.h"
 #include "memcap.h"
 #include "waits.h"
@@ -77,12 +78,17 @@ run_reply(CphtReply *rep, CphtConflicts *conflicts, CphtReply *out, int64 *delta
 }
 
 /* Tags a request that runs a call with the caller's transaction, on a
- * transactional shared table. */
+ * transactional shared table; a write on a durable one first puts the
+ * (sub)transaction's xid in WAL (durable_wal.c). */
 static void
 tag_run(CphtRequest *req, const CphtSharedRef *ref, CphtCall call)
 {
 	if (ref != NULL)
+	{
 		cpht_waits_tag(req, ref->transactional, call != CPHT_CALL_FIND);
+		if (ref->durable && ref->transactional && call != CPHT_CALL_FIND)
+			cpht_wal_mark_xid(req->sub_xid);
+	}
 }
 
 /*

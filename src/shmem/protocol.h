@@ -16,6 +16,7 @@
 #ifndef CPHT_PROTOCOL_H
 #define CPHT_PROTOCOL_H
 
+#include "access/xlogdefs.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
@@ -58,7 +59,10 @@ typedef enum CphtOp
 	 * transactional shared table it answers with conflicts while other
 	 * transactions have changes on it, so an export sees committed keys.
 	 */
-	CPHT_OP_SCAN
+	CPHT_OP_SCAN,
+	/* durable shared tables (src/worker/durable.c) */
+	CPHT_OP_CHECKPOINT			/* snapshot every changed durable table now;
+								 * replies how many were written */
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
@@ -117,6 +121,8 @@ typedef struct CphtRequest
 	 */
 	TransactionId top_xid;
 	TransactionId sub_xid;
+	/* CREATE: a durable table (snapshots, WAL) */
+	bool		durable;
 } CphtRequest;
 
 /* Owners a write that met other transactions' pending keys reports. */
@@ -156,6 +162,11 @@ typedef struct CphtReply
 	/* Slot bytes of a private table after the request (0: not one); a
 	 * table that grew has more than it was created with. */
 	uint64		table_bytes;
+	/*
+	 * The end of the WAL the worker wrote for the request (a durable
+	 * table's changes), 0 when none: the backend's commit flushes up to it.
+	 */
+	XLogRecPtr	wal_end;
 } CphtReply;
 
 /*
@@ -193,6 +204,9 @@ typedef struct CphtCatalogEntry
 	pg_atomic_uint64 count;		/* written by the worker after each write */
 	char		lost_reason[CPHT_TEXT_LEN];
 	bool		transactional;
+	/* durable tables: saved in pg_cpht/, changes in WAL (durable.c) */
+	bool		durable;
+	XLogRecPtr	create_lsn;		/* end of its CREATE record: its identity */
 } CphtCatalogEntry;
 
 typedef struct CphtControl

@@ -14,6 +14,7 @@
 #include "storage/shmem.h"
 #include "utils/guc.h"
 
+#include "durable.h"
 #include "protocol.h"
 
 CphtControl *cpht_control = NULL;
@@ -133,6 +134,25 @@ cpht_shmem_init(void)
 {
 	BackgroundWorker worker;
 
+	/*
+	 * Durable shared tables (src/worker/durable.c): reloadable, so defined
+	 * on a plain server too, where they have no effect.
+	 */
+	DefineCustomIntVariable("cpht.snapshot_interval",
+							"Seconds between the cpht worker's snapshot rounds of changed durable shared tables.",
+							"0 turns timed rounds off.  Each round lets the server remove the WAL older than the oldest snapshot.",
+							&cpht_snapshot_interval,
+							300, 0, 7 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cpht.snapshot_wal",
+							"WAL written since the last snapshot round after which the cpht worker takes another.",
+							"0 turns such rounds off.",
+							&cpht_snapshot_wal,
+							1024, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
 	/* Postmaster settings can only be defined while the postmaster loads
 	 * the library; a plain server has no worker to configure. */
 	if (!process_shared_preload_libraries_in_progress)
@@ -159,6 +179,8 @@ cpht_shmem_init(void)
 							1 << 20, 1024, 1 << 26,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
+
+	cpht_wal_register();
 
 	cpht_preloaded = true;
 	prev_shmem_request_hook = shmem_request_hook;

@@ -31,6 +31,7 @@
 #include "cpht_table.h"
 #include "protocol.h"
 #include "worker.h"
+#include "durable.h"
 #include "xacts.h"
 
 /*
@@ -319,10 +320,24 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 		}
 		else
 		{
-			/* its changes recorded for its transaction, or undone */
-			st = cpht_xacts_after_call(req, t, call, NULL, pc->total, NULL, position);
-			if (st != CPHT_OK)
+			/*
+			 * A durable table's changes go to WAL now, in the order the
+			 * table changed, before they are recorded for their
+			 * transaction: a failure of either fails the call, so that its
+			 * (sub)transaction aborts and recovery skips these records.
+			 */
+			st = cpht_durable_log_call(req, t, position, rep);
+			if (st == CPHT_ERR_NOMEM)
+				message = "out of host memory in the cpht worker for the WAL of a durable table's call";
+			else if (st != CPHT_OK)
 				message = cpht_table_error(t);
+			else
+			{
+				/* its changes recorded for its transaction, or undone */
+				st = cpht_xacts_after_call(req, t, call, NULL, pc->total, NULL, position);
+				if (st != CPHT_OK)
+					message = cpht_table_error(t);
+			}
 		}
 	}
 	undo = write && (st != CPHT_OK || rep->nconflicts > 0);
@@ -450,10 +465,35 @@ op_create(CphtSlot *slot)
 	e->device = req->params.device;
 	e->key_bits = req->params.auto_key_bits ? 0 : req->params.key_bits;
 	e->transactional = req->transactional;
+	e->durable = false;
+	e->create_lsn = InvalidXLogRecPtr;
 	cpht_xacts_table_created(i, table_ids[i], req->transactional);
 	e->capacity = req->capacity;
 	e->bytes = cpht_params_table_bytes(&req->params);
 	pg_atomic_write_u64(&e->count, 0);
+	LWLockRelease(ctl->catalog_lock);
+
+	/* A durable table is logged and saved before anyone can use it. */
+	if (req->durable)
+	{
+		PG_TRY();
+		{
+			cpht_durable_created(i, table, &req->params);
+		}
+		PG_CATCH();
+		{
+			LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
+			e->state = CPHT_ENTRY_FREE;
+			LWLockRelease(ctl->catalog_lock);
+			tables[i] = NULL;
+			table_ids[i] = 0;
+			cpht_xacts_table_dropped(i);
+			cpht_table_destroy(table);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
 	e->state = CPHT_ENTRY_LIVE;
 	LWLockRelease(ctl->catalog_lock);
 
@@ -467,6 +507,7 @@ op_drop(CphtSlot *slot)
 	const CphtRequest *req = &slot->req;
 	cpht_table *t = request_table(req);
 
+	cpht_durable_dropped(req->entry);
 	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
 	cpht_catalog[req->entry].state = CPHT_ENTRY_FREE;
 	LWLockRelease(cpht_control->catalog_lock);
@@ -485,9 +526,36 @@ cpht_worker_table(int entry, uint64 table_id)
 }
 
 void
+cpht_worker_table_install(int entry, uint64 table_id, cpht_table *t, bool transactional)
+{
+	tables[entry] = t;
+	table_ids[entry] = table_id;
+	cpht_xacts_table_created(entry, table_id, transactional);
+}
+
+void
+cpht_worker_table_drop(int entry)
+{
+	cpht_table *t = tables[entry];
+
+	cpht_durable_dropped(entry);
+	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
+	cpht_catalog[entry].state = CPHT_ENTRY_FREE;
+	LWLockRelease(cpht_control->catalog_lock);
+	tables[entry] = NULL;
+	table_ids[entry] = 0;
+	cpht_xacts_table_dropped(entry);
+	cpht_table_destroy(t);
+}
+
+void
 cpht_worker_table_lose(int entry, const char *reason)
 {
 	cpht_table *t = tables[entry];
+
+	/* a durable table is gone for recovery too (durable.c keeps the file
+	 * of one it could not replay at start) */
+	cpht_durable_dropped(entry);
 
 	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
 	cpht_catalog[entry].state = CPHT_ENTRY_LOST;
@@ -620,6 +688,9 @@ handle_request(CphtSlot *slot, int s)
 			}
 		case CPHT_OP_SCAN:
 			op_scan(slot);
+			break;
+		case CPHT_OP_CHECKPOINT:
+			rep->value = (uint64) cpht_durable_checkpoint(true);
 			break;
 		case CPHT_OP_XACT_COMMIT:
 		case CPHT_OP_XACT_ABORT:

@@ -19,7 +19,9 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
+#include "durable.h"
 #include "protocol.h"
 #include "worker.h"
 
@@ -101,6 +103,8 @@ probe_gpu(void)
 void
 cpht_worker_main(Datum arg)
 {
+	MemoryContext durable_cxt;
+
 	(void) arg;
 
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -115,6 +119,7 @@ cpht_worker_main(Datum arg)
 	cpht_set_interrupt_check(cpht_worker_interrupt);
 
 	cpht_worker_tables_init();
+	cpht_durable_init();
 	cpht_private_init();
 	probe_gpu();
 	before_shmem_exit(worker_at_exit, (Datum) 0);
@@ -126,6 +131,8 @@ cpht_worker_main(Datum arg)
 	SpinLockRelease(&cpht_control->mutex);
 
 	ereport(LOG, (errmsg("cpht worker started")));
+	durable_cxt = AllocSetContextCreate(TopMemoryContext, "cpht durable tables",
+										ALLOCSET_DEFAULT_SIZES);
 
 	for (;;)
 	{
@@ -134,14 +141,25 @@ cpht_worker_main(Datum arg)
 		cpht_worker_serve();
 		/* backends that exited set the latch after leaving their slot */
 		cpht_private_sweep();
+		/* durable tables: restored once recovery ended, then saved in rounds */
+		MemoryContextSwitchTo(durable_cxt);
+		cpht_durable_poll();
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(durable_cxt);
 
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L,
-						 PG_WAIT_EXTENSION);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 cpht_durable_timeout(), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 
 		if (ShutdownRequestPending)
+		{
+			/* a clean shutdown saves what changed since the last round */
+			MemoryContextSwitchTo(durable_cxt);
+			cpht_durable_shutdown();
+			MemoryContextSwitchTo(TopMemoryContext);
 			break;
+		}
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;

@@ -441,6 +441,29 @@ publish_count(int entry)
 }
 
 void
+cpht_xacts_each_segment(int entry, cpht_xacts_segment_fn fn, void *arg)
+{
+	TableXacts *tx = &table_xacts[entry];
+	dlist_iter	it;
+
+	if (!tx->transactional)
+		return;
+	dlist_foreach(it, &tx->xacts)
+	{
+		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
+
+		for (int s = 0; s < tt->nsegs; s++)
+		{
+			uint64		start = tt->segs[s].start;
+			uint64		end = s + 1 < tt->nsegs ? tt->segs[s + 1].start : tt->n;
+
+			if (end > start)
+				fn(arg, tt->segs[s].subxid, tt->keys + start, tt->where + start, end - start);
+		}
+	}
+}
+
+void
 cpht_xacts_check_rebuild(const CphtRequest *req)
 {
 	TableXacts *tx = request_table_xacts(req);

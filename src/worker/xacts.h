@@ -57,6 +57,16 @@ extern uint64 cpht_xacts_committed_count(int entry, uint64 physical);
 /* ERROR 55006 when open transactions hold deleted keys of the table. */
 extern void cpht_xacts_check_rebuild(const CphtRequest *req);
 
+/*
+ * The changes open transactions made to the table at catalog index entry,
+ * for its snapshot: fn is called per segment of each transaction's undo
+ * list, oldest first within a transaction, with the writing
+ * (sub)transaction and the entries (where[i] 0: inserted, else deleted).
+ */
+typedef void (*cpht_xacts_segment_fn) (void *arg, TransactionId subxid, const uint64 *keys,
+									   const uint8 *where, uint64 n);
+extern void cpht_xacts_each_segment(int entry, cpht_xacts_segment_fn fn, void *arg);
+
 /* COMMIT, ABORT and ROLLBACK_TO requests. */
 extern void cpht_xacts_end(const CphtRequest *req);
 

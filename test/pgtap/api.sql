@@ -15,9 +15,10 @@ SELECT is(
 		  WHERE e.extname = 'cpht'
 		  ORDER BY p.proname COLLATE "C"),
 	ARRAY[
+		'cpht_checkpoint() -> integer, kind f, volatility v, parallel u, strict t',
 		'cpht_count(handle integer) -> bigint, kind f, volatility v, parallel r, strict t',
 		-- not strict: name and key_bits default to NULL (a NULL among the others gives NULL)
-		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT NULL::integer, transactional boolean DEFAULT true, name text DEFAULT NULL::text, shards integer DEFAULT 1) -> integer, kind f, volatility v, parallel u, strict f',
+		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT NULL::integer, transactional boolean DEFAULT true, name text DEFAULT NULL::text, shards integer DEFAULT 1, durable boolean DEFAULT false) -> integer, kind f, volatility v, parallel u, strict f',
 		'cpht_delete(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
 		'cpht_drop(handle integer) -> void, kind f, volatility v, parallel u, strict t',
 		'cpht_drop_all() -> integer, kind f, volatility v, parallel u, strict t',
@@ -69,12 +70,12 @@ CREATE TEMP TABLE tap_rows (id bigint);
 SET LOCAL ROLE cpht_tap_role;
 SELECT lives_ok('SELECT cpht_drop(cpht_create(10))', 'any role may use cpht by default');
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean, text, int) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean, text, int, boolean) FROM PUBLIC;
 SET LOCAL ROLE cpht_tap_role;
 SELECT throws_ok('SELECT cpht_create(10)', '42501', 'permission denied for function cpht_create',
 	'REVOKE EXECUTE ... FROM PUBLIC restricts cpht_create');
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean, text, int) TO cpht_tap_role;
+GRANT EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean, text, int, boolean) TO cpht_tap_role;
 SET LOCAL ROLE cpht_tap_role;
 SELECT lives_ok('SELECT cpht_drop(cpht_create(10))', 'GRANT EXECUTE ... TO a role allows it again');
 RESET ROLE;

@@ -1,0 +1,165 @@
+/*
+ * durable.h — durable shared tables: their WAL records (durable_wal.c),
+ * their snapshot files (snapshot.c), and saving, restoring and replaying
+ * them in the cpht worker (durable.c).  docs/worker.md, "Durable tables",
+ * gives the design and the argument for its consistency.
+ */
+#ifndef CPHT_DURABLE_H
+#define CPHT_DURABLE_H
+
+#include "access/xlogdefs.h"
+#include "access/xlogreader.h"
+
+#include "cpht_table.h"
+#include "protocol.h"
+
+/* ---- WAL records (durable_wal.c) ---------------------------------------- */
+
+/*
+ * cpht's resource manager id.  RM_EXPERIMENTAL_ID is for development; a
+ * released version needs an id reserved on the PostgreSQL wiki
+ * (CustomWALResourceManagers).  Every record starts with CPHT_WAL_MAGIC, so
+ * that records another experimental resource manager wrote are told apart.
+ */
+#define CPHT_RMGR_ID		RM_EXPERIMENTAL_ID
+#define CPHT_WAL_MAGIC		0x54485043	/* "CPHT" */
+
+#define XLOG_CPHT_CREATE	0x00	/* a durable table was created */
+#define XLOG_CPHT_DROP		0x10	/* it was dropped */
+#define XLOG_CPHT_PUT		0x20	/* keys a call inserted */
+#define XLOG_CPHT_ERASE		0x30	/* keys a call deleted */
+#define XLOG_CPHT_XID		0x40	/* written by a backend: its (sub)transaction
+									 * id is in WAL before the worker's records
+									 * that name it */
+
+/* Keys per PUT or ERASE record (8 MB of keys): a call's keys take as many
+ * records as needed, all of the same transaction. */
+#define CPHT_WAL_KEYS_PER_RECORD ((uint64) 1 << 20)
+
+typedef struct xl_cpht_create
+{
+	uint32		magic;
+	Oid			dboid;
+	Oid			owner;
+	NameData	name;
+	bool		transactional;
+	int64		capacity;
+	cpht_params params;
+} xl_cpht_create;
+
+typedef struct xl_cpht_drop
+{
+	uint32		magic;
+	XLogRecPtr	table;			/* create_lsn of the table */
+} xl_cpht_drop;
+
+typedef struct xl_cpht_keys
+{
+	uint32		magic;
+	TransactionId xid;			/* the writing (sub)transaction; invalid
+								 * on a table that is not transactional */
+	XLogRecPtr	table;			/* create_lsn of the table */
+	/* uint64 keys[] follow */
+} xl_cpht_keys;
+
+/* _PG_init while preloading: registers the resource manager. */
+extern void cpht_wal_register(void);
+
+/* Records the worker writes; each returns the end of what it wrote. */
+extern XLogRecPtr cpht_wal_create(const CphtCatalogEntry *e, const cpht_params *params);
+extern XLogRecPtr cpht_wal_drop(XLogRecPtr table);
+extern XLogRecPtr cpht_wal_keys(uint8 info, XLogRecPtr table, TransactionId xid,
+								const uint64 *keys, uint64 n);
+
+/*
+ * A backend, before its first write in a (sub)transaction to a
+ * transactional durable table: a record carrying its xid.  The worker's
+ * records name the xid only in their payload; recovery advances the next
+ * xid past the xids of records, so this keeps a crash from handing the
+ * xid of an uncommitted write to a new transaction that could commit.
+ */
+extern void cpht_wal_mark_xid(TransactionId xid);
+
+/* The record's cpht payload, or NULL when it is not a cpht record. */
+extern const char *cpht_wal_payload(XLogReaderState *record, uint8 *info);
+
+/* ---- snapshot files (snapshot.c) ------------------------------------------ */
+
+#define CPHT_SNAPSHOT_DIR "pg_cpht"
+#define CPHT_SNAPSHOT_VERSION 1
+
+/* Open transactions' changes a snapshot keeps: one segment per writing
+ * (sub)transaction, entries as the undo list has them. */
+typedef struct CphtSnapshotSegment
+{
+	TransactionId subxid;
+	uint64		n;
+	uint64	   *keys;
+	uint8	   *deleted;		/* 1: the key was deleted, 0: inserted */
+} CphtSnapshotSegment;
+
+/* What a snapshot file holds (snapshot_read fills it, malloc'ed arrays). */
+typedef struct CphtSnapshot
+{
+	Oid			dboid;
+	NameData	name;
+	Oid			owner;
+	bool		transactional;
+	int64		capacity;
+	XLogRecPtr	create_lsn;
+	XLogRecPtr	snapshot_lsn;
+	cpht_image_info image;
+	void	   *levels[CPHT_MAX_LEVELS];
+	uint64	   *stash;
+	uint64		nsegments;
+	CphtSnapshotSegment *segments;
+} CphtSnapshot;
+
+/* pg_cpht/<dboid>_<create_lsn>.snap */
+extern void cpht_snapshot_path(char *path, size_t len, Oid dboid, XLogRecPtr create_lsn);
+
+/*
+ * Writes the snapshot of table t (catalog entry e, index entry) consistent
+ * with WAL position lsn: to a temporary file, fsync'ed, then renamed
+ * durably over the previous one.  ERROR on failure (the previous file
+ * stays).
+ */
+extern void cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t,
+								XLogRecPtr lsn);
+
+/*
+ * Reads a snapshot file.  False with the reason in why when it is not
+ * one, of another format version, torn or corrupt (checksum); *name_known
+ * says whether out->dboid and out->name could be read all the same.
+ */
+extern bool cpht_snapshot_read(const char *path, CphtSnapshot *out, bool *name_known,
+							   char *why, size_t whylen);
+extern void cpht_snapshot_free(CphtSnapshot *s);
+
+/* ---- the worker's durable tables (durable.c) ------------------------------ */
+
+/* At worker start, and in each turn of its loop: restore the durable
+ * tables once recovery has ended (a standby restores them when promoted). */
+extern void cpht_durable_init(void);
+extern void cpht_durable_poll(void);
+
+/* Milliseconds until the next periodic snapshot round (-1: none). */
+extern long cpht_durable_timeout(void);
+
+/* Requests: CREATE and DROP of a durable table, a call that changed one
+ * (its keys go to WAL; false with rep's status set when the keys could not
+ * be read: the caller undoes the call), CHECKPOINT. */
+extern void cpht_durable_created(int entry, cpht_table *t, const cpht_params *params);
+extern void cpht_durable_dropped(int entry);
+extern cpht_status cpht_durable_log_call(const CphtRequest *req, cpht_table *t,
+										 uint64 position, CphtReply *rep);
+extern int	cpht_durable_checkpoint(bool only_changed);
+
+/* At the worker's clean exit (server shutdown): every changed table. */
+extern void cpht_durable_shutdown(void);
+
+/* Settings (shmem.c defines them) */
+extern int	cpht_snapshot_interval;
+extern int	cpht_snapshot_wal;
+
+#endif							/* CPHT_DURABLE_H */

@@ -1,0 +1,188 @@
+/*
+ * durable_wal.c — cpht's WAL records: a durable table's creation and drop,
+ * and the keys each call on it inserted or deleted.
+ *
+ * Only the cpht worker writes them, while it serves the request, so their
+ * order in WAL is the order in which the table changed.  Redo does
+ * nothing: the startup process never touches a table (and never CUDA);
+ * the worker reads these records itself when it starts (durable.c).
+ */
+#include "postgres.h"
+
+#include "access/rmgr.h"
+#include "access/xact.h"
+#include "access/xlog_internal.h"
+#include "access/xloginsert.h"
+#include "lib/stringinfo.h"
+
+#include "durable.h"
+
+static void
+cpht_redo(XLogReaderState *record)
+{
+	(void) record;
+}
+
+static const char *
+cpht_identify(uint8 info)
+{
+	switch (info & XLR_RMGR_INFO_MASK)
+	{
+		case XLOG_CPHT_CREATE:
+			return "CREATE";
+		case XLOG_CPHT_DROP:
+			return "DROP";
+		case XLOG_CPHT_PUT:
+			return "PUT";
+		case XLOG_CPHT_ERASE:
+			return "ERASE";
+		case XLOG_CPHT_XID:
+			return "XID";
+	}
+	return NULL;
+}
+
+const char *
+cpht_wal_payload(XLogReaderState *record, uint8 *info)
+{
+	const char *data = XLogRecGetData(record);
+	size_t		len = XLogRecGetDataLen(record);
+	uint32		magic;
+
+	if (XLogRecGetRmid(record) != CPHT_RMGR_ID || len < sizeof(uint32))
+		return NULL;
+	memcpy(&magic, data, sizeof(magic));
+	if (magic != CPHT_WAL_MAGIC)
+		return NULL;
+	*info = XLogRecGetInfo(record) & XLR_RMGR_INFO_MASK;
+	switch (*info)
+	{
+		case XLOG_CPHT_CREATE:
+			return len == sizeof(xl_cpht_create) ? data : NULL;
+		case XLOG_CPHT_DROP:
+			return len == sizeof(xl_cpht_drop) ? data : NULL;
+		case XLOG_CPHT_XID:
+			return data;
+		case XLOG_CPHT_PUT:
+		case XLOG_CPHT_ERASE:
+			return len >= sizeof(xl_cpht_keys) &&
+				(len - sizeof(xl_cpht_keys)) % sizeof(uint64) == 0 ? data : NULL;
+	}
+	return NULL;
+}
+
+static void
+cpht_desc(StringInfo buf, XLogReaderState *record)
+{
+	uint8		info;
+	const char *data = cpht_wal_payload(record, &info);
+
+	if (data == NULL)
+		return;
+	switch (info)
+	{
+		case XLOG_CPHT_CREATE:
+			{
+				const xl_cpht_create *c = (const xl_cpht_create *) data;
+
+				appendStringInfo(buf, "table \"%s\" of database %u", NameStr(c->name), c->dboid);
+				break;
+			}
+		case XLOG_CPHT_XID:
+			appendStringInfo(buf, "xid %u", XLogRecGetXid(record));
+			break;
+		case XLOG_CPHT_DROP:
+			appendStringInfo(buf, "table %X/%X",
+							 LSN_FORMAT_ARGS(((const xl_cpht_drop *) data)->table));
+			break;
+		default:
+			{
+				const xl_cpht_keys *k = (const xl_cpht_keys *) data;
+
+				appendStringInfo(buf, "table %X/%X xid %u keys %zu", LSN_FORMAT_ARGS(k->table),
+								 k->xid, (XLogRecGetDataLen(record) - sizeof(xl_cpht_keys)) / sizeof(uint64));
+			}
+	}
+}
+
+static RmgrData cpht_rmgr = {
+	.rm_name = "cpht",
+	.rm_redo = cpht_redo,
+	.rm_desc = cpht_desc,
+	.rm_identify = cpht_identify,
+};
+
+void
+cpht_wal_register(void)
+{
+	RegisterCustomRmgr(CPHT_RMGR_ID, &cpht_rmgr);
+}
+
+XLogRecPtr
+cpht_wal_create(const CphtCatalogEntry *e, const cpht_params *params)
+{
+	xl_cpht_create rec;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.magic = CPHT_WAL_MAGIC;
+	rec.dboid = e->dboid;
+	rec.owner = e->owner;
+	rec.name = e->name;
+	rec.transactional = e->transactional;
+	rec.capacity = e->capacity;
+	rec.params = *params;
+	XLogBeginInsert();
+	XLogRegisterData((char *) &rec, sizeof(rec));
+	return XLogInsert(CPHT_RMGR_ID, XLOG_CPHT_CREATE);
+}
+
+XLogRecPtr
+cpht_wal_drop(XLogRecPtr table)
+{
+	xl_cpht_drop rec;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.magic = CPHT_WAL_MAGIC;
+	rec.table = table;
+	XLogBeginInsert();
+	XLogRegisterData((char *) &rec, sizeof(rec));
+	return XLogInsert(CPHT_RMGR_ID, XLOG_CPHT_DROP);
+}
+
+XLogRecPtr
+cpht_wal_keys(uint8 info, XLogRecPtr table, TransactionId xid, const uint64 *keys, uint64 n)
+{
+	XLogRecPtr	end = InvalidXLogRecPtr;
+
+	for (uint64 off = 0; off < n; off += CPHT_WAL_KEYS_PER_RECORD)
+	{
+		uint64		m = Min(CPHT_WAL_KEYS_PER_RECORD, n - off);
+		xl_cpht_keys rec;
+
+		memset(&rec, 0, sizeof(rec));
+		rec.magic = CPHT_WAL_MAGIC;
+		rec.xid = xid;
+		rec.table = table;
+		XLogBeginInsert();
+		XLogRegisterData((char *) &rec, sizeof(rec));
+		XLogRegisterData((char *) (keys + off), (uint32) (m * sizeof(uint64)));
+		end = XLogInsert(CPHT_RMGR_ID, info);
+	}
+	return end;
+}
+
+void
+cpht_wal_mark_xid(TransactionId xid)
+{
+	static TransactionId marked = InvalidTransactionId;
+	uint32		magic = CPHT_WAL_MAGIC;
+
+	/* XLogInsert tags the record with the current (sub)transaction's xid */
+	Assert(xid == GetCurrentTransactionIdIfAny());
+	if (xid == marked)
+		return;
+	XLogBeginInsert();
+	XLogRegisterData((char *) &magic, sizeof(magic));
+	(void) XLogInsert(CPHT_RMGR_ID, XLOG_CPHT_XID);
+	marked = xid;
+}

@@ -1,0 +1,248 @@
+#!/bin/bash
+# Durable shared tables on a preloaded throwaway server (run-tests.sh, in the
+# pg_virtualenv cluster "regress"; PGVERSION names it):
+#   1. a clean restart keeps the keys, count, layout (after growth), device,
+#      owner and privileges of durable tables, of both kinds;
+#   2. a snapshot with a flipped byte and one of a foreign format version:
+#      the server starts, opening those tables fails naming them, the files
+#      stay, the other tables are back;
+#   3. crashes: loaders change a durable table in concurrent transactions
+#      (find-or-put and delete, random rollbacks and savepoint rollbacks)
+#      and record what they commit in an ordinary table; kill -9 of a
+#      loader's backend, of the cpht worker or of the postmaster at a random
+#      moment; after the restart the durable table holds exactly the
+#      committed ids.  CPHT_DURABLE_ROUNDS rounds (default 3).
+# Every session runs with cpht.device from CPHT_TEST_DEVICE (PGOPTIONS).
+set -euo pipefail
+
+: "${CPHT_DURABLE_ROUNDS:=3}"
+db=cpht_durable
+cluster=(pg_ctlcluster "$PGVERSION" regress)
+datadir=$(psql -X -q -At -d postgres -c "SHOW data_directory")
+failures=0
+
+fail() {
+	echo "== FAILED: $*"
+	failures=$((failures + 1))
+}
+
+q() {
+	psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@"
+}
+
+# Waits until the server answers and the worker restored table $1.
+wait_restored() {
+	for _ in $(seq 1 300); do
+		if psql -X -q -At -d "$db" -c "SELECT cpht_open('$1')" > /dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+snapshot_of() {
+	grep -l -a -- "$1" "$datadir"/pg_cpht/*.snap | head -1
+}
+
+psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "SET client_min_messages = warning" \
+	-c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" \
+	-c "DROP ROLE IF EXISTS durable_owner" -c "DROP ROLE IF EXISTS durable_other" \
+	-c "CREATE ROLE durable_owner LOGIN" -c "CREATE ROLE durable_other LOGIN" \
+	-c "ALTER SYSTEM SET cpht.snapshot_interval = 0" -c "SELECT pg_reload_conf()" > /dev/null
+q -c "CREATE EXTENSION cpht" -c "GRANT ALL ON SCHEMA public TO durable_owner, durable_other"
+
+echo "== durable: durable => true needs a name"
+out=$(q -c "SELECT cpht_create(100, durable => true)" 2>&1 || true)
+grep -q "a durable cpht table needs a name" <<<"$out" || fail "a durable table without a name: $out"
+
+# ---- 1. clean restart -------------------------------------------------------
+echo "== durable: a clean restart keeps durable tables"
+psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" > /dev/null <<'SQL'
+SET ROLE durable_owner;
+SELECT cpht_create(1000, 'iceberg', name => 'd_iceberg', durable => true) AS a,
+       cpht_create(1000, 'cuckoo', key_bits => 37, name => 'd_cuckoo', durable => true) AS b,
+       cpht_create(1000, transactional => false, name => 'd_plain', durable => true) AS c \gset
+SELECT cpht_put(:a, array_agg(g)), cpht_put(:b, array_agg(g)), cpht_put(:c, array_agg(g))
+  FROM generate_series(1, 30000) g;
+SELECT cpht_delete(:a, array_agg(g)), cpht_delete(:b, array_agg(g)), cpht_delete(:c, array_agg(g))
+  FROM generate_series(1, 30000, 7) g;
+SELECT cpht_create(1000, name => 'not_durable');
+SQL
+layout="SELECT name, count, owner, device,
+	cpht_info(cpht_open(name)) - 'handle' - 'device_free_bytes' - 'last_grow_at' - 'last_grow_ms' - 'staging_bytes' - 'undo_log_bytes'
+	FROM cpht_tables() WHERE shared ORDER BY name"
+before=$(q -c "$layout")
+grows=$(q -c "SELECT (cpht_info(cpht_open('d_iceberg'))->>'grows')::int > 0")
+[ "$grows" = t ] || fail "d_iceberg did not grow before the restart"
+"${cluster[@]}" restart
+wait_restored d_iceberg || fail "d_iceberg is not back 30 s after a clean restart"
+after=$(q -c "$layout")
+if [ "$after" != "$(grep -v '^not_durable' <<<"$before")" ]; then
+	fail "durable tables changed across a clean restart: before
+$before
+after
+$after"
+fi
+for t in d_iceberg d_cuckoo d_plain; do
+	wrong=$(q -c "SELECT count(*) FROM generate_series(1, 31000) g,
+		unnest(cpht_find(cpht_open('$t'), ARRAY(SELECT generate_series(1, 31000))))
+		WITH ORDINALITY f(found, i) WHERE i = g AND found <> (g <= 30000 AND (g - 1) % 7 <> 0)")
+	[ "$wrong" = 0 ] || fail "$t answers $wrong keys differently after a clean restart"
+done
+out=$(q -c "SELECT cpht_open('not_durable')" 2>&1 || true)
+grep -q 'shared cpht table "not_durable" does not exist' <<<"$out" || fail "a table that is not durable survived: $out"
+out=$(q -c "SET ROLE durable_other" -c "SELECT cpht_open('d_iceberg')" 2>&1 || true)
+grep -q 'permission denied for shared cpht table "d_iceberg"' <<<"$out" || fail "another role may open a restored table: $out"
+[ "$(q -c "SELECT cpht_checkpoint()")" = 0 ] || fail "cpht_checkpoint wrote snapshots of unchanged tables"
+logfile=$(pg_lsclusters -h | awk -v v="$PGVERSION" '$1 == v && $2 == "regress" { print $7 }')
+grep -q "cpht worker saved 3 durable shared tables" "$logfile" || fail "the clean shutdown saved no snapshots ($logfile)"
+echo "== durable: keys, count, layout, device and owner survive a clean restart"
+
+# ---- 2. corrupt and foreign-version snapshots ---------------------------------
+echo "== durable: a corrupt and a foreign-version snapshot"
+"${cluster[@]}" stop
+corrupt=$(snapshot_of d_cuckoo)
+foreign=$(snapshot_of d_plain)
+size=$(stat -c %s "$corrupt")
+# a byte in the middle of the slots
+byte=$(od -An -tu1 -j $((size / 2)) -N1 "$corrupt" | tr -d ' ')
+printf "$(printf '\\%03o' $(((byte + 1) % 256)))" | dd of="$corrupt" bs=1 seek=$((size / 2)) conv=notrunc status=none
+# format version 99 (the 4 bytes after the 8-byte magic)
+printf '\143\000\000\000' | dd of="$foreign" bs=1 seek=8 conv=notrunc status=none
+"${cluster[@]}" start
+wait_restored d_iceberg || fail "d_iceberg is not back after a start with damaged files of other tables"
+out=$(q -c "SELECT cpht_open('d_cuckoo')" 2>&1 || true)
+grep -q 'shared cpht table "d_cuckoo" was lost' <<<"$out" && grep -q "checksum" <<<"$out" ||
+	fail "opening the table of a corrupt snapshot: $out"
+out=$(q -c "SELECT cpht_open('d_plain')" 2>&1 || true)
+grep -q 'shared cpht table "d_plain" was lost' <<<"$out" && grep -q "format version 99" <<<"$out" ||
+	fail "opening the table of a foreign-version snapshot: $out"
+[ -f "$corrupt" ] && [ -f "$foreign" ] || fail "the damaged snapshot files were not left in place"
+grep -q 'could not restore durable shared table "d_cuckoo"' "$logfile" ||
+	fail "no WARNING naming d_cuckoo in the server log ($logfile)"
+echo "== durable: damaged snapshots name their tables, stay in place, and the server runs"
+# their tables are created again, which leaves the damaged files alone
+q -c "SELECT cpht_create(100, name => 'd_cuckoo', durable => true)" -c "SELECT cpht_create(100, name => 'd_plain')" > /dev/null
+[ -f "$corrupt" ] && [ -f "$foreign" ] || fail "creating a lost table again removed a damaged file"
+rm -f "$corrupt" "$foreign"
+
+# ---- 3. crashes ---------------------------------------------------------------
+echo "== durable: kill -9 of a backend, the worker or the postmaster during concurrent loads ($CPHT_DURABLE_ROUNDS rounds)"
+psql -X -q -d postgres -c "ALTER SYSTEM SET cpht.snapshot_interval = 1" -c "SELECT pg_reload_conf()" > /dev/null
+q > /dev/null <<'SQL'
+CREATE TABLE committed_ids (id bigint PRIMARY KEY);
+SELECT cpht_create(1000, name => 'd_load', durable => true);
+SQL
+
+# One loader: transactions that put a random batch, record what was new,
+# delete a few committed ids, and roll back now and then.
+loader() {
+	local seed=$1
+	while [ ! -f "$stop" ]; do
+		psql -X -q -d "$db" > /dev/null 2>&1 <<SQL || sleep 0.2
+SELECT setseed(($seed * 7919 + extract(epoch from clock_timestamp())::bigint % 100000) / 1e6 - 0.5);
+BEGIN;
+SELECT cpht_open('d_load') AS h \gset
+INSERT INTO committed_ids
+	SELECT unnest(cpht_fop_new(:h, ARRAY(SELECT (random() * 20000)::bigint FROM generate_series(1, 200))));
+SAVEPOINT s;
+INSERT INTO committed_ids
+	SELECT unnest(cpht_fop_new(:h, ARRAY(SELECT (random() * 20000)::bigint FROM generate_series(1, 50))));
+SELECT CASE WHEN random() < 0.3 THEN 'ROLLBACK TO SAVEPOINT s' ELSE 'RELEASE SAVEPOINT s' END \gexec
+WITH gone AS (DELETE FROM committed_ids WHERE id IN
+		(SELECT id FROM committed_ids ORDER BY random() LIMIT 5) RETURNING id)
+	SELECT cpht_delete(:h, array_agg(id)) FROM gone;
+SELECT CASE WHEN random() < 0.3 THEN 'ROLLBACK' ELSE 'COMMIT' END \gexec
+SQL
+	done
+}
+
+check_table() {
+	local what=$1 res
+	if ! wait_restored d_load; then
+		fail "d_load is not back 30 s after $what"
+		tail -40 "$(pg_lsclusters -h | awk -v v="$PGVERSION" '$1 == v && $2 == "regress" { print $7 }')"
+		return
+	fi
+	res=$(q <<'SQL'
+SELECT cpht_open('d_load') AS h \gset
+SELECT (SELECT count(*) FROM committed_ids) || ' ' || cpht_count(:h) || ' ' ||
+	(SELECT count(*) FILTER (WHERE NOT f) FROM unnest(cpht_find(:h, ARRAY(SELECT id FROM committed_ids))) f) || ' ' ||
+	(SELECT count(*) FILTER (WHERE f) FROM unnest(cpht_find(:h, ARRAY(
+		SELECT g FROM generate_series(0, 20000) g EXCEPT SELECT id FROM committed_ids))) f);
+SQL
+)
+	read -r n count missing extra <<<"$res"
+	if [ "$count" != "$n" ] || [ "$missing" != 0 ] || [ "$extra" != 0 ]; then
+		fail "after $what: $n committed ids, the table counts $count, misses $missing and has $extra others"
+	else
+		echo "== durable: after $what the table holds exactly the $n committed ids"
+	fi
+}
+
+stop=$(mktemp -u)
+for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
+	rm -f "$stop"
+	pids=()
+	for l in 1 2 3 4; do
+		loader $((round * 10 + l)) &
+		pids+=($!)
+	done
+	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.1f", 1.5 + (r % 30) / 10 }')"
+	case $((round % 3)) in
+		1)
+			victim=$(psql -X -q -At -d postgres -c "SELECT pid FROM pg_stat_activity WHERE datname = '$db' AND pid <> pg_backend_pid() ORDER BY random() LIMIT 1")
+			what="kill -9 of a loader's backend"
+			;;
+		2)
+			victim=$(q -c "SELECT cpht_worker_info()->>'worker_pid'")
+			what="kill -9 of the cpht worker"
+			;;
+		0)
+			victim=$(head -1 "$datadir/postmaster.pid")
+			what="kill -9 of the postmaster"
+			;;
+	esac
+	if [ -n "$victim" ]; then
+		kill -9 "$victim" || true
+	fi
+	touch "$stop"
+	wait "${pids[@]}" 2>/dev/null || true
+	if [ $((round % 3)) = 0 ]; then
+		# the orphaned children end when they notice; then a fresh start
+		for _ in $(seq 1 300); do
+			pgrep -u postgres -f "postgres: $PGVERSION/regress" > /dev/null || break
+			sleep 0.1
+		done
+		pgrep -u postgres -a -f "postgres: $PGVERSION/regress" || true
+		for _ in 1 2 3; do
+			"${cluster[@]}" start && break
+			sleep 2
+		done
+	fi
+	for _ in $(seq 1 300); do
+		psql -X -q -At -d postgres -c "SELECT 1" > /dev/null 2>&1 && break
+		sleep 0.1
+	done
+	check_table "round $round ($what)"
+done
+rm -f "$stop"
+
+# a clean restart after the crashes, and the settings back
+psql -X -q -d postgres -c "ALTER SYSTEM RESET cpht.snapshot_interval" -c "SELECT pg_reload_conf()" > /dev/null
+"${cluster[@]}" restart
+check_table "a clean restart after the crashes"
+for t in d_iceberg d_cuckoo d_load; do
+	q -c "SELECT cpht_drop(cpht_open('$t'))" > /dev/null || fail "dropping $t"
+done
+left=$(ls "$datadir"/pg_cpht/ | grep -c snap || true)
+[ "$left" = 0 ] || fail "$left snapshot files left after every durable table was dropped"
+psql -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE $db" \
+	-c "DROP ROLE durable_owner" -c "DROP ROLE durable_other" > /dev/null || true
+
+if [ $failures -ne 0 ]; then
+	echo "== FAILED: $failures durable checks"
+	exit 1
+fi
+echo "== durable: all checks passed"

@@ -1,0 +1,150 @@
+/*
+ * test_image.c — a table's image restores it exactly: the same layout
+ * (after growth too), the same keys, the same count, tombstones and cuckoo
+ * stash; an image that does not fit its parameters is refused.  Runs on the
+ * CPU, and on the GPU where one is usable (images taken on one device
+ * restore on the other: the slot arrays are the same bytes).
+ */
+#include <string.h>
+
+#include "cpht_table.h"
+#include "unit.h"
+
+#define NKEYS 50000
+
+static cpht_table *
+make(cpht_kind kind, cpht_device dev, int key_bits)
+{
+	cpht_params p;
+	cpht_table *t = NULL;
+	char		err[256];
+
+	/* small on purpose: the keys below make it grow several times */
+	CHECK(cpht_params_for_capacity(kind, 1000, key_bits, &p, err, sizeof(err)) == CPHT_OK, "params: %s", err);
+	p.device = dev;
+	p.seed = 7;
+	p.cpu_threads = 2;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create: %s", err);
+	return t;
+}
+
+/* Image of t restored on device `to`; NULL on failure. */
+static cpht_table *
+roundtrip(cpht_table *t, cpht_device to, cpht_image_info *info)
+{
+	void	   *levels[CPHT_MAX_LEVELS] = {NULL, NULL};
+	uint64_t   *stash;
+	cpht_table *r = NULL;
+	char		err[256];
+	cpht_status st;
+
+	CHECK(cpht_table_image_info(t, info) == CPHT_OK, "image info: %s", cpht_table_error(t));
+	for (int l = 0; l < info->levels; l++)
+	{
+		levels[l] = malloc(info->level_bytes[l]);
+		CHECK(cpht_table_image_read_level(t, l, levels[l]) == CPHT_OK, "read level %d", l);
+	}
+	stash = malloc((info->nstash + 1) * sizeof(uint64_t));
+	cpht_table_image_read_stash(t, stash);
+	info->params.device = to;
+	st = cpht_table_from_image(info, (const void *const *) levels, stash, &r, err, sizeof(err));
+	CHECK(st == CPHT_OK, "from image: %s", err);
+	for (int l = 0; l < info->levels; l++)
+		free(levels[l]);
+	free(stash);
+	return r;
+}
+
+static void
+same_table(cpht_kind kind, cpht_device from, cpht_device to, int key_bits)
+{
+	const char *what = kind == CPHT_ICEBERG ? "iceberg" : "cuckoo";
+	uint64_t   *keys = malloc(2 * NKEYS * sizeof(uint64_t));
+	uint8_t    *a = malloc(2 * NKEYS),
+			   *b = malloc(2 * NKEYS);
+	uint64_t	state = 99,
+				inserted = 0;
+	cpht_table *t = make(kind, from, key_bits);
+	cpht_table *r;
+	cpht_image_info info;
+	cpht_stats	st,
+				sr;
+	int			mismatches = 0;
+
+	for (int i = 0; i < 2 * NKEYS; i++)
+		keys[i] = unit_rand(&state) & (key_bits == 64 ? ~(uint64_t) 0 : (((uint64_t) 1 << key_bits) - 1));
+	CHECK(cpht_table_put(t, keys, NKEYS, &inserted) == CPHT_OK, "%s put: %s", what, cpht_table_error(t));
+	/* tombstones: every third key deleted */
+	for (int i = 0; i < NKEYS; i += 3)
+		CHECK(cpht_table_erase(t, keys + i, 1, a) == CPHT_OK, "%s erase", what);
+	CHECK(cpht_table_stats(t, &st) == CPHT_OK, "stats");
+	CHECK(st.grows > 0, "%s: the table grew (%llu times)", what, (unsigned long long) st.grows);
+
+	r = roundtrip(t, to, &info);
+	if (r == NULL)
+		goto out;
+	CHECK(cpht_table_stats(r, &sr) == CPHT_OK, "stats of the restored table");
+	CHECK(sr.count == st.count, "%s count %llu vs %llu", what, (unsigned long long) sr.count, (unsigned long long) st.count);
+	CHECK(sr.slots[0] == st.slots[0] && sr.slots[1] == st.slots[1], "%s: same slots", what);
+	CHECK(sr.tombstones[0] == st.tombstones[0] && sr.tombstones[1] == st.tombstones[1], "%s: same tombstones", what);
+	CHECK(sr.grows == st.grows && sr.initial_slots == st.initial_slots, "%s: same growth record", what);
+	CHECK(sr.device == to, "%s: restored on the asked device", what);
+	CHECK(cpht_table_find(t, keys, 2 * NKEYS, a) == CPHT_OK, "find original");
+	CHECK(cpht_table_find(r, keys, 2 * NKEYS, b) == CPHT_OK, "find restored");
+	for (int i = 0; i < 2 * NKEYS; i++)
+		mismatches += a[i] != b[i];
+	CHECK(mismatches == 0, "%s: %d keys answer differently", what, mismatches);
+	/* the restored table keeps working: the second half goes in */
+	CHECK(cpht_table_put(r, keys + NKEYS, NKEYS, &inserted) == CPHT_OK, "put into the restored table");
+	cpht_table_destroy(r);
+
+	/* an image whose parameters give another layout is refused */
+	{
+		void	   *levels[CPHT_MAX_LEVELS] = {NULL, NULL};
+		char		err[256];
+
+		CHECK(cpht_table_image_info(t, &info) == CPHT_OK, "info");
+		for (int l = 0; l < info.levels; l++)
+			levels[l] = calloc(1, info.level_bytes[l]);
+		info.level_bytes[0] += 8;
+		r = NULL;
+		CHECK(cpht_table_from_image(&info, (const void *const *) levels, NULL, &r, err, sizeof(err)) == CPHT_ERR_INVALID && r == NULL,
+			  "%s: a mismatched image is refused", what);
+		info.level_bytes[0] -= 8;
+		info.count = info.params.slots[0] + info.params.slots[1] + 1;
+		CHECK(cpht_table_from_image(&info, (const void *const *) levels, NULL, &r, err, sizeof(err)) == CPHT_ERR_INVALID && r == NULL,
+			  "%s: an impossible count is refused", what);
+		for (int l = 0; l < info.levels; l++)
+			free(levels[l]);
+	}
+	/* no image while the undo log holds entries */
+	cpht_table_set_logging(t, 1);
+	CHECK(cpht_table_put(t, keys + NKEYS, 10, &inserted) == CPHT_OK, "logged put");
+	CHECK(cpht_table_image_info(t, &info) == CPHT_ERR_INVALID, "%s: no image with a log", what);
+out:
+	cpht_table_destroy(t);
+	free(keys);
+	free(a);
+	free(b);
+}
+
+int
+main(void)
+{
+	char		why[256];
+	int			gpu = cpht_gpu_usable(why, sizeof(why));
+
+	same_table(CPHT_ICEBERG, CPHT_DEVICE_CPU, CPHT_DEVICE_CPU, 64);
+	same_table(CPHT_CUCKOO, CPHT_DEVICE_CPU, CPHT_DEVICE_CPU, 64);
+	same_table(CPHT_ICEBERG, CPHT_DEVICE_CPU, CPHT_DEVICE_CPU, 37);
+	if (gpu)
+	{
+		same_table(CPHT_ICEBERG, CPHT_DEVICE_GPU, CPHT_DEVICE_GPU, 64);
+		same_table(CPHT_CUCKOO, CPHT_DEVICE_GPU, CPHT_DEVICE_GPU, 37);
+		same_table(CPHT_ICEBERG, CPHT_DEVICE_GPU, CPHT_DEVICE_CPU, 64);
+		same_table(CPHT_CUCKOO, CPHT_DEVICE_CPU, CPHT_DEVICE_GPU, 64);
+	}
+	else
+		printf("SKIP GPU images: %s\n", why);
+	UNIT_DONE();
+}
