@@ -110,7 +110,8 @@ cpht_key_file_header_read(const uint8 *in, CphtKeyFileHeader *h, const char *sou
 	bits = get32(in + 24);
 	kind = get32(in + 28);
 	device = get32(in + 32);
-	if (bits < 8 || bits > 64 || kind > CPHT_CUCKOO || device > CPHT_DEVICE_GPU)
+	/* key_bits 0: the table followed its keys' width (no key_bits given) */
+	if ((bits != 0 && bits < 8) || bits > 64 || kind > CPHT_CUCKOO || device > CPHT_DEVICE_GPU)
 		damaged(source, "Its header names no possible table.");
 	for (int i = 36; i < CPHT_KEY_FILE_HEADER; i++)
 		if (in[i] != 0)

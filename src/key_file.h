@@ -6,7 +6,8 @@
  *
  *   header, 64 bytes:   "CPHTKEYS", version (uint32), header size (uint32),
  *                       key count (uint64), key_bits, kind and device of
- *                       the table it came from (uint32 each), zeros
+ *                       the table it came from (uint32 each; key_bits 0
+ *                       for a table that followed its keys' width), zeros
  *   keys:               key count × 8 bytes
  *   trailer, 16 bytes:  "CPHT_END", CRC-32C (uint32) of the header and the
  *                       keys, 4 zero bytes
