@@ -68,7 +68,7 @@ skipped() { [[ " $CPHT_BENCH_SKIP " == *" $1 "* ]]; }
 q "CREATE EXTENSION IF NOT EXISTS cpht"
 PRELOADED=$(q "SELECT cpht_worker_info()->>'preloaded'")
 if [ "$PRELOADED" = true ]; then
-	GPU=$(q "SELECT coalesce(cpht_worker_info()->'gpu'->>'name', 'none: ' || (cpht_worker_info()->'gpu'->>'reason'))")
+	GPU=$(q "SELECT coalesce(cpht_worker_info()->'gpu'->>'name', 'none: ' || coalesce(cpht_worker_info()->'gpu'->>'reason', 'not probed yet'))")
 else
 	GPU="(plain server: the GPU is probed by the session)"
 fi
@@ -161,7 +161,7 @@ SQL
 	MEDIAN[$name]=$med
 	local ratio=""
 	if [ -n "${MEDIAN[count_parallel]:-}" ]; then
-		ratio=$(awk -v a="$med" -v b="${MEDIAN[count_parallel]}" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')
+		ratio=$(awk -v a="$med" -v b="${MEDIAN[count_parallel]}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
 	fi
 	printf '%-22s %10s %10s %8s  %s\n' "$name" "$med" "$min" "$ratio" "$answer"
 	echo "$name,$ROWS,$workers,$CPHT_BENCH_IDS,\"$GPU\",$med,$min,$max,$CPHT_BENCH_REPS,$answer" >>"$CPHT_BENCH_OUT"
