@@ -28,7 +28,7 @@ CREATE TEMP TABLE src_keys (k bigint PRIMARY KEY);
 INSERT INTO src_keys
 	SELECT DISTINCT pg_temp.r64() FROM generate_series(1, 20000)
 	UNION SELECT unnest('{0,-1,9223372036854775807,-9223372036854775808}'::bigint[]);
-SELECT cpht_create(1000, 'iceberg') AS ice \gset
+SELECT cpht_create(1000, 'iceberg', 64) AS ice \gset
 SELECT cpht_put(:ice, array_agg(k)) AS ignored FROM src_keys \gset
 SELECT count(*) AS nkeys FROM src_keys \gset
 

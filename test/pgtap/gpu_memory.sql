@@ -48,7 +48,7 @@ DECLARE
 	h int;
 BEGIN
 	SET LOCAL cpht.device = gpu;
-	h := cpht_create(1000000);
+	h := cpht_create(1000000, 'iceberg', 64);
 	per_key := (cpht_info(h)->>'bytes')::float8 / 1000000;
 	LOOP
 		excess := (cpht_info(probe)->>'device_free_bytes')::bigint - leave;
