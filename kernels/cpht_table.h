@@ -397,6 +397,7 @@ typedef struct cpht_image_info
 	uint64_t	level_bytes[CPHT_MAX_LEVELS];
 	uint64_t	grows;
 	uint64_t	initial_slots;
+	uint64_t	widens;
 } cpht_image_info;
 
 cpht_status cpht_table_image_info(cpht_table *table, cpht_image_info *out);

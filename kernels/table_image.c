@@ -36,6 +36,7 @@ cpht_table_image_info(cpht_table *t, cpht_image_info *out)
 	for (int l = 0; l < t->levels; l++)
 		out->level_bytes[l] = image_level_bytes(t, l);
 	out->grows = t->grows;
+	out->widens = t->widens;
 	out->initial_slots = t->initial_slots;
 	return CPHT_OK;
 }
@@ -132,6 +133,7 @@ cpht_table_from_image(const cpht_image_info *info, const void *const *levels,
 	}
 	t->count = info->count;
 	t->grows = info->grows;
+	t->widens = info->widens;
 	t->initial_slots = info->initial_slots;
 	*out = t;
 	return CPHT_OK;

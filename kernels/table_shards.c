@@ -57,21 +57,12 @@ typedef struct shard_log_seg
  * GPU shards always do (each waits on its device most of the time). */
 #define CPU_PARALLEL_KEYS ((size_t) 1 << 16)
 
-static inline uint64_t
-mix64(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
+/* The shard of a key: its mix, seeded apart from the tables' own
+ * permutations, scaled onto [0, nshards). */
 static inline int
 shard_route(uint64_t key, uint64_t seed, int nshards)
 {
-	return (int) (((unsigned __int128) mix64(key ^ seed) * (unsigned) nshards) >> 64);
+	return (int) layout_mulhi(layout_mix64(key ^ seed), (uint64_t) nshards);
 }
 
 /* ---- creation ------------------------------------------------------------ */
@@ -86,7 +77,7 @@ shard_params(const cpht_params *p, int s, cpht_params *out)
 	*out = *p;
 	out->shards = 0;
 	out->gpu = p->gpu + s;
-	out->seed = mix64(p->seed + 0x9e3779b97f4a7c15ULL * (uint64_t) (s + 1));
+	out->seed = layout_mix64(p->seed + 0x9e3779b97f4a7c15ULL * (uint64_t) (s + 1));
 	out->cpu_threads = p->cpu_threads / p->shards > 0 ? p->cpu_threads / p->shards : 1;
 	for (int l = 0; l < levels && l < CPHT_MAX_LEVELS; l++)
 	{
@@ -192,7 +183,7 @@ table_shards_create(const cpht_params *params, cpht_table **out,
 	/* The whole table's geometry is checked as for one table. */
 	rc = table_resolve_layout(t, errbuf, errlen);
 	t->nshards = params->shards;
-	t->shard_seed = mix64(params->seed ^ 0x5348415244534545ULL);
+	t->shard_seed = layout_mix64(params->seed ^ 0x5348415244534545ULL);
 	for (int s = 0; rc == CPHT_OK && s < t->nshards; s++)
 	{
 		cpht_params sp;

@@ -71,6 +71,7 @@ SELECT cpht_create(1000, name => 'not_durable');
 SQL
 layout="SELECT name, count, owner, device,
 	cpht_info(cpht_open(name)) - 'handle' - 'device_free_bytes' - 'last_grow_at' - 'last_grow_ms' - 'staging_bytes' - 'undo_log_bytes'
+		- 'last_widen_ms'
 	FROM cpht_tables() WHERE shared ORDER BY name"
 before=$(q -c "$layout")
 grows=$(q -c "SELECT (cpht_info(cpht_open('d_iceberg'))->>'grows')::int > 0")
