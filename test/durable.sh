@@ -183,6 +183,8 @@ SQL
 }
 
 stop=$(mktemp -u)
+# loaders stop when the stop file exists: however this script ends, they end
+trap 'touch "$stop"' EXIT
 for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 	rm -f "$stop"
 	pids=()
@@ -229,6 +231,7 @@ for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 	check_table "round $round ($what)"
 done
 rm -f "$stop"
+trap - EXIT
 
 # a clean restart after the crashes, and the settings back
 psql -X -q -d postgres -c "ALTER SYSTEM RESET cpht.snapshot_interval" -c "SELECT pg_reload_conf()" > /dev/null

@@ -22,8 +22,9 @@ q -c "CREATE EXTENSION IF NOT EXISTS cpht" >/dev/null
 
 # distinct keys spread over all 64 bits (negative ones too): y = x ^ (x << s)
 # is a bijection of 64-bit words (the low s bits stay, the rest follow from
-# them), and bigint's << does not check overflow
-ROWS="SELECT y # (y << 13) AS k FROM (SELECT g # (g << 21) AS y FROM generate_series(1, $N) g) s0"
+# them), and bigint's << does not check overflow (generate_series of
+# bigint bounds: an integer series would shift in 32 bits)
+ROWS="SELECT y # (y << 13) AS k FROM (SELECT g # (g << 21) AS y FROM generate_series(1::bigint, $N) g) s0"
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
