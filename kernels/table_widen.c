@@ -129,12 +129,30 @@ widen_to(cpht_table *t, int key_bits, int signed_keys)
 		t->times.widens++;
 		return CPHT_OK;
 	}
-	np = t->params;
-	np.key_bits = key_bits > np.key_bits ? key_bits : np.key_bits;
-	np.signed_keys = signed_keys;
-	for (int l = 0; l < t->levels; l++)
-		np.slot_bits[l] = 0;
-	return table_relayout(t, &np, 1);
+	for (int tries = 0;; tries++)
+	{
+		cpht_status rc;
+
+		np = t->params;
+		np.key_bits = key_bits > np.key_bits ? key_bits : np.key_bits;
+		np.signed_keys = signed_keys;
+		for (int l = 0; l < t->levels; l++)
+			np.slot_bits[l] = 0;
+		rc = table_relayout(t, &np, 1);
+
+		/*
+		 * Folded keys, and the other permutation of a wider layout, put
+		 * the keys in other buckets than before, where a well filled table
+		 * may lack room for a few: a table that may grow grows (its keys
+		 * as they are) and widens again.  A failed relayout or growth
+		 * leaves the table as it was.
+		 */
+		if (rc != CPHT_ERR_FULL || t->params.fixed_size || tries == 3)
+			return rc;
+		rc = table_grow(t, 0);
+		if (rc != CPHT_OK)
+			return rc;
+	}
 }
 
 cpht_status
