@@ -397,6 +397,79 @@ run_full(cpht_kind kind, cpht_device dev, int shards, int logging, uint64_t capa
 	free(st);
 }
 
+/*
+ * A sharded table without key_bits: each shard widens for its own keys
+ * (small, 40-bit and negative ones here), the table over them lets every
+ * key through, and an export's scan reads every shard's keys once.
+ */
+static void
+run_auto(cpht_kind kind, cpht_device dev, int shards)
+{
+	const size_t n = 30000;
+	cpht_table *t = make(kind, 0, 1000, dev, shards, 0);
+	uint64_t   *keys = malloc(2 * n * sizeof(uint64_t));
+	uint8_t    *out = malloc(2 * n);
+	ref_set		ref,
+				scanned;
+	size_t		wrong = 0,
+				got = 0;
+	uint64_t	position = 0,
+				end;
+	char		what[64];
+
+	snprintf(what, sizeof(what), "auto width, %s, %d shards", kind == CPHT_CUCKOO ? "cuckoo" : "iceberg", shards);
+	if (t == NULL)
+		return;
+	ref_init(&ref, 2 * n);
+	ref_init(&scanned, 2 * n);
+	for (size_t i = 0; i < n; i++)
+		keys[i] = i % 3 == 0 ? i : i % 3 == 1 ? ((uint64_t) i << 20) + 7 : (uint64_t) -(int64_t) (i + 1);
+	/* every key twice in one call: each new key PUT exactly once */
+	memcpy(keys + n, keys, n * sizeof(uint64_t));
+	CHECK(cpht_table_find_or_put(t, keys, 2 * n, out) == CPHT_OK, "%s: fop: %s", what, cpht_table_error(t));
+	for (size_t i = 0; i < 2 * n; i++)
+		if (out[i] == CPHT_PUT && !ref_add(&ref, keys[i]))
+			wrong++;
+	CHECK(wrong == 0 && ref.count == n, "%s: %zu keys PUT twice, %llu of %zu PUT", what, wrong,
+		  (unsigned long long) ref.count, n);
+	CHECK(cpht_table_find(t, keys, n, out) == CPHT_OK, "%s: find: %s", what, cpht_table_error(t));
+	wrong = 0;
+	for (size_t i = 0; i < n; i++)
+		wrong += !out[i];
+	CHECK(wrong == 0, "%s: %zu stored keys not found", what, wrong);
+	for (size_t i = 0; i < n; i++)
+		keys[i] = ((uint64_t) (i + 1) << 44) + 3;
+	CHECK(cpht_table_find(t, keys, n, out) == CPHT_OK, "%s: find absent: %s", what, cpht_table_error(t));
+	wrong = 0;
+	for (size_t i = 0; i < n; i++)
+		wrong += out[i];
+	CHECK(wrong == 0, "%s: %zu absent keys found", what, wrong);
+	end = cpht_table_scan_end(t);
+	while (position < end)
+	{
+		size_t		m = 0;
+		uint64_t	before = position;
+
+		CHECK(cpht_table_scan_keys(t, &position, keys, 4096, &m) == CPHT_OK, "%s: scan: %s", what,
+			  cpht_table_error(t));
+		CHECK(position > before, "%s: the scan stopped at %llu of %llu", what,
+			  (unsigned long long) position, (unsigned long long) end);
+		if (position <= before)
+			break;
+		for (size_t i = 0; i < m; i++)
+			if (!ref_has(&ref, keys[i]) || !ref_add(&scanned, keys[i]))
+				wrong++;
+		got += m;
+	}
+	CHECK(wrong == 0 && got == n, "%s: the scan read %zu keys (%zu wrong or repeated), the table holds %zu",
+		  what, got, wrong, n);
+	ref_free(&ref);
+	ref_free(&scanned);
+	free(keys);
+	free(out);
+	cpht_table_destroy(t);
+}
+
 int
 main(void)
 {
@@ -407,6 +480,8 @@ main(void)
 	{
 		run(CPHT_ICEBERG, 64, CPHT_DEVICE_CPU, shards);
 		run(CPHT_CUCKOO, 40, CPHT_DEVICE_CPU, shards);
+		run_auto(CPHT_ICEBERG, CPHT_DEVICE_CPU, shards);
+		run_auto(CPHT_CUCKOO, CPHT_DEVICE_CPU, shards);
 		/* a call in one piece, and one whose second piece fails */
 		run_full(CPHT_ICEBERG, CPHT_DEVICE_CPU, shards, 0, 4000);
 		run_full(CPHT_CUCKOO, CPHT_DEVICE_CPU, shards, 1, 4000);
@@ -420,6 +495,8 @@ main(void)
 		{
 			run(CPHT_ICEBERG, 64, CPHT_DEVICE_GPU, shards);
 			run(CPHT_CUCKOO, 40, CPHT_DEVICE_GPU, shards);
+			run_auto(CPHT_ICEBERG, CPHT_DEVICE_GPU, shards);
+			run_auto(CPHT_CUCKOO, CPHT_DEVICE_GPU, shards);
 			run_full(CPHT_ICEBERG, CPHT_DEVICE_GPU, shards, 1, 4000);
 			run_full(CPHT_CUCKOO, CPHT_DEVICE_GPU, shards, 0, 4000);
 			run_full(CPHT_ICEBERG, CPHT_DEVICE_GPU, shards, 0, 100000);
