@@ -46,7 +46,7 @@ extern bool cpht_client_idle(void);
 
 /* An arena window for one call (waits, cancelable, while none is free),
  * and its release; a window still held when the backend exits is
- * released then.  try_acquire takes a second window only if one is free
+ * released then.  try_acquire takes a further window only if one is free
  * now (-1 if not): a backend never waits for a window while it holds
  * one. */
 extern int	cpht_client_window_acquire(void);

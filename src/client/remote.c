@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 
 #include "client.h"
 #include "cpht.h"
@@ -107,35 +108,60 @@ fill_piece(uint64 *window, const uint64 *keys, uint64 n, uint64 p)
 						 cpht_cpu_threads);
 }
 
+/* *sum += now - start: cpht.trace's split of a streamed call */
+static inline void
+accum_since(instr_time *sum, instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_ACCUM_DIFF(*sum, now, start);
+}
+
 /*
- * A call larger than a window, streamed through windows win[0] and (if
- * not -1) win[1]: while the worker runs piece p, this backend copies the
- * keys of piece p + 1 into the other window and the statuses of piece
- * p - 1 out of it.  With one window the pieces take turns in it.  Nothing
+ * A call larger than a window, streamed through the nwin windows win[]:
+ * while the worker runs piece p, this backend copies the keys of the
+ * pieces after it into the other windows and the statuses of the pieces
+ * before it out of theirs.  With one window the pieces take turns in it.  Nothing
  * here raises while the request is out; a cancel is passed to the worker,
  * which stops at the next piece (or chunk) and undoes the call.
  */
 static CphtReply *
 stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 n,
-			uint8 *status, const int win[2])
+			uint8 *status, const int *win, int nwin)
 {
 	uint64		window_keys = cpht_control->window_keys;
 	uint64		npieces = (n + window_keys - 1) / window_keys;
-	int			nwin = win[1] >= 0 ? 2 : 1;
 	uint64		filled = 0,		/* pieces whose keys are in a window */
 				copied = 0,		/* pieces whose statuses were copied out */
 				ran = 0;		/* pieces the worker has run */
 	bool		done = false;
 	CphtRequest *req;
+	CphtReply  *rep;
+	instr_time	mark,
+				keys_in,		/* copying keys into windows */
+				statuses_out,	/* copying statuses out */
+				waiting;		/* waiting for the worker */
 
-	/* Nothing is out yet: a cancel raises here. */
+	INSTR_TIME_SET_ZERO(keys_in);
+	INSTR_TIME_SET_ZERO(statuses_out);
+	INSTR_TIME_SET_ZERO(waiting);
+
+	/*
+	 * Nothing is out yet: a cancel raises here.  The request goes out as
+	 * soon as the first piece is in, so the worker starts on it while the
+	 * second is copied.
+	 */
 	CHECK_FOR_INTERRUPTS();
-	for (; filled < (uint64) nwin && filled < npieces; filled++)
-		fill_piece(cpht_window_keys(win[filled]), keys, n, filled);
+	INSTR_TIME_SET_CURRENT(mark);
+	fill_piece(cpht_window_keys(win[0]), keys, n, 0);
+	accum_since(&keys_in, mark);
+	filled = 1;
 	req = table_request(CPHT_OP_STREAM, ref);
 	req->call = call;
 	req->window = win[0];
-	req->window2 = win[1];
+	memcpy(req->stream_windows, win, sizeof(int) * nwin);
+	req->nstream_windows = nwin;
 	req->total = n;
 	tag_run(req, ref, call);
 	cpht_client_stream_submit(filled);
@@ -146,7 +172,9 @@ stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 		if (!done && filled < npieces && filled < copied + nwin &&
 			!QueryCancelPending && !ProcDiePending)
 		{
+			INSTR_TIME_SET_CURRENT(mark);
 			fill_piece(cpht_window_keys(win[filled % nwin]), keys, n, filled);
+			accum_since(&keys_in, mark);
 			cpht_client_stream_filled(++filled);
 			continue;
 		}
@@ -154,17 +182,31 @@ stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 		{
 			uint64		off = copied * window_keys;
 
+			/* the result array is fresh memory: its page faults are
+			 * shared by the copying threads too */
+			INSTR_TIME_SET_CURRENT(mark);
 			if (status != NULL)
-				memcpy(status + off, cpht_window_status(win[copied % nwin]),
-					   Min(window_keys, n - off));
+				cpht_parallel_memcpy(status + off, cpht_window_status(win[copied % nwin]),
+									 Min(window_keys, n - off), cpht_cpu_threads);
+			accum_since(&statuses_out, mark);
 			copied++;
 			continue;
 		}
 		if (done)
 			break;
+		INSTR_TIME_SET_CURRENT(mark);
 		done = cpht_client_stream_wait(&ran);
+		accum_since(&waiting, mark);
 	}
-	return cpht_client_stream_reply();
+	rep = cpht_client_stream_reply();
+	if (cpht_trace)
+		ereport(NOTICE,
+				(errmsg("cpht: a call of " UINT64_FORMAT " keys streamed through the cpht worker in " UINT64_FORMAT " pieces, %d windows",
+						n, npieces, nwin),
+				 errdetail("This session copied keys in for %.3f ms and statuses out for %.3f ms and waited for the worker %.3f ms; the worker waited for pieces %.3f ms.",
+						   INSTR_TIME_GET_MILLISEC(keys_in), INSTR_TIME_GET_MILLISEC(statuses_out),
+						   INSTR_TIME_GET_MILLISEC(waiting), rep->stream_wait_ms)));
+	return rep;
 }
 
 /*
@@ -180,12 +222,23 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 {
 	uint64		window_keys = cpht_control->window_keys;
 	uint64		value = 0;
-	int			win[2] = {-1, -1};
+	int			win[CPHT_STREAM_WINDOWS];
+	int			nwin = 0;
 	int64		delta = 0;
 
 	memset(out, 0, sizeof(*out));
 
-	win[0] = cpht_client_window_acquire();
+	win[nwin++] = cpht_client_window_acquire();
+	/* more windows, where free, let copies overlap the worker's runs */
+	while (n > window_keys && nwin < CPHT_STREAM_WINDOWS &&
+		   (uint64) nwin < (n + window_keys - 1) / window_keys)
+	{
+		int			w = cpht_client_window_try_acquire();
+
+		if (w < 0)
+			break;
+		win[nwin++] = w;
+	}
 	PG_TRY();
 	{
 		CphtRequest *req;
@@ -209,9 +262,7 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 		}
 		else
 		{
-			/* a second window lets copies overlap the worker's runs */
-			win[1] = cpht_client_window_try_acquire();
-			rep = run_reply(stream_call(ref, call, keys, n, status, win),
+			rep = run_reply(stream_call(ref, call, keys, n, status, win, nwin),
 							conflicts, out, &delta);
 			if (rep != NULL)
 				value = rep->value;
@@ -219,9 +270,8 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 	}
 	PG_FINALLY();
 	{
-		for (int i = 0; i < 2; i++)
-			if (win[i] >= 0)
-				cpht_client_window_release(win[i]);
+		for (int i = 0; i < nwin; i++)
+			cpht_client_window_release(win[i]);
 	}
 	PG_END_TRY();
 	out->memory_delta = delta;

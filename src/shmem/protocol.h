@@ -36,8 +36,9 @@ typedef enum CphtOp
 	CPHT_OP_DROP,				/* a shared table, for everyone */
 	CPHT_OP_CALL,				/* a whole batch call, keys in one window */
 	CPHT_OP_STREAM,				/* a call larger than a window, streamed
-								 * through one or two windows piece by
-								 * piece (CphtSlot.filled, .ran) */
+								 * through up to CPHT_STREAM_WINDOWS
+								 * windows piece by piece
+								 * (CphtSlot.filled, .ran) */
 	CPHT_OP_COUNT,
 	CPHT_OP_STATS,
 	CPHT_OP_REBUILD,
@@ -82,6 +83,13 @@ typedef enum CphtCall
 
 #define CPHT_TEXT_LEN 256
 
+/*
+ * Windows a streamed call may hold at once: with several, the backend
+ * copies pieces ahead while the worker runs earlier ones, so neither waits
+ * for the other's hand-over after every piece.
+ */
+#define CPHT_STREAM_WINDOWS 4
+
 typedef struct CphtRequest
 {
 	CphtOp		op;
@@ -89,7 +97,9 @@ typedef struct CphtRequest
 	int32		entry;			/* catalog index of the table */
 	uint64		table_id;		/* must match the entry's */
 	int32		window;			/* arena window of the keys/statuses */
-	int32		window2;		/* STREAM: a second window, or -1 */
+	/* STREAM: the windows its pieces take turns in (window is the first) */
+	int32		stream_windows[CPHT_STREAM_WINDOWS];
+	int32		nstream_windows;
 	uint64		offset;			/* LOG ops: a position in the undo log */
 	uint64		nkeys;			/* CALL: keys in the window */
 	uint64		total;			/* STREAM: keys of the whole call */
@@ -145,6 +155,7 @@ typedef struct CphtReply
 	 * request's private table: the backend counts them as its own. */
 	int64		memory_delta;
 	cpht_call_times times;		/* CALL/RUN: where the worker's time went */
+	double		stream_wait_ms; /* STREAM: the worker waiting for pieces */
 	/*
 	 * A write on a transactional table that met keys other open
 	 * transactions changed: nothing of it ran; wait for these
@@ -171,7 +182,7 @@ typedef struct CphtReply
 
 /*
  * A STREAM call's pieces: piece p is keys [p * window_keys, ...) of the
- * call and travels in window p % 2 (window2 set) or in window (alone).
+ * call and travels in window stream_windows[p % nstream_windows].
  * The backend fills a piece's keys, then raises `filled` past it; the
  * worker runs it on the window in place, leaves its statuses there, then
  * raises `ran` past it.  The backend refills a window only after copying

@@ -26,7 +26,7 @@ bool		cpht_preloaded = false;
 
 int			cpht_max_shared_tables = 64;
 int			cpht_transfer_windows = 4;
-int			cpht_transfer_chunk = 1 << 20;
+int			cpht_transfer_chunk = 1 << 22;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -176,7 +176,7 @@ cpht_shmem_init(void)
 							"Keys one transfer window carries; larger calls stream through the windows piece by piece.",
 							"Each window takes 9 bytes per key of shared memory.",
 							&cpht_transfer_chunk,
-							1 << 20, 1024, 1 << 26,
+							1 << 22, 1024, 1 << 26,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 

@@ -24,6 +24,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/pg_bitutils.h"
+#include "portability/instr_time.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/memutils.h"
@@ -36,12 +37,13 @@
 
 /*
  * The keys of a call as the worker finds them: CALL, one piece in one
- * window; STREAM, pieces of window_keys keys taking turns in one or two
- * windows, each filled by the backend while earlier ones run.
+ * window; STREAM, pieces of window_keys keys taking turns in up to
+ * CPHT_STREAM_WINDOWS windows, each filled by the backend while earlier
+ * ones run.
  */
 typedef struct CallPieces
 {
-	int			win[2];
+	int			win[CPHT_STREAM_WINDOWS];
 	int			nwin;
 	uint64		piece_keys;
 	uint64		total;
@@ -207,8 +209,17 @@ add_times(cpht_call_times *sum, const cpht_table *t)
  * again when the call ends, so requests submitted meanwhile are served.
  */
 static bool
-await_piece(CphtSlot *slot, uint64 p, int pid)
+await_piece(CphtSlot *slot, uint64 p, int pid, double *waited_ms)
 {
+	instr_time	start,
+				end;
+
+	if (pg_atomic_read_u64(&slot->filled) > p)
+	{
+		pg_read_barrier();
+		return true;
+	}
+	INSTR_TIME_SET_CURRENT(start);
 	while (pg_atomic_read_u64(&slot->filled) <= p)
 	{
 		if (pg_atomic_read_u32(&slot->cancel) != 0 || slot->pid != pid)
@@ -218,6 +229,9 @@ await_piece(CphtSlot *slot, uint64 p, int pid)
 		ResetLatch(MyLatch);
 	}
 	pg_read_barrier();
+	INSTR_TIME_SET_CURRENT(end);
+	INSTR_TIME_SUBTRACT(end, start);
+	*waited_ms += INSTR_TIME_GET_MILLISEC(end);
 	return true;
 }
 
@@ -285,7 +299,7 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 		int			w = pc->win[p % pc->nwin];
 		uint64		inserted = 0;
 
-		if (pc->streamed && !await_piece(slot, p, pid))
+		if (pc->streamed && !await_piece(slot, p, pid, &rep->stream_wait_ms))
 		{
 			st = CPHT_ERR_CANCELED;
 			message = "the call was canceled part way and was undone";
@@ -575,7 +589,7 @@ op_call(CphtSlot *slot, int s)
 	CallPieces	pc;
 
 	check_window(req->window, req->nkeys);
-	pc.win[0] = pc.win[1] = req->window;
+	pc.win[0] = req->window;
 	pc.nwin = 1;
 	pc.piece_keys = Max(req->nkeys, 1);
 	pc.total = req->nkeys;
@@ -593,16 +607,16 @@ op_stream(CphtSlot *slot, int s)
 	cpht_table *t = request_table(req);
 	CallPieces	pc;
 
-	check_window(req->window, 0);
-	pc.win[0] = req->window;
-	pc.win[1] = req->window2;
-	pc.nwin = 1;
-	if (req->window2 != -1)
+	if (req->nstream_windows < 1 || req->nstream_windows > CPHT_STREAM_WINDOWS)
+		elog(ERROR, "cpht stream names %d windows", req->nstream_windows);
+	pc.nwin = req->nstream_windows;
+	for (int i = 0; i < pc.nwin; i++)
 	{
-		check_window(req->window2, 0);
-		if (req->window2 == req->window)
-			elog(ERROR, "cpht stream names window %d twice", req->window);
-		pc.nwin = 2;
+		check_window(req->stream_windows[i], 0);
+		pc.win[i] = req->stream_windows[i];
+		for (int j = 0; j < i; j++)
+			if (pc.win[j] == pc.win[i])
+				elog(ERROR, "cpht stream names window %d twice", pc.win[i]);
 	}
 	pc.piece_keys = cpht_control->window_keys;
 	pc.total = req->total;
