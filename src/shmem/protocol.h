@@ -156,6 +156,7 @@ typedef struct CphtReply
 	int64		memory_delta;
 	cpht_call_times times;		/* CALL/RUN: where the worker's time went */
 	double		stream_wait_ms; /* STREAM: the worker waiting for pieces */
+	double		stream_run_ms;	/* STREAM: its pieces' table calls */
 	/*
 	 * A write on a transactional table that met keys other open
 	 * transactions changed: nothing of it ran; wait for these

@@ -298,6 +298,8 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 		uint64		len = Min(pc->piece_keys, pc->total - off);
 		int			w = pc->win[p % pc->nwin];
 		uint64		inserted = 0;
+		instr_time	piece_start,
+					piece_end;
 
 		if (pc->streamed && !await_piece(slot, p, pid, &rep->stream_wait_ms))
 		{
@@ -309,8 +311,12 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 		 * does not stay (xacts.c). */
 		if (shared && cpht_xacts_conflicts(req, call, cpht_window_keys(w), len, rep))
 			break;
+		INSTR_TIME_SET_CURRENT(piece_start);
 		st = kernel_call(slot, t, call, cpht_window_keys(w), len, cpht_window_status(w),
 						 &inserted);
+		INSTR_TIME_SET_CURRENT(piece_end);
+		INSTR_TIME_SUBTRACT(piece_end, piece_start);
+		rep->stream_run_ms += INSTR_TIME_GET_MILLISEC(piece_end);
 		add_times(&times, t);
 		if (st != CPHT_OK)
 			break;
