@@ -187,6 +187,8 @@ typedef struct cpht_call_times
 } cpht_call_times;
 
 void		cpht_table_call_times(const cpht_table *table, cpht_call_times *out);
+/* Adds one call's times to a sum over several calls. */
+void		cpht_call_times_add(cpht_call_times *sum, const cpht_call_times *one);
 
 /*
  * Lifecycle.  create validates the parameters, allocates zeroed slot memory

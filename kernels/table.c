@@ -54,6 +54,20 @@ cpht_table_call_times(const cpht_table *t, cpht_call_times *out)
 }
 
 void
+cpht_call_times_add(cpht_call_times *sum, const cpht_call_times *one)
+{
+	sum->total += one->total;
+	sum->stage_in += one->stage_in;
+	sum->wait += one->wait;
+	sum->copy_out += one->copy_out;
+	sum->undo_log += one->undo_log;
+	sum->grow += one->grow;
+	sum->grows += one->grows;
+	sum->widen += one->widen;
+	sum->widens += one->widens;
+}
+
+void
 cpht_set_interrupt_check(cpht_interrupt_fn fn)
 {
 	interrupt_check = fn;

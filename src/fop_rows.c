@@ -437,6 +437,7 @@ cpht_fop_rows(PG_FUNCTION_ARGS)
 			break;
 		cur = 1 - cur;
 	}
+	cpht_stream_report(stream, "cpht_fop_rows");
 	SPI_cursor_close(portal);
 	SPI_finish();
 	if (coercion)

@@ -32,6 +32,7 @@
 #include "access/parallel.h"
 #include "utils/guc.h"
 
+#include "cpht.h"
 #include "cpht_table.h"
 #include "errors.h"
 #include "handles.h"
@@ -163,6 +164,16 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 	cpht_memory_sync();
 	cpht_check_status(cpht_access_stream_finish(st->stream, &done, &got, &inserted),
 					  st->handle, cpht_access_error(cpht_handle_table(h)));
+	if (got > 0)
+	{
+		cpht_call_times one;
+
+		/* the table's last call is the batch just collected */
+		cpht_access_call_times(cpht_handle_table(h), &one);
+		cpht_call_times_add(&st->times, &one);
+		st->batches++;
+		st->keys += got;
+	}
 	if (status)
 	{
 		*status = done;
@@ -172,6 +183,21 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 		cpht_check_status(cpht_access_stream_start(st->stream, keys, (size_t) n),
 						  st->handle, cpht_access_error(cpht_handle_table(h)));
 	return inserted;
+}
+
+void
+cpht_stream_report(Stream *st, const char *fn)
+{
+	const cpht_call_times *t = &st->times;
+
+	if (!cpht_trace || st->batches == 0)
+		return;
+	ereport(NOTICE,
+			(errmsg("%s: " UINT64_FORMAT " keys in " UINT64_FORMAT " batches: table calls %.3f ms",
+					fn, st->keys, st->batches, t->total),
+			 errdetail("Inside the table calls: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms, growing the table %d times %.3f ms, widening its keys %d times %.3f ms.",
+					   t->stage_in, t->wait, t->copy_out, t->undo_log,
+					   t->grows, t->grow, t->widens, t->widen)));
 }
 
 /* ---- cpht_fop_agg ------------------------------------------------------- */
@@ -248,6 +274,7 @@ fop_agg_flush(FopAggState *state)
 	state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
 	state->n = 0;
 	state->inserted += cpht_stream_swap(state->stream, NULL, 0, NULL, NULL);
+	cpht_stream_report(state->stream, "cpht_fop_agg");
 }
 
 PG_FUNCTION_INFO_V1(cpht_fop_agg_final);

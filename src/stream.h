@@ -32,6 +32,10 @@ typedef struct Stream
 	uint64		reserved;		/* bytes counted against cpht.max_memory */
 	CphtAccessStream *stream;
 	MemoryContextCallback closer;
+	/* cpht.trace: the table calls of the batches collected so far */
+	uint64		batches;
+	uint64		keys;
+	cpht_call_times times;
 } Stream;
 
 /*
@@ -54,6 +58,9 @@ extern void cpht_stream_release(Stream *st, uint64 bytes);
  */
 extern uint64 cpht_stream_swap(Stream *st, const uint64 *keys, int n,
 							   const uint8 **status, size_t *nstatus);
+
+/* cpht.trace: a NOTICE summing the table calls of a stream's batches. */
+extern void cpht_stream_report(Stream *st, const char *fn);
 
 /* Rejects a key outside the table's key_bits, as the array functions do. */
 extern void cpht_stream_check_key(uint64 key, int key_bits);

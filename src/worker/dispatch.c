@@ -193,13 +193,7 @@ add_times(cpht_call_times *sum, const cpht_table *t)
 	cpht_call_times one;
 
 	cpht_table_call_times(t, &one);
-	sum->total += one.total;
-	sum->stage_in += one.stage_in;
-	sum->wait += one.wait;
-	sum->copy_out += one.copy_out;
-	sum->undo_log += one.undo_log;
-	sum->grow += one.grow;
-	sum->grows += one.grows;
+	cpht_call_times_add(sum, &one);
 }
 
 /*
