@@ -36,6 +36,7 @@
 #include "access/xlogutils.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "replication/slot.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
@@ -46,6 +47,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "cpht.h"
 #include "durable.h"
 #include "worker.h"
 
@@ -627,9 +629,21 @@ undo_uncommitted(cpht_table *t, const char *name, const CphtSnapshot *s)
 	return true;
 }
 
+/* Bytes of a snapshot's slot arrays and stash: the table it restores. */
+static uint64
+image_bytes(const cpht_image_info *image)
+{
+	uint64		bytes = image->nstash * sizeof(uint64);
+
+	for (int l = 0; l < image->levels; l++)
+		bytes += image->level_bytes[l];
+	return bytes;
+}
+
 static void
 restore_file(const char *path, const char *file)
 {
+	CphtSnapshotFile f;
 	CphtSnapshot s;
 	bool		name_known;
 	char		why[CPHT_TEXT_LEN];
@@ -639,19 +653,39 @@ restore_file(const char *path, const char *file)
 	Oid			dboid;
 	XLogRecPtr	create_lsn = InvalidXLogRecPtr;
 	cpht_table *t = NULL;
-	cpht_status st = CPHT_OK;
 	int			entry;
+	instr_time	start,
+				elapsed;
+	double		secs;
 
 	if (sscanf(file, "%u_%08X%08X.snap", &dboid, &hi, &lo) == 3)
 		create_lsn = ((uint64) hi << 32) | lo;
 	(void) dboid;
-	if (!cpht_snapshot_read(path, &s, &name_known, why, sizeof(why)))
+	INSTR_TIME_SET_CURRENT(start);
+	if (!cpht_snapshot_open(path, &f, &s, &name_known, why, sizeof(why)))
 		goto fail;
-	s.image.params.cpu_threads = 0;	/* this machine's cores */
-	st = cpht_table_from_image(&s.image, (const void *const *) s.levels, s.stash, &t,
-							   why, sizeof(why));
-	if (st != CPHT_OK)
+	/*
+	 * The server's cpht.max_memory caps a restored table as the creating
+	 * session's cap did its creation: a table above it stays on disk.
+	 */
+	if (cpht_max_memory_kb > 0 && image_bytes(&s.image) > (uint64) cpht_max_memory_kb * 1024)
+	{
+		snprintf(why, sizeof(why),
+				 "its table needs " UINT64_FORMAT " bytes, more than cpht.max_memory (%d kB) allows: raise it and restart the server",
+				 image_bytes(&s.image), cpht_max_memory_kb);
+		cpht_snapshot_close(&f);
 		goto fail;
+	}
+	s.image.params.cpu_threads = 0; /* this machine's cores */
+	if (!cpht_snapshot_load(&f, &s, &t, why, sizeof(why)))
+		goto fail;
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
+	secs = INSTR_TIME_GET_DOUBLE(elapsed);
+	ereport(LOG,
+			(errmsg("cpht worker read durable shared table \"%s\" from \"%s\" into %s memory: " UINT64_FORMAT " bytes in %.3f s, %.2f GB/s",
+					NameStr(s.name), path, s.image.params.device == CPHT_DEVICE_GPU ? "GPU" : "host",
+					s.file_bytes, secs, secs > 0 ? s.file_bytes / secs / 1e9 : 0.0)));
 	if (!undo_uncommitted(t, NameStr(s.name), &s))
 	{
 		snprintf(why, sizeof(why), "the changes of transactions that did not commit could not be undone");
