@@ -16,11 +16,12 @@
 #      and record what they commit in an ordinary table; kill -9 of a
 #      loader's backend, of the cpht worker or of the postmaster at a random
 #      moment; after the restart the durable table holds exactly the
-#      committed ids.  CPHT_DURABLE_ROUNDS rounds (default 3).
+#      committed ids.  CPHT_DURABLE_ROUNDS rounds (default 12: each kill
+#      four times, about a minute on two cores).
 # Every session runs with cpht.device from CPHT_TEST_DEVICE (PGOPTIONS).
 set -euo pipefail
 
-: "${CPHT_DURABLE_ROUNDS:=3}"
+: "${CPHT_DURABLE_ROUNDS:=12}"
 db=cpht_durable
 read -r -a cluster <<<"${CPHT_PG_CTL:-pg_ctlcluster ${PGVERSION:-} regress}"
 datadir=$(psql -X -q -At -d postgres -c "SHOW data_directory")
@@ -217,6 +218,7 @@ SQL
 }
 
 stop=$(mktemp -u)
+crash_start=$SECONDS
 # loaders stop when the stop file exists: however this script ends, they end
 trap 'touch "$stop"' EXIT
 for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
@@ -274,6 +276,7 @@ for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 done
 rm -f "$stop"
 trap - EXIT
+echo "== durable: $CPHT_DURABLE_ROUNDS crash rounds in $((SECONDS - crash_start)) s"
 
 # a clean restart after the crashes, and the settings back
 psql -X -q -d postgres -c "ALTER SYSTEM RESET cpht.snapshot_interval" -c "SELECT pg_reload_conf()" > /dev/null
