@@ -135,6 +135,7 @@ typedef struct CphtSnapshotFile
 	FILE	   *f;
 	pg_crc32c	crc;			/* of what was read so far */
 	uint64		offset;
+	XLogRecPtr	snapshot_lsn;	/* from its header */
 	uint64		nsegments;
 	uint64		nentries;
 } CphtSnapshotFile;
@@ -152,15 +153,15 @@ typedef struct CphtSnapshotFile
  *   threads as the caller left them there) and streams the slot arrays
  *   into it, a piece at a time, then reads the stash and the open
  *   transactions' changes and checks the checksum.  False with the reason
- *   in why when the table cannot be created (no device, no room on it),
- *   the file is torn or corrupt; the table is then destroyed.  Closes the
- *   file either way.
+ *   in why when the table cannot be created or filled (no device, no room
+ *   on it: *file_fault false) or the file is torn or corrupt (*file_fault
+ *   true); the table is then destroyed.  Closes the file either way.
  * snapshot_close: closes a file opened but not loaded.
  */
 extern bool cpht_snapshot_open(const char *path, CphtSnapshotFile *file, CphtSnapshot *out,
 							   bool *name_known, char *why, size_t whylen);
 extern bool cpht_snapshot_load(CphtSnapshotFile *file, CphtSnapshot *out, cpht_table **table,
-							   char *why, size_t whylen);
+							   bool *file_fault, char *why, size_t whylen);
 extern void cpht_snapshot_close(CphtSnapshotFile *file);
 extern void cpht_snapshot_free(CphtSnapshot *s);
 

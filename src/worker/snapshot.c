@@ -357,6 +357,7 @@ cpht_snapshot_open(const char *path, CphtSnapshotFile *r, CphtSnapshot *out,
 	out->snapshot_lsn = h.snapshot_lsn;
 	out->image = h.image;
 	out->file_bytes = expected;
+	r->snapshot_lsn = h.snapshot_lsn;
 	r->nsegments = h.nsegments;
 	r->nentries = h.nentries;
 	(void) posix_fadvise(fileno(r->f), 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -368,10 +369,11 @@ fail:
 	return false;
 }
 
-/* The slot arrays, piece by piece, into table t. */
+/* The slot arrays, piece by piece, into table t; *file_fault tells a torn
+ * file from a failed copy. */
 static bool
 load_levels(CphtSnapshotFile *r, const cpht_image_info *image, cpht_table *t,
-			char *why, size_t whylen)
+			bool *file_fault, char *why, size_t whylen)
 {
 	void	   *buf[2];
 	int			cur = 0;
@@ -397,6 +399,7 @@ load_levels(CphtSnapshotFile *r, const cpht_image_info *image, cpht_table *t,
 			if (!get(r, buf[cur], n))
 			{
 				snprintf(why, whylen, "it ends early (torn)");
+				*file_fault = true;
 				ok = false;
 				break;
 			}
@@ -428,20 +431,25 @@ load_levels(CphtSnapshotFile *r, const cpht_image_info *image, cpht_table *t,
 
 bool
 cpht_snapshot_load(CphtSnapshotFile *r, CphtSnapshot *out, cpht_table **table,
-				   char *why, size_t whylen)
+				   bool *file_fault, char *why, size_t whylen)
 {
 	cpht_table *t = NULL;
 	pg_crc32c	stored;
 	pg_crc32c	crc;
+	cpht_status st;
 	bool		ok = false;
 
 	*table = NULL;
-	if (cpht_table_image_begin(&out->image, &t, why, whylen) != CPHT_OK)
+	*file_fault = false;
+	st = cpht_table_image_begin(&out->image, &t, why, whylen);
+	if (st != CPHT_OK)
 	{
+		/* an image that does not fit its own parameters, or no table */
+		*file_fault = st == CPHT_ERR_INVALID;
 		t = NULL;
 		goto done;
 	}
-	if (!load_levels(r, &out->image, t, why, whylen))
+	if (!load_levels(r, &out->image, t, file_fault, why, whylen))
 		goto done;
 	out->stash = malloc(Max(out->image.nstash, 1) * sizeof(uint64));
 	out->segments = calloc(Max(r->nsegments, 1), sizeof(CphtSnapshotSegment));
@@ -479,15 +487,21 @@ cpht_snapshot_load(CphtSnapshotFile *r, CphtSnapshot *out, cpht_table **table,
 	if (!EQ_CRC32C(stored, crc))
 	{
 		snprintf(why, whylen, "its checksum does not match its contents (corrupt)");
+		*file_fault = true;
 		goto done;
 	}
 	/* what the checksum vouches for, the stash's order included */
-	if (cpht_table_image_finish(t, &out->image, out->stash, why, whylen) != CPHT_OK)
+	st = cpht_table_image_finish(t, &out->image, out->stash, why, whylen);
+	if (st != CPHT_OK)
+	{
+		*file_fault = st == CPHT_ERR_INVALID;
 		goto done;
+	}
 	ok = true;
 	goto done;
 torn:
 	snprintf(why, whylen, "it ends early (torn)");
+	*file_fault = true;
 done:
 	cpht_snapshot_close(r);
 	if (!ok)
