@@ -153,10 +153,15 @@ grep -q 'shared cpht table "d_big" was lost' <<<"$out" && grep -q "cpht.max_memo
 [ -n "$big" ] && [ -f "$big" ] || fail "the snapshot of a table above cpht.max_memory was not left in place"
 grep -q 'could not restore durable shared table "d_big"' "$logfile" ||
 	fail "no WARNING naming d_big in the server log ($logfile)"
-# WAL moves on while the table waits: the WAL after its snapshot must stay
-for _ in 1 2; do
+# WAL moves on while the table waits: the other tables' snapshots (and the
+# replication slot with them) pass its snapshot into later WAL segments, and
+# checkpoints remove older ones; the WAL after its snapshot must stay
+for key in 1 8; do
 	q -c "CREATE TABLE wal_filler AS SELECT generate_series(1, 50000) g" -c "DROP TABLE wal_filler" > /dev/null
-	psql -X -q -d postgres -c "SELECT pg_switch_wal()" -c "CHECKPOINT" > /dev/null
+	psql -X -q -d postgres -c "SELECT pg_switch_wal()" > /dev/null
+	q -c "SELECT cpht_put(cpht_open('d_iceberg'), '{$key}')" -c "SELECT cpht_put(cpht_open('d_cuckoo'), '{$key}')" \
+		-c "SELECT cpht_checkpoint()" > /dev/null
+	psql -X -q -d postgres -c "CHECKPOINT" > /dev/null
 done
 psql -X -q -d postgres -c "ALTER SYSTEM RESET cpht.max_memory" > /dev/null
 "${cluster[@]}" restart
