@@ -389,6 +389,20 @@ uint64_t	cpht_table_changes(cpht_table *table);
  *   cpht_table_create (no device, no memory on it), or CPHT_ERR_INVALID
  *   for an image that does not fit its parameters; the message is in
  *   errbuf.  The table is not logging.
+ *
+ * A restore that reads the image from a file a piece at a time:
+ * image_begin: the new table of info->params, checked like from_image,
+ *   with its slots still empty (same failures).
+ * image_buffer, image_buffer_free: host memory the table's device copies
+ *   from without staging (pinned on the GPU; NULL when none is left).
+ * image_write: copies `bytes` from host to level `level`'s slot array at
+ *   byte `offset`.  On the GPU the copy may still run when it returns: host
+ *   stays untouched until image_wait, whose return also reports the copy's
+ *   failure; so a caller reads the next piece into another buffer
+ *   meanwhile.
+ * image_wait: every image_write is done.
+ * image_finish: after the last image_write, the stash and counts; on
+ *   failure (message in errbuf) the caller destroys the table.
  */
 typedef struct cpht_image_info
 {
@@ -408,6 +422,15 @@ void		cpht_table_image_read_stash(cpht_table *table, uint64_t *keys);
 cpht_status cpht_table_from_image(const cpht_image_info *info, const void *const *levels,
 								  const uint64_t *stash, cpht_table **out,
 								  char *errbuf, size_t errlen);
+cpht_status cpht_table_image_begin(const cpht_image_info *info, cpht_table **out,
+								   char *errbuf, size_t errlen);
+void	   *cpht_table_image_buffer(cpht_table *table, size_t bytes);
+void		cpht_table_image_buffer_free(cpht_table *table, void *p);
+cpht_status cpht_table_image_write(cpht_table *table, int level, uint64_t offset,
+								   const void *host, uint64_t bytes);
+cpht_status cpht_table_image_wait(cpht_table *table);
+cpht_status cpht_table_image_finish(cpht_table *table, const cpht_image_info *info,
+									const uint64_t *stash, char *errbuf, size_t errlen);
 
 /* Message of the last failed call on this table. */
 const char *cpht_table_error(const cpht_table *table);

@@ -513,6 +513,21 @@ cpu_write_slots(cpht_table *t, int level, const void *host)
 	return CPHT_OK;
 }
 
+static cpht_status
+cpu_write_slot_bytes(cpht_table *t, int level, uint64_t offset, const void *host, uint64_t bytes)
+{
+	memcpy((char *) t->level[level].slots + offset, host, (size_t) bytes);
+	return CPHT_OK;
+}
+
+/* cpu_write_slot_bytes is done when it returns */
+static cpht_status
+cpu_slot_writes_wait(cpht_table *t)
+{
+	(void) t;
+	return CPHT_OK;
+}
+
 /*
  * Growth: every live key of `from` into `to`.  Slot ranges of MOVE_SLOTS are
  * decoded into keys over the threads (each thread its own part of the
@@ -627,6 +642,8 @@ const cpht_backend cpht_cpu_backend = {
 	.copy_slots = cpu_copy_slots,
 	.revive = cpu_revive,
 	.write_slots = cpu_write_slots,
+	.write_slot_bytes = cpu_write_slot_bytes,
+	.slot_writes_wait = cpu_slot_writes_wait,
 	.move_keys = cpu_move_keys,
 	.copy_slot_range = cpu_copy_slot_range,
 	.create_slots = cpu_create,

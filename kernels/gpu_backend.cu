@@ -956,4 +956,6 @@ extern "C" const cpht_backend cpht_gpu_backend = {
 	gpu_pinned_alloc,
 	gpu_pinned_free,
 	gpu_set_direct,
+	gpu_write_slot_bytes,
+	gpu_slot_writes_wait,
 };

@@ -113,6 +113,11 @@ cpht_status gpu_revive(cpht_table *t, const uint64_t *dkeys, const uint8_t *dwhe
 cpht_status gpu_copy_level(cpht_table *t, int level, void *host);
 cpht_status gpu_copy_slot_range(cpht_table *t, int level, uint64_t first, uint64_t count, void *host);
 cpht_status gpu_write_level(cpht_table *t, int level, const void *host);
+/* Start copying bytes of a level's slots from host memory (on the table's
+ * compute stream); gpu_slot_writes_wait waits for every such copy. */
+cpht_status gpu_write_slot_bytes(cpht_table *t, int level, uint64_t offset, const void *host,
+								 uint64_t bytes);
+cpht_status gpu_slot_writes_wait(cpht_table *t);
 
 /* ---- growth (gpu_grow.cu) ----------------------------------------------- */
 

@@ -142,3 +142,25 @@ gpu_write_level(cpht_table *t, int level, const void *host)
 	GPU_TRY(t, cudaStreamSynchronize(st->comp), "copying slots to the device");
 	return CPHT_OK;
 }
+
+cpht_status
+gpu_write_slot_bytes(cpht_table *t, int level, uint64_t offset, const void *host, uint64_t bytes)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	GPU_TRY(t, cudaMemcpyAsync((char *) t->level[level].slots + offset, host, (size_t) bytes,
+							   cudaMemcpyHostToDevice, st->comp),
+			"copying slots to the device");
+	return CPHT_OK;
+}
+
+cpht_status
+gpu_slot_writes_wait(cpht_table *t)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "copying slots to the device");
+	return CPHT_OK;
+}

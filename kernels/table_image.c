@@ -4,7 +4,9 @@
  * slot arrays of its levels as they lie in memory, and the cuckoo stash.
  * The slot arrays move between the table's memory and host memory through
  * the backend (a memcpy on the CPU, cudaMemcpy on the GPU), so a restore is
- * a copy into a freshly allocated table, never a re-insert of keys.
+ * a copy into a freshly allocated table, never a re-insert of keys; a
+ * restore may write a level a piece at a time, each piece's copy running
+ * while the caller reads the next (cpht_table_image_write).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,10 +68,11 @@ image_fail(char *errbuf, size_t errlen, cpht_status code, const char *what)
 	return code;
 }
 
+/* Creates the table of an image and checks that its parameters give
+ * exactly the image's layout. */
 cpht_status
-cpht_table_from_image(const cpht_image_info *info, const void *const *levels,
-					  const uint64_t *stash, cpht_table **out,
-					  char *errbuf, size_t errlen)
+cpht_table_image_begin(const cpht_image_info *info, cpht_table **out,
+					   char *errbuf, size_t errlen)
 {
 	cpht_table *t;
 	cpht_status rc;
@@ -79,7 +82,6 @@ cpht_table_from_image(const cpht_image_info *info, const void *const *levels,
 	rc = cpht_table_create(&info->params, &t, errbuf, errlen);
 	if (rc != CPHT_OK)
 		return rc;
-	/* The layout the parameters give must be the one the image holds. */
 	if (t->levels != info->levels)
 	{
 		cpht_table_destroy(t);
@@ -97,44 +99,103 @@ cpht_table_from_image(const cpht_image_info *info, const void *const *levels,
 		}
 		slots += t->params.slots[l];
 	}
-	for (uint64_t i = 1; i < info->nstash; i++)
-	{
-		if (stash[i - 1] >= stash[i])
-		{
-			cpht_table_destroy(t);
-			return image_fail(errbuf, errlen, CPHT_ERR_INVALID, "the image's stash is not sorted");
-		}
-	}
 	if (info->count > slots + info->nstash)
 	{
 		cpht_table_destroy(t);
 		return image_fail(errbuf, errlen, CPHT_ERR_INVALID,
 						  "the image counts more keys than it has slots");
 	}
-	for (int l = 0; l < t->levels; l++)
+	*out = t;
+	return CPHT_OK;
+}
+
+void *
+cpht_table_image_buffer(cpht_table *t, size_t bytes)
+{
+	if (t->backend->pinned_alloc != NULL)
+		return t->backend->pinned_alloc(bytes);
+	return malloc(bytes);
+}
+
+void
+cpht_table_image_buffer_free(cpht_table *t, void *p)
+{
+	if (t->backend->pinned_free != NULL)
+		t->backend->pinned_free(p);
+	else
+		free(p);
+}
+
+cpht_status
+cpht_table_image_write(cpht_table *t, int level, uint64_t offset,
+					   const void *host, uint64_t bytes)
+{
+	if (level < 0 || level >= t->levels || offset > image_level_bytes(t, level) ||
+		bytes > image_level_bytes(t, level) - offset)
+		return table_fail(t, CPHT_ERR_INVALID, "bytes [%llu, %llu) are outside level %d's slots",
+						  (unsigned long long) offset, (unsigned long long) (offset + bytes), level + 1);
+	return t->backend->write_slot_bytes(t, level, offset, host, bytes);
+}
+
+cpht_status
+cpht_table_image_wait(cpht_table *t)
+{
+	return t->backend->slot_writes_wait(t);
+}
+
+cpht_status
+cpht_table_image_finish(cpht_table *t, const cpht_image_info *info,
+						const uint64_t *stash, char *errbuf, size_t errlen)
+{
+	cpht_status rc = cpht_table_image_wait(t);
+
+	if (rc != CPHT_OK)
+		return image_fail(errbuf, errlen, rc, t->errmsg);
+	for (uint64_t i = 1; i < info->nstash; i++)
 	{
-		rc = t->backend->write_slots(t, l, levels[l]);
-		if (rc != CPHT_OK)
-		{
-			image_fail(errbuf, errlen, rc, t->errmsg);
-			cpht_table_destroy(t);
-			return rc;
-		}
+		if (stash[i - 1] >= stash[i])
+			return image_fail(errbuf, errlen, CPHT_ERR_INVALID, "the image's stash is not sorted");
 	}
 	if (info->nstash > 0)
 	{
 		rc = table_stash_add(t, stash, (size_t) info->nstash);
 		if (rc != CPHT_OK)
-		{
-			image_fail(errbuf, errlen, rc, t->errmsg);
-			cpht_table_destroy(t);
-			return rc;
-		}
+			return image_fail(errbuf, errlen, rc, t->errmsg);
 	}
 	t->count = info->count;
 	t->grows = info->grows;
 	t->widens = info->widens;
 	t->initial_slots = info->initial_slots;
+	return CPHT_OK;
+}
+
+cpht_status
+cpht_table_from_image(const cpht_image_info *info, const void *const *levels,
+					  const uint64_t *stash, cpht_table **out,
+					  char *errbuf, size_t errlen)
+{
+	cpht_table *t;
+	cpht_status rc;
+
+	*out = NULL;
+	rc = cpht_table_image_begin(info, &t, errbuf, errlen);
+	if (rc != CPHT_OK)
+		return rc;
+	for (int l = 0; l < t->levels && rc == CPHT_OK; l++)
+	{
+		rc = cpht_table_image_write(t, l, 0, levels[l], info->level_bytes[l]);
+		if (rc == CPHT_OK)
+			rc = cpht_table_image_wait(t);
+		if (rc != CPHT_OK)
+			image_fail(errbuf, errlen, rc, t->errmsg);
+	}
+	if (rc == CPHT_OK)
+		rc = cpht_table_image_finish(t, info, stash, errbuf, errlen);
+	if (rc != CPHT_OK)
+	{
+		cpht_table_destroy(t);
+		return rc;
+	}
 	*out = t;
 	return CPHT_OK;
 }

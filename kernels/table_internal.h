@@ -240,6 +240,14 @@ struct cpht_backend
 	void	   *(*pinned_alloc) (size_t bytes);
 	void		(*pinned_free) (void *p);
 	void		(*set_direct) (cpht_table *t, const void *begin, size_t len);
+	/*
+	 * Restore a piece at a time: copy `bytes` from host to level l's slots
+	 * at byte `offset`, a copy that may still run on return (host stays
+	 * untouched until slot_writes_wait, which also reports its failure).
+	 */
+	cpht_status (*write_slot_bytes) (cpht_table *t, int level, uint64_t offset,
+									 const void *host, uint64_t bytes);
+	cpht_status (*slot_writes_wait) (cpht_table *t);
 };
 
 /* Bits a radix sort of a batch's raw keys must cover to group equal keys:

@@ -1,24 +1,33 @@
 #!/bin/bash
 # Durable shared tables on a preloaded throwaway server (run-tests.sh, in the
-# pg_virtualenv cluster "regress"; PGVERSION names it):
+# pg_virtualenv cluster "regress"; PGVERSION names it), or on another
+# preloaded server that this script may stop and start: CPHT_PG_CTL is then
+# a command that takes stop, start or restart, and CPHT_PG_LOG its log file.
 #   1. a clean restart keeps the keys, count, layout (after growth), device,
 #      owner and privileges of durable tables, of both kinds;
 #   2. a snapshot with a flipped byte and one of a foreign format version:
 #      the server starts, opening those tables fails naming them, the files
 #      stay, the other tables are back;
-#   3. crashes: loaders change a durable table in concurrent transactions
+#   3. a table larger than the server's cpht.max_memory at start: the
+#      server starts, opening it fails naming it and the setting, the file
+#      stays, and so does the WAL after its snapshot while WAL moves on and
+#      checkpoints remove segments; raising the limit and restarting brings
+#      it back;
+#   4. crashes: loaders change a durable table in concurrent transactions
 #      (find-or-put and delete, random rollbacks and savepoint rollbacks)
 #      and record what they commit in an ordinary table; kill -9 of a
 #      loader's backend, of the cpht worker or of the postmaster at a random
 #      moment; after the restart the durable table holds exactly the
-#      committed ids.  CPHT_DURABLE_ROUNDS rounds (default 3).
+#      committed ids.  CPHT_DURABLE_ROUNDS rounds (default 12: each kill
+#      four times, about a minute on two cores).
 # Every session runs with cpht.device from CPHT_TEST_DEVICE (PGOPTIONS).
 set -euo pipefail
 
-: "${CPHT_DURABLE_ROUNDS:=3}"
+: "${CPHT_DURABLE_ROUNDS:=12}"
 db=cpht_durable
-cluster=(pg_ctlcluster "$PGVERSION" regress)
+read -r -a cluster <<<"${CPHT_PG_CTL:-pg_ctlcluster ${PGVERSION:-} regress}"
 datadir=$(psql -X -q -At -d postgres -c "SHOW data_directory")
+logfile=${CPHT_PG_LOG:-$(pg_lsclusters -h | awk -v v="${PGVERSION:-}" '$1 == v && $2 == "regress" { print $7 }')}
 failures=0
 
 fail() {
@@ -96,7 +105,6 @@ grep -q 'shared cpht table "not_durable" does not exist' <<<"$out" || fail "a ta
 out=$(q -c "SET ROLE durable_other" -c "SELECT cpht_open('d_iceberg')" 2>&1 || true)
 grep -q 'permission denied for shared cpht table "d_iceberg"' <<<"$out" || fail "another role may open a restored table: $out"
 [ "$(q -c "SELECT cpht_checkpoint()")" = 0 ] || fail "cpht_checkpoint wrote snapshots of unchanged tables"
-logfile=$(pg_lsclusters -h | awk -v v="$PGVERSION" '$1 == v && $2 == "regress" { print $7 }')
 grep -q "cpht worker saved 3 durable shared tables" "$logfile" || fail "the clean shutdown saved no snapshots ($logfile)"
 echo "== durable: keys, count, layout, device and owner survive a clean restart"
 
@@ -128,7 +136,47 @@ q -c "SELECT cpht_create(100, name => 'd_cuckoo', durable => true)" -c "SELECT c
 [ -f "$corrupt" ] && [ -f "$foreign" ] || fail "creating a lost table again removed a damaged file"
 rm -f "$corrupt" "$foreign"
 
-# ---- 3. crashes ---------------------------------------------------------------
+# ---- 3. a table above cpht.max_memory at start ------------------------------------
+echo "== durable: a table larger than cpht.max_memory at start"
+q > /dev/null <<'SQL'
+SELECT cpht_create(1000000, name => 'd_big', durable => true);
+SELECT cpht_put(cpht_open('d_big'), ARRAY(SELECT generate_series(1, 5000)::bigint));
+SQL
+big_kb=$(q -c "SELECT (cpht_info(cpht_open('d_big'))->>'bytes')::bigint / 1024")
+psql -X -q -d postgres -c "ALTER SYSTEM SET cpht.max_memory = '$((big_kb / 2))kB'" > /dev/null
+"${cluster[@]}" restart
+wait_restored d_iceberg || fail "d_iceberg is not back after a start with a table above cpht.max_memory"
+big=$(snapshot_of d_big)
+out=$(q -c "SELECT cpht_open('d_big')" 2>&1 || true)
+grep -q 'shared cpht table "d_big" was lost' <<<"$out" && grep -q "cpht.max_memory" <<<"$out" ||
+	fail "opening a table above cpht.max_memory at start: $out"
+[ -n "$big" ] && [ -f "$big" ] || fail "the snapshot of a table above cpht.max_memory was not left in place"
+grep -q 'could not restore durable shared table "d_big"' "$logfile" ||
+	fail "no WARNING naming d_big in the server log ($logfile)"
+# WAL moves on while the table waits: the other tables' snapshots (and the
+# replication slot with them) pass its snapshot into later WAL segments, and
+# checkpoints remove older ones; the WAL after its snapshot must stay
+for key in 1 8; do
+	q -c "CREATE TABLE wal_filler AS SELECT generate_series(1, 50000) g" -c "DROP TABLE wal_filler" > /dev/null
+	psql -X -q -d postgres -c "SELECT pg_switch_wal()" > /dev/null
+	q -c "SELECT cpht_put(cpht_open('d_iceberg'), '{$key}')" -c "SELECT cpht_put(cpht_open('d_cuckoo'), '{$key}')" \
+		-c "SELECT cpht_checkpoint()" > /dev/null
+	psql -X -q -d postgres -c "CHECKPOINT" > /dev/null
+done
+psql -X -q -d postgres -c "ALTER SYSTEM RESET cpht.max_memory" > /dev/null
+"${cluster[@]}" restart
+if ! wait_restored d_big; then
+	q -c "SELECT cpht_open('d_big')" || true
+	fail "d_big is not back after cpht.max_memory was raised and the server restarted"
+else
+	res=$(q -c "SELECT cpht_count(cpht_open('d_big')) || ' ' || (SELECT count(*) FROM unnest(cpht_find(cpht_open('d_big'),
+		ARRAY(SELECT generate_series(1, 5001)::bigint))) f WHERE f)")
+	[ "$res" = "5000 5000" ] || fail "d_big after its restore (count, keys found of 5000): $res"
+	echo "== durable: a table above cpht.max_memory is named, kept on disk, and back once the limit is raised"
+fi
+q -c "SELECT cpht_drop(cpht_open('d_big'))" > /dev/null || fail "dropping d_big"
+
+# ---- 4. crashes ---------------------------------------------------------------
 echo "== durable: kill -9 of a backend, the worker or the postmaster during concurrent loads ($CPHT_DURABLE_ROUNDS rounds)"
 psql -X -q -d postgres -c "ALTER SYSTEM SET cpht.snapshot_interval = 1" -c "SELECT pg_reload_conf()" > /dev/null
 q > /dev/null <<'SQL'
@@ -163,7 +211,7 @@ check_table() {
 	local what=$1 res
 	if ! wait_restored d_load; then
 		fail "d_load is not back 30 s after $what"
-		tail -40 "$(pg_lsclusters -h | awk -v v="$PGVERSION" '$1 == v && $2 == "regress" { print $7 }')"
+		tail -40 "$logfile"
 		return
 	fi
 	res=$(q <<'SQL'
@@ -183,6 +231,7 @@ SQL
 }
 
 stop=$(mktemp -u)
+crash_start=$SECONDS
 # loaders stop when the stop file exists: however this script ends, they end
 trap 'touch "$stop"' EXIT
 for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
@@ -207,7 +256,9 @@ for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 			what="kill -9 of the postmaster"
 			;;
 	esac
+	children=""
 	if [ -n "$victim" ]; then
+		children=$(pgrep -P "$victim" || true)
 		kill -9 "$victim" || true
 	fi
 	touch "$stop"
@@ -215,10 +266,16 @@ for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 	if [ $((round % 3)) = 0 ]; then
 		# the orphaned children end when they notice; then a fresh start
 		for _ in $(seq 1 300); do
-			pgrep -u postgres -f "postgres: $PGVERSION/regress" > /dev/null || break
+			left=""
+			for c in $children; do
+				if kill -0 "$c" 2> /dev/null; then
+					left="$left $c"
+				fi
+			done
+			[ -n "$left" ] || break
 			sleep 0.1
 		done
-		pgrep -u postgres -a -f "postgres: $PGVERSION/regress" || true
+		[ -z "$left" ] || echo "== children of the killed postmaster still running after 30 s:$left"
 		for _ in 1 2 3; do
 			"${cluster[@]}" start && break
 			sleep 2
@@ -232,6 +289,7 @@ for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 done
 rm -f "$stop"
 trap - EXIT
+echo "== durable: $CPHT_DURABLE_ROUNDS crash rounds in $((SECONDS - crash_start)) s"
 
 # a clean restart after the crashes, and the settings back
 psql -X -q -d postgres -c "ALTER SYSTEM RESET cpht.snapshot_interval" -c "SELECT pg_reload_conf()" > /dev/null

@@ -36,6 +36,7 @@
 #include "access/xlogutils.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "replication/slot.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
@@ -46,6 +47,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "cpht.h"
 #include "durable.h"
 #include "worker.h"
 
@@ -70,9 +72,20 @@ static char slot_problem[CPHT_TEXT_LEN];
 static TimestampTz last_round = 0;
 static XLogRecPtr last_round_lsn = InvalidXLogRecPtr;
 
-/* create_lsn of snapshot files that could not be restored: their CREATE
- * records must not bring the table back empty, nor their records apply. */
-static XLogRecPtr *failed = NULL;
+/*
+ * Snapshot files that could not be restored: their CREATE records must not
+ * bring the table back empty, nor their records apply.  For a sound file
+ * whose table did not fit (no device, no room, cpht.max_memory) the WAL
+ * from its snapshot on is kept (keep_lsn), so that a later start, with
+ * room again, can replay it.
+ */
+typedef struct FailedFile
+{
+	XLogRecPtr	create_lsn;
+	XLogRecPtr	keep_lsn;		/* Invalid: nothing to keep */
+} FailedFile;
+
+static FailedFile *failed = NULL;
 static int	nfailed = 0;
 
 void
@@ -211,6 +224,9 @@ cpht_durable_checkpoint(bool only_changed)
 		}
 		keep = Min(keep, durable[i].snapshot_lsn);
 	}
+	for (int i = 0; i < nfailed; i++)
+		if (!XLogRecPtrIsInvalid(failed[i].keep_lsn))
+			keep = Min(keep, failed[i].keep_lsn);
 	advance_slot(keep);
 	last_round = GetCurrentTimestamp();
 	last_round_lsn = lsn;
@@ -437,14 +453,17 @@ wait_for_running_transactions(void)
 }
 
 static void
-mark_failed(Oid dboid, const char *name, XLogRecPtr create_lsn, const char *reason)
+mark_failed(Oid dboid, const char *name, XLogRecPtr create_lsn, XLogRecPtr keep_lsn,
+			const char *reason)
 {
 	CphtControl *ctl = cpht_control;
 	int			free_entry = -1;
 
-	failed = failed ? repalloc(failed, sizeof(XLogRecPtr) * (nfailed + 1))
-		: MemoryContextAlloc(TopMemoryContext, sizeof(XLogRecPtr));
-	failed[nfailed++] = create_lsn;
+	failed = failed ? repalloc(failed, sizeof(FailedFile) * (nfailed + 1))
+		: MemoryContextAlloc(TopMemoryContext, sizeof(FailedFile));
+	failed[nfailed].create_lsn = create_lsn;
+	failed[nfailed].keep_lsn = keep_lsn;
+	nfailed++;
 	if (name == NULL)
 		return;
 	/* opening it by name says why it is not there */
@@ -486,7 +505,7 @@ static bool
 is_failed(XLogRecPtr create_lsn)
 {
 	for (int i = 0; i < nfailed; i++)
-		if (failed[i] == create_lsn)
+		if (failed[i].create_lsn == create_lsn)
 			return true;
 	return false;
 }
@@ -627,9 +646,21 @@ undo_uncommitted(cpht_table *t, const char *name, const CphtSnapshot *s)
 	return true;
 }
 
+/* Bytes of a snapshot's slot arrays and stash: the table it restores. */
+static uint64
+image_bytes(const cpht_image_info *image)
+{
+	uint64		bytes = image->nstash * sizeof(uint64);
+
+	for (int l = 0; l < image->levels; l++)
+		bytes += image->level_bytes[l];
+	return bytes;
+}
+
 static void
 restore_file(const char *path, const char *file)
 {
+	CphtSnapshotFile f;
 	CphtSnapshot s;
 	bool		name_known;
 	char		why[CPHT_TEXT_LEN];
@@ -639,19 +670,46 @@ restore_file(const char *path, const char *file)
 	Oid			dboid;
 	XLogRecPtr	create_lsn = InvalidXLogRecPtr;
 	cpht_table *t = NULL;
-	cpht_status st = CPHT_OK;
 	int			entry;
+	instr_time	start,
+				elapsed;
+	double		secs;
+	XLogRecPtr	keep_lsn = InvalidXLogRecPtr;
+	bool		file_fault;
 
 	if (sscanf(file, "%u_%08X%08X.snap", &dboid, &hi, &lo) == 3)
 		create_lsn = ((uint64) hi << 32) | lo;
 	(void) dboid;
-	if (!cpht_snapshot_read(path, &s, &name_known, why, sizeof(why)))
+	INSTR_TIME_SET_CURRENT(start);
+	if (!cpht_snapshot_open(path, &f, &s, &name_known, why, sizeof(why)))
 		goto fail;
-	s.image.params.cpu_threads = 0;	/* this machine's cores */
-	st = cpht_table_from_image(&s.image, (const void *const *) s.levels, s.stash, &t,
-							   why, sizeof(why));
-	if (st != CPHT_OK)
+	/*
+	 * The server's cpht.max_memory caps a restored table as the creating
+	 * session's cap did its creation: a table above it stays on disk.
+	 */
+	if (cpht_max_memory_kb > 0 && image_bytes(&s.image) > (uint64) cpht_max_memory_kb * 1024)
+	{
+		snprintf(why, sizeof(why),
+				 "its table needs " UINT64_FORMAT " bytes, more than cpht.max_memory (%d kB) allows: raise it and restart the server",
+				 image_bytes(&s.image), cpht_max_memory_kb);
+		cpht_snapshot_close(&f);
+		keep_lsn = s.snapshot_lsn;
 		goto fail;
+	}
+	s.image.params.cpu_threads = 0; /* this machine's cores */
+	if (!cpht_snapshot_load(&f, &s, &t, &file_fault, why, sizeof(why)))
+	{
+		if (!file_fault)
+			keep_lsn = f.snapshot_lsn;
+		goto fail;
+	}
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
+	secs = INSTR_TIME_GET_DOUBLE(elapsed);
+	ereport(LOG,
+			(errmsg("cpht worker read durable shared table \"%s\" from \"%s\" into %s memory: " UINT64_FORMAT " bytes in %.3f s, %.2f GB/s",
+					NameStr(s.name), path, s.image.params.device == CPHT_DEVICE_GPU ? "GPU" : "host",
+					s.file_bytes, secs, secs > 0 ? s.file_bytes / secs / 1e9 : 0.0)));
 	if (!undo_uncommitted(t, NameStr(s.name), &s))
 	{
 		snprintf(why, sizeof(why), "the changes of transactions that did not commit could not be undone");
@@ -663,7 +721,7 @@ restore_file(const char *path, const char *file)
 	if (entry < 0)
 	{
 		cpht_table_destroy(t);
-		mark_failed(s.dboid, NULL, create_lsn, "");
+		mark_failed(s.dboid, NULL, create_lsn, InvalidXLogRecPtr, "");
 		cpht_snapshot_free(&s);
 		return;
 	}
@@ -678,7 +736,7 @@ fail:
 					name_known ? NameStr(s.name) : "?", path),
 			 errdetail("%s", why),
 			 errhint("The file is left in place. Opening the table fails until it is created again under its name.")));
-	mark_failed(s.dboid, name_known ? NameStr(s.name) : NULL, create_lsn, reason);
+	mark_failed(s.dboid, name_known ? NameStr(s.name) : NULL, create_lsn, keep_lsn, reason);
 	cpht_snapshot_free(&s);
 }
 
@@ -711,7 +769,7 @@ replay_record(XLogReaderState *reader)
 					ereport(WARNING,
 							(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(c->name)),
 							 errdetail("%s", reason)));
-					mark_failed(c->dboid, NameStr(c->name), create_lsn, reason);
+					mark_failed(c->dboid, NameStr(c->name), create_lsn, InvalidXLogRecPtr, reason);
 					break;
 				}
 				entry = install(t, c->dboid, &c->name, c->owner, c->transactional, c->capacity,
@@ -778,7 +836,9 @@ replay(XLogRecPtr start)
 	XLogReaderState *reader;
 	XLogRecPtr	first;
 	char	   *errormsg = NULL;
-	uint64		records = 0;
+	volatile uint64 records = 0;
+	MemoryContext cxt = CurrentMemoryContext;
+	char		reason[CPHT_TEXT_LEN];
 
 	memset(&priv, 0, sizeof(priv));
 	reader = XLogReaderAllocate(wal_segment_size, NULL,
@@ -790,43 +850,62 @@ replay(XLogRecPtr start)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory while allocating a WAL reading processor")));
-	first = XLogFindNextRecord(reader, start);
-	if (XLogRecPtrIsInvalid(first))
+	reason[0] = '\0';
+	/*
+	 * WAL removed since (the slot was dropped by hand, say) is an ERROR of
+	 * the page reader, which would end the worker at every start: the
+	 * tables that need it are lost instead.
+	 */
+	PG_TRY();
 	{
-		char		reason[CPHT_TEXT_LEN];
-
-		if (priv.end_of_wal)
+		first = XLogFindNextRecord(reader, start);
+		if (XLogRecPtrIsInvalid(first))
 		{
-			/* nothing was written since the snapshots */
-			XLogReaderFree(reader);
-			return;
+			if (!priv.end_of_wal)
+				snprintf(reason, sizeof(reason), "the WAL from %X/%X on, which it needs, could not be read",
+						 LSN_FORMAT_ARGS(start));
+			/* else nothing was written since the snapshots */
 		}
-		snprintf(reason, sizeof(reason), "the WAL from %X/%X on, which it needs, could not be read",
-				 LSN_FORMAT_ARGS(start));
+		else
+		{
+			for (;;)
+			{
+				XLogRecord *rec = XLogReadRecord(reader, &errormsg);
+
+				if (rec == NULL)
+					break;
+				replay_record(reader);
+				records++;
+				CHECK_FOR_INTERRUPTS();
+			}
+			if (!priv.end_of_wal && errormsg != NULL)
+				ereport(LOG,
+						(errmsg("cpht worker stopped reading WAL at %X/%X: %s",
+								LSN_FORMAT_ARGS(reader->EndRecPtr), errormsg)));
+			ereport(LOG,
+					(errmsg("cpht worker read " UINT64_FORMAT " WAL records from %X/%X to %X/%X for durable shared tables",
+							records, LSN_FORMAT_ARGS(first), LSN_FORMAT_ARGS(reader->EndRecPtr))));
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(cxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		snprintf(reason, sizeof(reason), "the WAL from %X/%X on, which it needs, could not be read: %s",
+				 LSN_FORMAT_ARGS(start), ed->message);
+		FreeErrorData(ed);
+	}
+	PG_END_TRY();
+	if (reason[0] != '\0')
+	{
 		ereport(WARNING,
 				(errmsg("cpht worker cannot replay durable shared tables: %s", reason),
 				 errhint("The replication slot \"%s\" keeps that WAL; was it dropped?", SLOT_NAME)));
 		lose_all(reason);
-		XLogReaderFree(reader);
-		return;
 	}
-	for (;;)
-	{
-		XLogRecord *rec = XLogReadRecord(reader, &errormsg);
-
-		if (rec == NULL)
-			break;
-		replay_record(reader);
-		records++;
-		CHECK_FOR_INTERRUPTS();
-	}
-	if (!priv.end_of_wal && errormsg != NULL)
-		ereport(LOG,
-				(errmsg("cpht worker stopped reading WAL at %X/%X: %s",
-						LSN_FORMAT_ARGS(reader->EndRecPtr), errormsg)));
-	ereport(LOG,
-			(errmsg("cpht worker read " UINT64_FORMAT " WAL records from %X/%X to %X/%X for durable shared tables",
-					records, LSN_FORMAT_ARGS(first), LSN_FORMAT_ARGS(reader->EndRecPtr))));
 	XLogReaderFree(reader);
 }
 

@@ -9,6 +9,7 @@
 
 #include "access/xlogdefs.h"
 #include "access/xlogreader.h"
+#include "port/pg_crc32c.h"
 
 #include "cpht_table.h"
 #include "protocol.h"
@@ -98,7 +99,8 @@ typedef struct CphtSnapshotSegment
 	uint8	   *deleted;		/* 1: the key was deleted, 0: inserted */
 } CphtSnapshotSegment;
 
-/* What a snapshot file holds (snapshot_read fills it, malloc'ed arrays). */
+/* What a snapshot file holds besides the slots (snapshot_open and
+ * snapshot_load fill it, malloc'ed arrays). */
 typedef struct CphtSnapshot
 {
 	Oid			dboid;
@@ -109,7 +111,7 @@ typedef struct CphtSnapshot
 	XLogRecPtr	create_lsn;
 	XLogRecPtr	snapshot_lsn;
 	cpht_image_info image;
-	void	   *levels[CPHT_MAX_LEVELS];
+	uint64		file_bytes;
 	uint64	   *stash;
 	uint64		nsegments;
 	CphtSnapshotSegment *segments;
@@ -127,13 +129,40 @@ extern void cpht_snapshot_path(char *path, size_t len, Oid dboid, XLogRecPtr cre
 extern void cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t,
 								XLogRecPtr lsn);
 
+/* A snapshot file being read. */
+typedef struct CphtSnapshotFile
+{
+	FILE	   *f;
+	pg_crc32c	crc;			/* of what was read so far */
+	uint64		offset;
+	XLogRecPtr	snapshot_lsn;	/* from its header */
+	uint64		nsegments;
+	uint64		nentries;
+} CphtSnapshotFile;
+
 /*
- * Reads a snapshot file.  False with the reason in why when it is not
- * one, of another format version, torn or corrupt (checksum); *name_known
- * says whether out->dboid and out->name could be read all the same.
+ * Reading a snapshot file into a new table, in two steps so that the
+ * caller can weigh the table's size in between.
+ *
+ * snapshot_open: opens it and reads its header.  False with the reason in
+ *   why when it is not a snapshot, of another format version, or of
+ *   another size than its header announces (the file is closed then);
+ *   *name_known says whether out->dboid and out->name could be read all
+ *   the same.
+ * snapshot_load: creates the table out->image describes (its device and
+ *   threads as the caller left them there) and streams the slot arrays
+ *   into it, a piece at a time, then reads the stash and the open
+ *   transactions' changes and checks the checksum.  False with the reason
+ *   in why when the table cannot be created or filled (no device, no room
+ *   on it: *file_fault false) or the file is torn or corrupt (*file_fault
+ *   true); the table is then destroyed.  Closes the file either way.
+ * snapshot_close: closes a file opened but not loaded.
  */
-extern bool cpht_snapshot_read(const char *path, CphtSnapshot *out, bool *name_known,
-							   char *why, size_t whylen);
+extern bool cpht_snapshot_open(const char *path, CphtSnapshotFile *file, CphtSnapshot *out,
+							   bool *name_known, char *why, size_t whylen);
+extern bool cpht_snapshot_load(CphtSnapshotFile *file, CphtSnapshot *out, cpht_table **table,
+							   bool *file_fault, char *why, size_t whylen);
+extern void cpht_snapshot_close(CphtSnapshotFile *file);
 extern void cpht_snapshot_free(CphtSnapshot *s);
 
 /* ---- the worker's durable tables (durable.c) ------------------------------ */

@@ -22,6 +22,7 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -246,26 +247,27 @@ cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t, XLogRec
 
 /* ---- reading ---------------------------------------------------------------- */
 
-typedef struct SnapReader
-{
-	FILE	   *f;
-	pg_crc32c	crc;
-} SnapReader;
+/*
+ * The slots are read in pieces of this size into two buffers: while the
+ * table's device copies one piece, the next is read (and checksummed)
+ * into the other, and the kernel is asked to read ahead the piece after.
+ * A restore thus holds 2 pieces of host memory whatever the table's size.
+ */
+#define RESTORE_PIECE_BYTES ((size_t) 64 << 20)
 
 static bool
-get(SnapReader *r, void *data, size_t len)
+get(CphtSnapshotFile *r, void *data, size_t len)
 {
 	if (len > 0 && fread(data, 1, len, r->f) != len)
 		return false;
 	COMP_CRC32C(r->crc, data, len);
+	r->offset += len;
 	return true;
 }
 
 void
 cpht_snapshot_free(CphtSnapshot *s)
 {
-	for (int l = 0; l < CPHT_MAX_LEVELS; l++)
-		free(s->levels[l]);
 	free(s->stash);
 	for (uint64 i = 0; i < s->nsegments && s->segments != NULL; i++)
 	{
@@ -276,32 +278,51 @@ cpht_snapshot_free(CphtSnapshot *s)
 	memset(s, 0, sizeof(*s));
 }
 
-bool
-cpht_snapshot_read(const char *path, CphtSnapshot *out, bool *name_known,
-				   char *why, size_t whylen)
+void
+cpht_snapshot_close(CphtSnapshotFile *r)
 {
-	SnapReader	r;
+	if (r->f != NULL)
+		FreeFile(r->f);
+	r->f = NULL;
+}
+
+/* Forgets what a failed read filled in, but the table's name, for the
+ * error that names it. */
+static void
+forget(CphtSnapshot *out)
+{
+	Oid			dboid = out->dboid;
+	NameData	name = out->name;
+
+	cpht_snapshot_free(out);
+	out->dboid = dboid;
+	out->name = name;
+}
+
+bool
+cpht_snapshot_open(const char *path, CphtSnapshotFile *r, CphtSnapshot *out,
+				   bool *name_known, char *why, size_t whylen)
+{
 	CphtSnapshotHeader h;
 	struct stat st;
 	uint64		expected;
-	pg_crc32c	stored;
-	bool		ok = false;
 
 	memset(out, 0, sizeof(*out));
+	memset(r, 0, sizeof(*r));
 	*name_known = false;
-	r.f = AllocateFile(path, PG_BINARY_R);
-	if (r.f == NULL)
+	r->f = AllocateFile(path, PG_BINARY_R);
+	if (r->f == NULL)
 	{
 		snprintf(why, whylen, "could not open it: %s", strerror(errno));
 		return false;
 	}
-	INIT_CRC32C(r.crc);
+	INIT_CRC32C(r->crc);
 	memset(&h, 0, sizeof(h));
-	if (fstat(fileno(r.f), &st) != 0 || !get(&r, &h, SNAPSHOT_PREFIX_BYTES) ||
+	if (fstat(fileno(r->f), &st) != 0 || !get(r, &h, SNAPSHOT_PREFIX_BYTES) ||
 		memcmp(h.magic, SNAPSHOT_MAGIC, sizeof(h.magic)) != 0)
 	{
 		snprintf(why, whylen, "it is not a cpht snapshot file");
-		goto done;
+		goto fail;
 	}
 	out->dboid = h.dboid;
 	out->name = h.name;
@@ -311,13 +332,13 @@ cpht_snapshot_read(const char *path, CphtSnapshot *out, bool *name_known,
 	{
 		snprintf(why, whylen, "it has snapshot format version %u, and this cpht reads version %d",
 				 h.version, CPHT_SNAPSHOT_VERSION);
-		goto done;
+		goto fail;
 	}
-	if (!get(&r, (char *) &h + SNAPSHOT_PREFIX_BYTES, sizeof(h) - SNAPSHOT_PREFIX_BYTES) ||
+	if (!get(r, (char *) &h + SNAPSHOT_PREFIX_BYTES, sizeof(h) - SNAPSHOT_PREFIX_BYTES) ||
 		h.header_bytes != sizeof(h) || h.image.levels < 1 || h.image.levels > CPHT_MAX_LEVELS)
 	{
 		snprintf(why, whylen, "its header is torn or corrupt");
-		goto done;
+		goto fail;
 	}
 	expected = sizeof(h) + h.image.nstash * sizeof(uint64) +
 		h.nsegments * sizeof(SegmentHeader) + h.nentries * (sizeof(uint64) + 1) + sizeof(pg_crc32c);
@@ -327,7 +348,7 @@ cpht_snapshot_read(const char *path, CphtSnapshot *out, bool *name_known,
 	{
 		snprintf(why, whylen, "it has " UINT64_FORMAT " bytes where its header announces " UINT64_FORMAT " (torn or corrupt)",
 				 (uint64) st.st_size, expected);
-		goto done;
+		goto fail;
 	}
 	out->owner = h.owner;
 	out->transactional = h.transactional;
@@ -335,33 +356,117 @@ cpht_snapshot_read(const char *path, CphtSnapshot *out, bool *name_known,
 	out->create_lsn = h.create_lsn;
 	out->snapshot_lsn = h.snapshot_lsn;
 	out->image = h.image;
-	for (int l = 0; l < h.image.levels; l++)
+	out->file_bytes = expected;
+	r->snapshot_lsn = h.snapshot_lsn;
+	r->nsegments = h.nsegments;
+	r->nentries = h.nentries;
+	(void) posix_fadvise(fileno(r->f), 0, 0, POSIX_FADV_SEQUENTIAL);
+	return true;
+
+fail:
+	cpht_snapshot_close(r);
+	forget(out);
+	return false;
+}
+
+/* The slot arrays, piece by piece, into table t; *file_fault tells a torn
+ * file from a failed copy. */
+static bool
+load_levels(CphtSnapshotFile *r, const cpht_image_info *image, cpht_table *t,
+			bool *file_fault, char *why, size_t whylen)
+{
+	void	   *buf[2];
+	int			cur = 0;
+	bool		ok = true;
+	cpht_status st = CPHT_OK;
+
+	buf[0] = cpht_table_image_buffer(t, RESTORE_PIECE_BYTES);
+	buf[1] = cpht_table_image_buffer(t, RESTORE_PIECE_BYTES);
+	if (buf[0] == NULL || buf[1] == NULL)
 	{
-		out->levels[l] = malloc(Max(h.image.level_bytes[l], 1));
-		if (out->levels[l] == NULL)
-		{
-			snprintf(why, whylen, "out of host memory for its " UINT64_FORMAT " bytes of slots", h.image.level_bytes[l]);
-			goto done;
-		}
-		if (!get(&r, out->levels[l], h.image.level_bytes[l]))
-			goto torn;
+		snprintf(why, whylen, "out of host memory for its %zu-byte read buffers", RESTORE_PIECE_BYTES);
+		ok = false;
 	}
-	out->stash = malloc(Max(h.image.nstash, 1) * sizeof(uint64));
-	out->segments = calloc(Max(h.nsegments, 1), sizeof(CphtSnapshotSegment));
+	for (int l = 0; ok && l < image->levels; l++)
+	{
+		for (uint64 at = 0; ok && at < image->level_bytes[l]; at += RESTORE_PIECE_BYTES)
+		{
+			uint64		n = Min(image->level_bytes[l] - at, RESTORE_PIECE_BYTES);
+
+			/* the piece after this one comes from disk while this is handled */
+			(void) posix_fadvise(fileno(r->f), (off_t) (r->offset + n), (off_t) RESTORE_PIECE_BYTES,
+								 POSIX_FADV_WILLNEED);
+			if (!get(r, buf[cur], n))
+			{
+				snprintf(why, whylen, "it ends early (torn)");
+				*file_fault = true;
+				ok = false;
+				break;
+			}
+			/* the copy of the other buffer, started before that read */
+			st = cpht_table_image_wait(t);
+			if (st == CPHT_OK)
+				st = cpht_table_image_write(t, l, at, buf[cur], n);
+			if (st != CPHT_OK)
+			{
+				snprintf(why, whylen, "its slots could not be copied to the table: %s", cpht_table_error(t));
+				ok = false;
+			}
+			cur ^= 1;
+		}
+	}
+	/* no copy may read a buffer after it is freed */
+	st = cpht_table_image_wait(t);
+	if (ok && st != CPHT_OK)
+	{
+		snprintf(why, whylen, "its slots could not be copied to the table: %s", cpht_table_error(t));
+		ok = false;
+	}
+	if (buf[0] != NULL)
+		cpht_table_image_buffer_free(t, buf[0]);
+	if (buf[1] != NULL)
+		cpht_table_image_buffer_free(t, buf[1]);
+	return ok;
+}
+
+bool
+cpht_snapshot_load(CphtSnapshotFile *r, CphtSnapshot *out, cpht_table **table,
+				   bool *file_fault, char *why, size_t whylen)
+{
+	cpht_table *t = NULL;
+	pg_crc32c	stored;
+	pg_crc32c	crc;
+	cpht_status st;
+	bool		ok = false;
+
+	*table = NULL;
+	*file_fault = false;
+	st = cpht_table_image_begin(&out->image, &t, why, whylen);
+	if (st != CPHT_OK)
+	{
+		/* an image that does not fit its own parameters, or no table */
+		*file_fault = st == CPHT_ERR_INVALID;
+		t = NULL;
+		goto done;
+	}
+	if (!load_levels(r, &out->image, t, file_fault, why, whylen))
+		goto done;
+	out->stash = malloc(Max(out->image.nstash, 1) * sizeof(uint64));
+	out->segments = calloc(Max(r->nsegments, 1), sizeof(CphtSnapshotSegment));
 	if (out->stash == NULL || out->segments == NULL)
 	{
 		snprintf(why, whylen, "out of host memory");
 		goto done;
 	}
-	if (!get(&r, out->stash, h.image.nstash * sizeof(uint64)))
+	if (!get(r, out->stash, out->image.nstash * sizeof(uint64)))
 		goto torn;
-	out->nsegments = h.nsegments;
-	for (uint64 i = 0; i < h.nsegments; i++)
+	out->nsegments = r->nsegments;
+	for (uint64 i = 0; i < r->nsegments; i++)
 	{
 		SegmentHeader sh;
 		CphtSnapshotSegment *s = &out->segments[i];
 
-		if (!get(&r, &sh, sizeof(sh)) || sh.n > h.nentries)
+		if (!get(r, &sh, sizeof(sh)) || sh.n > r->nentries)
 			goto torn;
 		s->subxid = sh.subxid;
 		s->n = sh.n;
@@ -372,32 +477,40 @@ cpht_snapshot_read(const char *path, CphtSnapshot *out, bool *name_known,
 			snprintf(why, whylen, "out of host memory");
 			goto done;
 		}
-		if (!get(&r, s->keys, sh.n * sizeof(uint64)) || !get(&r, s->deleted, sh.n))
+		if (!get(r, s->keys, sh.n * sizeof(uint64)) || !get(r, s->deleted, sh.n))
 			goto torn;
 	}
-	FIN_CRC32C(r.crc);
-	if (fread(&stored, 1, sizeof(stored), r.f) != sizeof(stored))
+	crc = r->crc;
+	FIN_CRC32C(crc);
+	if (fread(&stored, 1, sizeof(stored), r->f) != sizeof(stored))
 		goto torn;
-	if (!EQ_CRC32C(stored, r.crc))
+	if (!EQ_CRC32C(stored, crc))
 	{
 		snprintf(why, whylen, "its checksum does not match its contents (corrupt)");
+		*file_fault = true;
+		goto done;
+	}
+	/* what the checksum vouches for, the stash's order included */
+	st = cpht_table_image_finish(t, &out->image, out->stash, why, whylen);
+	if (st != CPHT_OK)
+	{
+		*file_fault = st == CPHT_ERR_INVALID;
 		goto done;
 	}
 	ok = true;
 	goto done;
 torn:
 	snprintf(why, whylen, "it ends early (torn)");
+	*file_fault = true;
 done:
-	FreeFile(r.f);
+	cpht_snapshot_close(r);
 	if (!ok)
 	{
-		/* the table's name stays, for the error that names it */
-		Oid			dboid = out->dboid;
-		NameData	name = out->name;
-
-		cpht_snapshot_free(out);
-		out->dboid = dboid;
-		out->name = name;
+		if (t != NULL)
+			cpht_table_destroy(t);
+		forget(out);
+		return false;
 	}
-	return ok;
+	*table = t;
+	return true;
 }

@@ -1,7 +1,8 @@
 /*
  * test_image.c — a table's image restores it exactly: the same layout
  * (after growth too), the same keys, the same count, tombstones and cuckoo
- * stash; an image that does not fit its parameters is refused.  Runs on the
+ * stash, whether restored whole or a piece at a time (as a snapshot file
+ * is read); an image that does not fit its parameters is refused.  Runs on the
  * CPU, and on the GPU where one is usable (images taken on one device
  * restore on the other: the slot arrays are the same bytes).
  */
@@ -55,6 +56,64 @@ roundtrip(cpht_table *t, cpht_device to, cpht_image_info *info)
 	return r;
 }
 
+/*
+ * Image of t restored on device `to` the way a snapshot file is read: each
+ * level in pieces of an odd size (not a multiple of a slot), alternating
+ * between two buffers, each piece's copy running while the next is filled.
+ */
+static cpht_table *
+roundtrip_pieces(cpht_table *t, cpht_device to, cpht_image_info *info)
+{
+	const size_t piece = 4099;
+	void	   *levels[CPHT_MAX_LEVELS] = {NULL, NULL};
+	void	   *buf[2];
+	uint64_t   *stash;
+	cpht_table *r = NULL;
+	char		err[256];
+	int			cur = 0;
+	uint64_t	pieces = 0;
+
+	CHECK(cpht_table_image_info(t, info) == CPHT_OK, "image info: %s", cpht_table_error(t));
+	for (int l = 0; l < info->levels; l++)
+	{
+		levels[l] = malloc(info->level_bytes[l]);
+		CHECK(cpht_table_image_read_level(t, l, levels[l]) == CPHT_OK, "read level %d", l);
+	}
+	stash = malloc((info->nstash + 1) * sizeof(uint64_t));
+	cpht_table_image_read_stash(t, stash);
+	info->params.device = to;
+	CHECK(cpht_table_image_begin(info, &r, err, sizeof(err)) == CPHT_OK, "image begin: %s", err);
+	if (r == NULL)
+		return NULL;
+	buf[0] = cpht_table_image_buffer(r, piece);
+	buf[1] = cpht_table_image_buffer(r, piece);
+	CHECK(buf[0] != NULL && buf[1] != NULL, "image buffers");
+	for (int l = 0; l < info->levels; l++)
+	{
+		for (uint64_t at = 0; at < info->level_bytes[l]; at += piece)
+		{
+			uint64_t	n = info->level_bytes[l] - at < piece ? info->level_bytes[l] - at : piece;
+
+			memcpy(buf[cur], (const char *) levels[l] + at, n);
+			CHECK(cpht_table_image_wait(r) == CPHT_OK, "wait: %s", cpht_table_error(r));
+			CHECK(cpht_table_image_write(r, l, at, buf[cur], n) == CPHT_OK, "write: %s", cpht_table_error(r));
+			cur ^= 1;
+			pieces++;
+		}
+	}
+	CHECK(pieces > 2 * (uint64_t) info->levels, "the levels went in %llu pieces", (unsigned long long) pieces);
+	/* a piece past a level's end is refused */
+	CHECK(cpht_table_image_write(r, 0, info->level_bytes[0] - 8, buf[0], 16) == CPHT_ERR_INVALID,
+		  "a piece past the end of level 1 is refused");
+	CHECK(cpht_table_image_finish(r, info, stash, err, sizeof(err)) == CPHT_OK, "image finish: %s", err);
+	cpht_table_image_buffer_free(r, buf[0]);
+	cpht_table_image_buffer_free(r, buf[1]);
+	for (int l = 0; l < info->levels; l++)
+		free(levels[l]);
+	free(stash);
+	return r;
+}
+
 static void
 same_table(cpht_kind kind, cpht_device from, cpht_device to, int key_bits)
 {
@@ -80,23 +139,26 @@ same_table(cpht_kind kind, cpht_device from, cpht_device to, int key_bits)
 	CHECK(cpht_table_stats(t, &st) == CPHT_OK, "stats");
 	CHECK(st.grows > 0, "%s: the table grew (%llu times)", what, (unsigned long long) st.grows);
 
-	r = roundtrip(t, to, &info);
-	if (r == NULL)
-		goto out;
-	CHECK(cpht_table_stats(r, &sr) == CPHT_OK, "stats of the restored table");
-	CHECK(sr.count == st.count, "%s count %llu vs %llu", what, (unsigned long long) sr.count, (unsigned long long) st.count);
-	CHECK(sr.slots[0] == st.slots[0] && sr.slots[1] == st.slots[1], "%s: same slots", what);
-	CHECK(sr.tombstones[0] == st.tombstones[0] && sr.tombstones[1] == st.tombstones[1], "%s: same tombstones", what);
-	CHECK(sr.grows == st.grows && sr.initial_slots == st.initial_slots, "%s: same growth record", what);
-	CHECK(sr.device == to, "%s: restored on the asked device", what);
-	CHECK(cpht_table_find(t, keys, 2 * NKEYS, a) == CPHT_OK, "find original");
-	CHECK(cpht_table_find(r, keys, 2 * NKEYS, b) == CPHT_OK, "find restored");
-	for (int i = 0; i < 2 * NKEYS; i++)
-		mismatches += a[i] != b[i];
-	CHECK(mismatches == 0, "%s: %d keys answer differently", what, mismatches);
-	/* the restored table keeps working: the second half goes in */
-	CHECK(cpht_table_put(r, keys + NKEYS, NKEYS, &inserted) == CPHT_OK, "put into the restored table");
-	cpht_table_destroy(r);
+	for (int way = 0; way < 2; way++)
+	{
+		r = way == 0 ? roundtrip(t, to, &info) : roundtrip_pieces(t, to, &info);
+		if (r == NULL)
+			goto out;
+		CHECK(cpht_table_stats(r, &sr) == CPHT_OK, "stats of the restored table");
+		CHECK(sr.count == st.count, "%s count %llu vs %llu", what, (unsigned long long) sr.count, (unsigned long long) st.count);
+		CHECK(sr.slots[0] == st.slots[0] && sr.slots[1] == st.slots[1], "%s: same slots", what);
+		CHECK(sr.tombstones[0] == st.tombstones[0] && sr.tombstones[1] == st.tombstones[1], "%s: same tombstones", what);
+		CHECK(sr.grows == st.grows && sr.initial_slots == st.initial_slots, "%s: same growth record", what);
+		CHECK(sr.device == to, "%s: restored on the asked device", what);
+		CHECK(cpht_table_find(t, keys, 2 * NKEYS, a) == CPHT_OK, "find original");
+		CHECK(cpht_table_find(r, keys, 2 * NKEYS, b) == CPHT_OK, "find restored");
+		for (int i = 0; i < 2 * NKEYS; i++)
+			mismatches += a[i] != b[i];
+		CHECK(mismatches == 0, "%s: %d keys answer differently", what, mismatches);
+		/* the restored table keeps working: the second half goes in */
+		CHECK(cpht_table_put(r, keys + NKEYS, NKEYS, &inserted) == CPHT_OK, "put into the restored table");
+		cpht_table_destroy(r);
+	}
 
 	/* an image whose parameters give another layout is refused */
 	{
