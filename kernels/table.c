@@ -151,6 +151,57 @@ floor_log2(uint64_t x)
 
 /* ---- sizing and validation ---------------------------------------------- */
 
+/*
+ * The levels of an iceberg table with about `primary` primary buckets:
+ * 16-slot primary buckets and a secondary level an eighth of the primary
+ * in slots, 18 slots per primary bucket.  From ICEBERG_WIDE_FROM primary
+ * buckets on, the secondary buckets have 16 slots (an eighth as many
+ * buckets as the primary level, whose number is then a multiple of 8):
+ * random keys fill such a table to 0.900-0.904 before a key finds no slot,
+ * against 0.864-0.875 with 8-slot secondary buckets (2^20 and 2^22
+ * primary buckets), so it grows later (table_grow.c) and holds more keys
+ * in the same slots.  (32-slot secondary buckets, a sixteenth as many,
+ * fill to 0.915 but make a find of an absent key read twice as much of
+ * each.)  Smaller tables
+ * keep 8-slot secondary buckets, a quarter as many as the primary (a
+ * multiple of 4 primary buckets, 32 at least): a level has 8 buckets at
+ * least.
+ */
+void
+table_iceberg_levels(cpht_params *p, double primary)
+{
+	uint64_t	b;
+
+	p->bucket_slots[0] = 16;
+	if (primary >= (double) ICEBERG_WIDE_FROM)
+	{
+		b = ((uint64_t) primary + 7) / 8 * 8;
+		p->bucket_slots[1] = 16;
+		p->slots[1] = 16 * (b / 8);
+	}
+	else
+	{
+		b = primary < 32 ? 32 : ((uint64_t) primary + 3) / 4 * 4;
+		p->bucket_slots[1] = 8;
+		p->slots[1] = 8 * (b / 4);
+	}
+	p->slots[0] = 16 * b;
+}
+
+/* Whether an iceberg table's levels are those table_iceberg_levels makes. */
+int
+table_iceberg_sized(const cpht_params *p)
+{
+	uint64_t	b;
+
+	if (p->kind != CPHT_ICEBERG || p->bucket_slots[0] != 16)
+		return 0;
+	b = p->slots[0] / 16;
+	if (p->bucket_slots[1] == 16)
+		return b % 8 == 0 && p->slots[1] == 16 * (b / 8);
+	return p->bucket_slots[1] == 8 && b % 4 == 0 && p->slots[1] == 8 * (b / 4);
+}
+
 cpht_status
 cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 						 cpht_params *out, char *errbuf, size_t errlen)
@@ -176,23 +227,13 @@ cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 	out->key_bits = key_bits;
 	if (kind == CPHT_ICEBERG)
 	{
-		/*
-		 * 16-slot primary buckets and 8-slot secondary buckets, the
-		 * secondary level an eighth of the primary in slots: 18 slots per
-		 * primary bucket, whose number is a multiple of 4 (the secondary
-		 * level has a quarter as many buckets), 32 at least.
-		 */
 		double		want = buckets_for(capacity, 18.0 * ICEBERG_TARGET_FILL);
-		uint64_t	b = want < 32 ? 32 : ((uint64_t) want + 3) / 4 * 4;
 
 		if (want > (double) MAX_BUCKETS)
 			return param_fail(errbuf, errlen, CPHT_ERR_NOMEM,
 							  "capacity %llu is larger than any table cpht can allocate",
 							  (unsigned long long) capacity);
-		out->bucket_slots[0] = 16;
-		out->bucket_slots[1] = 8;
-		out->slots[0] = 16 * b;
-		out->slots[1] = 8 * (b / 4);
+		table_iceberg_levels(out, want);
 	}
 	else
 	{

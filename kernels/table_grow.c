@@ -14,7 +14,8 @@
  * 1.5 times the new.  Doubling (rather than growing by half) moves each
  * key about once over a table's growth from small (the keys moved sum to
  * about the final count, not twice it) in 60 % as many growths, at the
- * price of a fill between 42 % and 85 % (iceberg) after the first growth.
+ * price of a fill between 44 % and 89 % (iceberg; 42 % and 85 % while
+ * its secondary buckets have 8 slots) after the first growth.
  * The keys move on the device where they
  * live (backend move_keys: the GPU decodes its slots into keys with a kernel
  * and inserts them with its own find-or-put kernels), so a GPU table's keys
@@ -51,10 +52,12 @@
  * Fill (keys in buckets over slots) past which a find-or-put grows the
  * table before it runs: a little above the sizing targets of table.c
  * (80 % and 90 %), below where keys start to find no slot on random keys
- * (iceberg near 90 %, cuckoo near 95 %), so that growth is rarely a
+ * (iceberg with 8-slot secondary buckets 86-88 %, with 16-slot ones 90 %
+ * (table_iceberg_levels), cuckoo near 95 %), so that growth is rarely a
  * failed call done again.
  */
 #define ICEBERG_GROW_FILL 0.85
+#define ICEBERG_WIDE_GROW_FILL 0.89
 #define CUCKOO_GROW_FILL 0.92
 /* Buckets of a grown layout over those of the old one, at least. */
 #define GROW_FACTOR 2.0
@@ -82,7 +85,9 @@ slot_bytes(const cpht_table *t)
 static double
 safe_fill(const cpht_table *t)
 {
-	return t->params.kind == CPHT_ICEBERG ? ICEBERG_GROW_FILL : CUCKOO_GROW_FILL;
+	if (t->params.kind != CPHT_ICEBERG)
+		return CUCKOO_GROW_FILL;
+	return t->level[1].bucket_slots >= 16 ? ICEBERG_WIDE_GROW_FILL : ICEBERG_GROW_FILL;
 }
 
 int
@@ -230,29 +235,31 @@ table_grow(cpht_table *t, uint64_t min_keys)
 	scale = (double) min_keys / (safe_fill(t) * (double) total_slots(t));
 	if (scale < GROW_FACTOR)
 		scale = GROW_FACTOR;
-	for (int l = 0; l < t->levels; l++)
+	/*
+	 * `scale` times the buckets.  An iceberg table sized by
+	 * cpht_params_for_capacity is sized again by the same rule, which
+	 * gives a table that grows past ICEBERG_WIDE_FROM primary buckets
+	 * 16-slot secondary buckets.
+	 */
+	if (table_iceberg_sized(&t->params))
 	{
-		uint64_t	b = t->level[l].buckets;
-		double		scaled = (double) b * scale;
+		double		scaled = (double) t->level[0].buckets * scale;
 
 		if (scaled > (double) ((uint64_t) 1 << 50))
 			scaled = (double) ((uint64_t) 1 << 50);	/* refused below, as too large */
-
-		/*
-		 * `scale` times the buckets; an iceberg table sized by
-		 * cpht_params_for_capacity keeps its levels' ratio (a primary
-		 * level of a multiple of 4 buckets, the secondary a quarter).
-		 */
-		if (l == 0 && t->levels > 1 && b % 4 == 0 && t->level[1].buckets == b / 4)
-			b = ((uint64_t) scaled + 3) / 4 * 4;
-		else if (l == 1 && t->levels > 1 && t->level[0].buckets % 4 == 0 &&
-				 t->level[1].buckets == t->level[0].buckets / 4)
-			b = np.slots[0] / (uint64_t) t->level[0].bucket_slots / 4;
-		else
-			b = (uint64_t) scaled + 1;
-		np.slots[l] = b * (uint64_t) t->level[l].bucket_slots;
-		np.slot_bits[l] = 0;	/* longer addresses may leave narrower remainders */
+		table_iceberg_levels(&np, scaled);
 	}
+	else
+		for (int l = 0; l < t->levels; l++)
+		{
+			double		scaled = (double) t->level[l].buckets * scale;
+
+			if (scaled > (double) ((uint64_t) 1 << 50))
+				scaled = (double) ((uint64_t) 1 << 50);	/* refused below, as too large */
+			np.slots[l] = ((uint64_t) scaled + 1) * (uint64_t) t->level[l].bucket_slots;
+		}
+	for (int l = 0; l < t->levels; l++)
+		np.slot_bits[l] = 0;	/* longer addresses may leave narrower remainders */
 	why[0] = '\0';
 	memset(&probe, 0, sizeof(probe));
 	probe.params = np;

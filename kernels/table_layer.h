@@ -14,6 +14,12 @@ void		table_call_begin(cpht_table *t);
 cpht_status table_call_end(cpht_table *t, cpht_status rc);
 /* table.c: level geometry of t from t->params (slot widths resolved) */
 cpht_status table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen);
+/* table.c: an iceberg table's levels for about `primary` primary buckets
+ * (secondary buckets of 16 slots from ICEBERG_WIDE_FROM primary buckets
+ * on, else 8), and whether a table's levels are such */
+#define ICEBERG_WIDE_FROM 64
+void		table_iceberg_levels(cpht_params *p, double primary);
+int			table_iceberg_sized(const cpht_params *p);
 /* table.c: the widest key (folded with signed_keys) the slots hold */
 int			table_slot_key_bits(const cpht_table *t);
 

@@ -1,11 +1,12 @@
 /*
  * widen_bench.c — bytes per key of tables created without key_bits.
  *
- *   widen_bench [cpu|gpu] [keys] [bits] [batch]
+ *   widen_bench [cpu|gpu] [keys] [bits] [batch] [auto]
  *
  * Streams `keys` distinct random keys of `bits` bits (default 100M, 37) in
  * batches through find-or-put into tables created for 1000 keys, for each
- * kind: one without key_bits, one with key_bits 64.  Each time a table
+ * kind: one without key_bits, one with key_bits 64 (left out with `auto`,
+ * for key counts whose 64-bit tables would not fit in memory).  Each time a table
  * grows it prints the layout it grew out of at its highest fill (the keys
  * stored after the last batch before the growth): slot widths and bytes
  * per key; at the end the final layout, the widenings and the times.
@@ -32,10 +33,11 @@ now_ms(void)
 static void
 print_layout(const char *name, const char *when, const cpht_stats *s)
 {
-	printf("%s: %s: %llu keys, key_bits %d%s, slots %llu x %d bit + %llu x %d bit, %.3f bytes/key\n",
+	printf("%s: %s: %llu keys, key_bits %d%s, slots %llu x %d bit + %llu x %d bit, fill %.4f, %.3f bytes/key\n",
 		   name, when, (unsigned long long) s->count, s->key_bits, s->signed_keys ? " (signed)" : "",
 		   (unsigned long long) s->slots[0], s->slot_bits[0], (unsigned long long) s->slots[1],
-		   s->slot_bits[1], s->count ? (double) s->table_bytes / (double) s->count : 0.0);
+		   s->slot_bits[1], (double) s->count / (double) (s->slots[0] + s->slots[1]),
+		   s->count ? (double) s->table_bytes / (double) s->count : 0.0);
 }
 
 static int
@@ -102,8 +104,11 @@ main(int argc, char **argv)
 	size_t		n = argc > 2 ? strtoull(argv[2], NULL, 10) : 100000000;
 	int			bits = argc > 3 ? atoi(argv[3]) : 37;
 	size_t		batch = argc > 4 ? strtoull(argv[4], NULL, 10) : 1000000;
+	int			only_auto = argc > 5 && strcmp(argv[5], "auto") == 0;
 	uint64_t   *keys = malloc(n * sizeof(uint64_t));
 	int			rc = 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);	/* lines as they come, into a file too */
 
 	/* distinct keys of `bits` bits: a bijection on them, applied to 1..n */
 	for (size_t i = 0; i < n; i++)
@@ -118,9 +123,11 @@ main(int argc, char **argv)
 		keys[i] = x;
 	}
 	rc |= run("iceberg, no key_bits", CPHT_ICEBERG, dev, 0, keys, n, batch);
-	rc |= run("iceberg, key_bits 64", CPHT_ICEBERG, dev, 64, keys, n, batch);
+	if (!only_auto)
+		rc |= run("iceberg, key_bits 64", CPHT_ICEBERG, dev, 64, keys, n, batch);
 	rc |= run("cuckoo, no key_bits", CPHT_CUCKOO, dev, 0, keys, n, batch);
-	rc |= run("cuckoo, key_bits 64", CPHT_CUCKOO, dev, 64, keys, n, batch);
+	if (!only_auto)
+		rc |= run("cuckoo, key_bits 64", CPHT_CUCKOO, dev, 64, keys, n, batch);
 	free(keys);
 	return rc;
 }

@@ -14,6 +14,9 @@
  *    puts them back;
  *  - the memory hook refusing the wider slots: CPHT_ERR_LIMIT, the table
  *    unchanged, then the call goes through;
+ *  - a widening whose folded keys find no room in the same buckets (keys
+ *    chosen to collide there): the table grows and widens again, answers
+ *    exact; a table that keeps its size fails with CPHT_ERR_FULL, unchanged;
  *  - a GPU table widens like the CPU table fed the same batches: the same
  *    answers and layouts, and keeps its device state (streams, transfer
  *    buffers) across its growths and widenings.
@@ -405,6 +408,131 @@ check_memory_hook(cpht_kind kind, cpht_device dev, const char *what)
 	cpht_set_memory_hook(NULL);
 }
 
+/*
+ * A widening that finds no room in the same buckets.  Keys chosen so that,
+ * once folded, every one of their buckets (in find's order: the iceberg's
+ * primary and both secondary choices, the cuckoo's three choices) lies in
+ * the buckets of the first of them: one key more than those buckets hold,
+ * so the folded layout with the same buckets has no room for them whatever
+ * the insert order, while the unfolded layout spreads them.  A negative key
+ * then makes the table fold: a table that may grow grows and widens again
+ * (one growth, one widening counted, the answers exact); a table that keeps
+ * its size fails with CPHT_ERR_FULL and stays as it was.
+ */
+static size_t
+colliding_keys(const cpht_table *t, uint64_t *keys, size_t max)
+{
+	uint64_t	target[4];
+	int			tlevel[4],
+				ntarget = 0,
+				norder = t->levels > 1 ? 1 + t->level[1].choices : t->level[0].choices;
+	uint64_t	hold = 0;
+	size_t		n = 0;
+
+	for (uint64_t k = 1; n < max && k < ((uint64_t) 1 << 40); k++)
+	{
+		int			inside = 1;
+
+		for (int o = 0; o < norder && inside; o++)
+		{
+			int			level,
+						choice,
+						known = 0;
+			layout_level lv;
+			uint64_t	a;
+
+			layout_where_bucket(t->levels, o, &level, &choice);
+			lv = t->level[level];
+			lv.fold = 1;
+			a = layout_address(layout_level_perm(&lv, 64, choice), k);
+			for (int j = 0; j < ntarget; j++)
+				known |= tlevel[j] == level && target[j] == a;
+			if (n == 0 && !known)
+			{
+				tlevel[ntarget] = level;
+				target[ntarget++] = a;
+				hold += (uint64_t) lv.bucket_slots;
+			}
+			else if (!known)
+				inside = 0;
+		}
+		if (inside)
+		{
+			keys[n++] = k;
+			if (n == hold + 1)
+				return n;
+		}
+	}
+	return 0;
+}
+
+static void
+check_widen_must_grow(cpht_kind kind, cpht_device dev, int fixed_size, const char *what)
+{
+	cpht_params p;
+	cpht_table *t = NULL;
+	char		err[256],
+				label[160];
+	uint64_t	keys[64];
+	uint64_t	negative = (uint64_t) -7;
+	uint8_t		out[64];
+	size_t		n;
+	cpht_stats	before,
+				after;
+	cpht_status rc;
+
+	snprintf(label, sizeof(label), "%s, widening that finds no room%s", what,
+			 fixed_size ? " in a table that keeps its size" : "");
+	CHECK(cpht_params_for_capacity(kind, 1000, 0, &p, err, sizeof(err)) == CPHT_OK, "params: %s", err);
+	p.device = dev;
+	p.seed = 42;
+	p.cpu_threads = 2;
+	p.fixed_size = fixed_size;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create: %s", err);
+	if (t == NULL)
+		return;
+	n = colliding_keys(t, keys, 63);
+	CHECK(n > 0, "%s: no colliding keys found", label);
+	if (n == 0)
+	{
+		cpht_table_destroy(t);
+		return;
+	}
+	CHECK(cpht_table_find_or_put(t, keys, n, out) == CPHT_OK && memchr(out, CPHT_FOUND, n) == NULL,
+		  "%s: the keys fit unfolded: %s", label, cpht_table_error(t));
+	before = stats_of(t);
+	CHECK(!before.signed_keys && before.grows == 0, "%s: unfolded, not grown", label);
+	keys[n] = negative;
+	rc = cpht_table_find_or_put(t, keys + n, 1, out);
+	after = stats_of(t);
+	if (fixed_size)
+	{
+		CHECK(rc == CPHT_ERR_FULL && strstr(cpht_table_error(t), "no slot in the wider layout") != NULL,
+			  "%s: %d: %s", label, (int) rc, cpht_table_error(t));
+		CHECK(!after.signed_keys && after.key_bits == before.key_bits && after.grows == 0 &&
+			  after.widens == before.widens && after.slots[0] == before.slots[0] &&
+			  after.slots[1] == before.slots[1] && after.slot_bits[0] == before.slot_bits[0] &&
+			  after.table_bytes == before.table_bytes,
+			  "%s: the layout changed: signed %d, %d-bit keys, %llu slots", label, after.signed_keys,
+			  after.key_bits, (unsigned long long) after.slots[0]);
+		expect_exactly(t, keys, n, 1, label, "the failed widening");
+	}
+	else
+	{
+		CHECK(rc == CPHT_OK && out[0] == CPHT_PUT, "%s: %d: %s", label, (int) rc, cpht_table_error(t));
+		CHECK(after.signed_keys && after.grows == 1 && after.widens == before.widens + 1 &&
+			  after.slots[0] > before.slots[0],
+			  "%s: signed %d, grew %llu times, widened %llu times (was %llu), %llu slots (was %llu)", label,
+			  after.signed_keys, (unsigned long long) after.grows, (unsigned long long) after.widens,
+			  (unsigned long long) before.widens, (unsigned long long) after.slots[0],
+			  (unsigned long long) before.slots[0]);
+		expect_exactly(t, keys, n + 1, 0, label, "the widening that grew");
+		CHECK(cpht_table_find_or_put(t, keys, n + 1, out) == CPHT_OK &&
+			  memchr(out, CPHT_PUT, n + 1) == NULL, "%s: find-or-put again finds every key", label);
+	}
+	cpht_table_destroy(t);
+}
+
 /* A declared key_bits never widens (the caller rejects wider keys). */
 static void
 check_declared(cpht_kind kind, cpht_device dev, const char *what)
@@ -490,6 +618,8 @@ main(void)
 			check_transaction((cpht_kind) kind, (cpht_device) dev, what);
 			check_held_deletes((cpht_kind) kind, (cpht_device) dev, what);
 			check_memory_hook((cpht_kind) kind, (cpht_device) dev, what);
+			check_widen_must_grow((cpht_kind) kind, (cpht_device) dev, 0, what);
+			check_widen_must_grow((cpht_kind) kind, (cpht_device) dev, 1, what);
 			check_declared((cpht_kind) kind, (cpht_device) dev, what);
 			if (dev == 1)
 				check_gpu_like_cpu((cpht_kind) kind, what);
