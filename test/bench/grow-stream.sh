@@ -18,6 +18,7 @@ N=${CPHT_STREAM_KEYS:-500000000}
 DEV=${CPHT_STREAM_DEVICE:-auto}
 REPS=${CPHT_STREAM_REPS:-3}
 KIND=${CPHT_STREAM_KIND:-iceberg}
+COUNT=${CPHT_STREAM_COUNT:-1}	# 0: no count() baseline (its column reads 0)
 
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 q -c "CREATE EXTENSION IF NOT EXISTS cpht" >/dev/null
@@ -59,7 +60,7 @@ SQL
 
 declare -a floor grown sized grown_t sized_t
 for r in $(seq 1 "$REPS"); do
-	floor+=("$(run_count)")
+	if [ "$COUNT" = 0 ]; then floor+=(0); else floor+=("$(run_count)"); fi
 	g=$(run_stream 1000); grown+=("${g%%|*}"); grown_t+=("${g##*|}")
 	s=$(run_stream "$N"); sized+=("${s%%|*}"); sized_t+=("${s##*|}")
 	for line in "$g" "$s"; do

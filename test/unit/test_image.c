@@ -29,6 +29,29 @@ make(cpht_kind kind, cpht_device dev, int key_bits)
 	return t;
 }
 
+/* t's image read into host arrays: its levels and its stash. */
+static void
+read_image(cpht_table *t, cpht_device to, cpht_image_info *info, void **levels, uint64_t **stash)
+{
+	CHECK(cpht_table_image_info(t, info) == CPHT_OK, "image info: %s", cpht_table_error(t));
+	for (int l = 0; l < info->levels; l++)
+	{
+		levels[l] = malloc(info->level_bytes[l]);
+		CHECK(cpht_table_image_read_level(t, l, levels[l]) == CPHT_OK, "read level %d", l);
+	}
+	*stash = malloc((info->nstash + 1) * sizeof(uint64_t));
+	cpht_table_image_read_stash(t, *stash);
+	info->params.device = to;
+}
+
+static void
+free_image(const cpht_image_info *info, void **levels, uint64_t *stash)
+{
+	for (int l = 0; l < info->levels; l++)
+		free(levels[l]);
+	free(stash);
+}
+
 /* Image of t restored on device `to`; NULL on failure. */
 static cpht_table *
 roundtrip(cpht_table *t, cpht_device to, cpht_image_info *info)
@@ -39,20 +62,10 @@ roundtrip(cpht_table *t, cpht_device to, cpht_image_info *info)
 	char		err[256];
 	cpht_status st;
 
-	CHECK(cpht_table_image_info(t, info) == CPHT_OK, "image info: %s", cpht_table_error(t));
-	for (int l = 0; l < info->levels; l++)
-	{
-		levels[l] = malloc(info->level_bytes[l]);
-		CHECK(cpht_table_image_read_level(t, l, levels[l]) == CPHT_OK, "read level %d", l);
-	}
-	stash = malloc((info->nstash + 1) * sizeof(uint64_t));
-	cpht_table_image_read_stash(t, stash);
-	info->params.device = to;
+	read_image(t, to, info, levels, &stash);
 	st = cpht_table_from_image(info, (const void *const *) levels, stash, &r, err, sizeof(err));
 	CHECK(st == CPHT_OK, "from image: %s", err);
-	for (int l = 0; l < info->levels; l++)
-		free(levels[l]);
-	free(stash);
+	free_image(info, levels, stash);
 	return r;
 }
 
@@ -73,18 +86,13 @@ roundtrip_pieces(cpht_table *t, cpht_device to, cpht_image_info *info)
 	int			cur = 0;
 	uint64_t	pieces = 0;
 
-	CHECK(cpht_table_image_info(t, info) == CPHT_OK, "image info: %s", cpht_table_error(t));
-	for (int l = 0; l < info->levels; l++)
-	{
-		levels[l] = malloc(info->level_bytes[l]);
-		CHECK(cpht_table_image_read_level(t, l, levels[l]) == CPHT_OK, "read level %d", l);
-	}
-	stash = malloc((info->nstash + 1) * sizeof(uint64_t));
-	cpht_table_image_read_stash(t, stash);
-	info->params.device = to;
+	read_image(t, to, info, levels, &stash);
 	CHECK(cpht_table_image_begin(info, &r, err, sizeof(err)) == CPHT_OK, "image begin: %s", err);
 	if (r == NULL)
+	{
+		free_image(info, levels, stash);
 		return NULL;
+	}
 	buf[0] = cpht_table_image_buffer(r, piece);
 	buf[1] = cpht_table_image_buffer(r, piece);
 	CHECK(buf[0] != NULL && buf[1] != NULL, "image buffers");
@@ -108,9 +116,7 @@ roundtrip_pieces(cpht_table *t, cpht_device to, cpht_image_info *info)
 	CHECK(cpht_table_image_finish(r, info, stash, err, sizeof(err)) == CPHT_OK, "image finish: %s", err);
 	cpht_table_image_buffer_free(r, buf[0]);
 	cpht_table_image_buffer_free(r, buf[1]);
-	for (int l = 0; l < info->levels; l++)
-		free(levels[l]);
-	free(stash);
+	free_image(info, levels, stash);
 	return r;
 }
 
