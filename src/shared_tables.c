@@ -21,11 +21,14 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "cpht.h"
 #include "errors.h"
@@ -286,6 +289,56 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(register_handle(entry, &copy, 0));
 }
 
+/*
+ * The catalog entry of a name in this database (LIVE or LOST), copied into
+ * *copy; -1 when there is none.
+ */
+static int32
+find_by_name(const char *name, CphtCatalogEntry *copy)
+{
+	int32		entry = -1;
+
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+
+		if ((e->state == CPHT_ENTRY_LIVE || e->state == CPHT_ENTRY_LOST) &&
+			e->dboid == MyDatabaseId && strcmp(NameStr(e->name), name) == 0)
+		{
+			entry = i;
+			*copy = *e;
+			break;
+		}
+	}
+	LWLockRelease(cpht_control->catalog_lock);
+	return entry;
+}
+
+/*
+ * Right after a start or a worker restart the worker is still restoring
+ * durable tables: a name it has not reached yet is missing, or lost from
+ * the previous worker.  cpht_open waits for the restore (cancelably, at
+ * most DURABLE_WAIT_MS) rather than answering that.  A standby restores
+ * nothing until it is promoted, so there it does not wait.
+ */
+#define DURABLE_WAIT_MS 60000
+
+static void
+wait_for_durable_tables(void)
+{
+	CphtControl *ctl = cpht_control;
+	TimestampTz until;
+
+	if (pg_atomic_read_u32(&ctl->durable_ready) == 1 || RecoveryInProgress())
+		return;
+	until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), DURABLE_WAIT_MS);
+	ConditionVariablePrepareToSleep(&ctl->durable_cv);
+	while (pg_atomic_read_u32(&ctl->durable_ready) == 0 && GetCurrentTimestamp() < until)
+		(void) ConditionVariableTimedSleep(&ctl->durable_cv, 1000, PG_WAIT_EXTENSION);
+	ConditionVariableCancelSleep();
+}
+
 /* cpht_open(name): this session's handle of a shared table. */
 PG_FUNCTION_INFO_V1(cpht_open);
 Datum
@@ -298,21 +351,12 @@ cpht_open(PG_FUNCTION_ARGS)
 
 	cpht_client_require_preload("cpht_open");
 
-	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
-	for (int i = 0; i < cpht_control->max_tables; i++)
+	entry = find_by_name(name, &copy);
+	if (entry < 0 || copy.state == CPHT_ENTRY_LOST)
 	{
-		CphtCatalogEntry *e = &cpht_catalog[i];
-
-		if ((e->state == CPHT_ENTRY_LIVE || e->state == CPHT_ENTRY_LOST) &&
-			e->dboid == MyDatabaseId && strcmp(NameStr(e->name), name) == 0)
-		{
-			entry = i;
-			copy = *e;
-			break;
-		}
+		wait_for_durable_tables();
+		entry = find_by_name(name, &copy);
 	}
-	LWLockRelease(cpht_control->catalog_lock);
-
 	if (entry < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

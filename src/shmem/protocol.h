@@ -230,6 +230,13 @@ typedef struct CphtControl
 	uint64		next_table_id;	/* only the worker touches it */
 	LWLock	   *catalog_lock;
 	ConditionVariable window_cv;	/* a window was freed */
+	/*
+	 * Whether the running worker has restored the durable tables (1) or
+	 * not yet (0: starting, waiting for recovery to end, restoring, or no
+	 * worker); durable_cv is broadcast when it becomes 1.
+	 */
+	pg_atomic_uint32 durable_ready;
+	ConditionVariable durable_cv;
 	int			nslots;
 	int			max_tables;
 	int			nwindows;		/* at most 64 */

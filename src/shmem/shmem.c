@@ -103,6 +103,8 @@ cpht_shmem_startup(void)
 		SpinLockInit(&ctl->mutex);
 		ctl->catalog_lock = &(GetNamedLWLockTranche("cpht"))->lock;
 		ConditionVariableInit(&ctl->window_cv);
+		pg_atomic_init_u32(&ctl->durable_ready, 0);
+		ConditionVariableInit(&ctl->durable_cv);
 		ctl->nslots = nslots;
 		ctl->max_tables = cpht_max_shared_tables;
 		ctl->nwindows = cpht_transfer_windows;

@@ -813,6 +813,8 @@ cpht_worker_shutdown(const char *reason, int errcode)
 	SpinLockAcquire(&ctl->mutex);
 	ctl->worker_pid = 0;
 	SpinLockRelease(&ctl->mutex);
+	/* the next worker restores the durable tables again */
+	pg_atomic_write_u32(&ctl->durable_ready, 0);
 
 	/* No backend waits for an answer that will not come. */
 	for (int s = 0; s < ctl->nslots; s++)

@@ -972,6 +972,9 @@ cpht_durable_poll(void)
 		}
 		ensure_slot();
 		restored = true;
+		/* cpht_open calls waiting for the tables go on */
+		pg_atomic_write_u32(&cpht_control->durable_ready, 1);
+		ConditionVariableBroadcast(&cpht_control->durable_cv);
 		/* waits above may have reset the latch of a submitted request */
 		SetLatch(MyLatch);
 		last_round = GetCurrentTimestamp();
