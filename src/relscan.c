@@ -20,10 +20,11 @@
  * a scan of the relation (compute_workers); with none launched the leader
  * scans alone, with the same code.
  *
- * Parallel mode forbids the leader to assign transaction ids or write WAL,
- * which a write on a transactional shared table needs (its xid, and for a
- * durable table a WAL record naming that xid): prepare_table_writes does
- * both before parallel mode begins.
+ * Parallel mode forbids the leader to assign transaction ids, which a
+ * write on a transactional shared table needs (the request carries the
+ * xids, which other transactions wait for): prepare_table_writes assigns
+ * them before parallel mode begins.  (A durable table's first write also
+ * puts the xid in WAL, which the leader may still do in parallel mode.)
  *
  * Other relations (row-level security, partitioned or inherited tables,
  * views, materialized views, foreign tables, other access methods) are read
@@ -69,7 +70,6 @@
 
 #include "client.h"
 #include "cpht_table.h"
-#include "durable.h"
 #include "handles.h"
 #include "shared_tables.h"
 #include "stream.h"
@@ -372,26 +372,21 @@ leader_flush(KeySink *sink)
 }
 
 /*
- * A write of the table in parallel mode must not be the first of its
- * (sub)transaction on a transactional shared table: the request carries
- * the xids, which parallel mode cannot assign, and a durable table's
- * first write puts the xid in WAL, which parallel mode cannot write.
- * Both are done here, before it begins, as a first write would do them.
+ * A write on a transactional shared table carries the xids of the top
+ * transaction and of the current subtransaction, which parallel mode
+ * cannot assign: they are assigned here, before it begins, as the first
+ * write would assign them.  (In recovery such a write fails with 25006
+ * whether or not parallel mode has begun.)
  */
 static void
 prepare_table_writes(int32 handle)
 {
 	CphtHandle *h = cpht_handles_use(handle);
-	CphtSharedRef ref;
 
-	if (!h->shared)
-		return;
-	ref = cpht_shared_ref(handle, NULL, NULL);
-	if (!ref.transactional || RecoveryInProgress())
+	if (!h->shared || !cpht_shared_ref(handle, NULL, NULL).transactional ||
+		RecoveryInProgress())
 		return;
 	cpht_xact_end_note_write(GetTopTransactionId(), GetCurrentTransactionId());
-	if (ref.durable)
-		cpht_wal_mark_xid(GetCurrentTransactionId());
 }
 
 /* Reads the worker queues into the table until every worker is done. */
