@@ -198,3 +198,25 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION cpht_checkpoint() IS
 'writes a snapshot of every durable shared table that changed since its last one, lets the server remove the WAL before the oldest snapshot, and returns how many it wrote';
+
+-- Whole relations: find-or-put of every non-null key of a relation's
+-- column, read by a parallel heap scan of cpht's own whose workers hand
+-- the keys to the calling backend, which sends them to the table in large
+-- batches (no function call per row).  Relations the scan cannot read as
+-- a query would (row-level security, partitioned or inherited tables,
+-- views, foreign tables) are read by SELECT key_column FROM rel instead.
+CREATE FUNCTION cpht_fop_relation(handle int, rel regclass, key_column name DEFAULT 'id')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_fop_relation'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_fop_relation(int, regclass, name) IS
+'find-or-put of every non-null key of column key_column (bigint, integer or smallint) of relation rel, read by a parallel scan; returns how many keys were new';
+
+CREATE FUNCTION cpht_fop_new_relation(handle int, rel regclass, key_column name DEFAULT 'id')
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'cpht_fop_new_relation'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 1000;
+
+COMMENT ON FUNCTION cpht_fop_new_relation(int, regclass, name) IS
+'find-or-put of every non-null key of column key_column (bigint, integer or smallint) of relation rel, read by a parallel scan; returns the keys that were new, each once';

@@ -9,7 +9,10 @@
 # superuser, or a role that may create the extension once it exists).  With
 # cpht in shared_preload_libraries the set of seen ids is a shared table,
 # and cpht_fop_agg runs in parallel workers; on a plain server the parallel
-# cpht rows are printed as n/a and the set is a private table.
+# cpht_fop_agg rows are printed as n/a and the set is a private table.
+# cpht_fop_relation and cpht_fop_new_relation read the relation with their
+# own parallel scan, into a private table (and a shared one when
+# preloaded).
 #
 # Data: CPHT_BENCH_ROWS staging rows (id bigint, payload int) holding
 # 3/4 * ROWS distinct ids, half of which are already in `events` (id bigint
@@ -194,15 +197,26 @@ else
 	na fop_new_array "more rows than an array holds"
 	na unnest_fop "more rows than an array holds"
 fi
+# the relation-level functions: a parallel heap scan of their own whose
+# workers hand the keys to the leader, which calls the table in batches
+run fop_relation "$W" "$NEW" "SELECT cpht_fop_relation(:p, 'ingest_staging')" "$SETUP_PRIVATE"
+run fop_relation_serial 0 "$NEW" "SELECT cpht_fop_relation(:p, 'ingest_staging')" "$SETUP_PRIVATE"
+run new_relation "$W" "$NEW" "SELECT count(*) FROM cpht_fop_new_relation(:p, 'ingest_staging')" "$SETUP_PRIVATE"
+if [ "$PRELOADED" = true ]; then
+	run fop_relation_shared "$W" "$NEW" "SELECT cpht_fop_relation(:h, 'ingest_staging')"
+fi
 run anti_join "$W" "$NEW" \
 	"SELECT count(*) FROM (SELECT DISTINCT id FROM ingest_staging) s
 	 WHERE NOT EXISTS (SELECT 1 FROM ingest_events e WHERE e.id = s.id)"
 
 # seeding a set from a relation: every id of events into an empty table
+run seed_count_parallel "$W" "$SEEN" "SELECT count(id) FROM ingest_events"
 if [ "$PRELOADED" = true ]; then
-	run seed_count_parallel "$W" "$SEEN" "SELECT count(id) FROM ingest_events"
 	run seed_parallel "$W" "$SEEN" "SELECT cpht_fop_agg(:hs, id) FROM ingest_events"
 fi
+run seed_relation "$W" "$SEEN" "SELECT cpht_fop_relation(:e, 'ingest_events')" \
+	"SELECT cpht_create($CAP) AS e \\gset"
+
 
 # loading the new rows (each new id once) into events
 # (each counted through RETURNING, the same small cost for all)
