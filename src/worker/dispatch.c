@@ -267,6 +267,7 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 	cpht_call_times times;
 	cpht_status st = CPHT_OK;
 	const char *message = NULL;
+	char		failed_part_way[CPHT_TEXT_LEN];
 	int			pid = slot->pid;
 
 	/* Canceled while queued: nothing ran. */
@@ -313,7 +314,18 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 		rep->stream_run_ms += INSTR_TIME_GET_MILLISEC(piece_end);
 		add_times(&times, t);
 		if (st != CPHT_OK)
+		{
+			/* as a call in a backend says it: the pieces before are undone
+			 * below */
+			if (off > 0)
+			{
+				snprintf(failed_part_way, sizeof(failed_part_way),
+						 "%s (after " UINT64_FORMAT " of " UINT64_FORMAT " keys, which were taken out again)",
+						 cpht_table_error(t), off, pc->total);
+				message = failed_part_way;
+			}
 			break;
+		}
 		value += inserted;
 		/* a find answers others' pending keys as they were before */
 		if (shared && call == CPHT_CALL_FIND)

@@ -95,7 +95,9 @@ SELECT cpht_count(:t) AS count_undone,
 SELECT diag(format('%s filler tables left %s MB of device memory free', :fillers, :free_mb));
 SELECT is(left(:'oom', 5), '53200', 'a 50M-key find-or-put on a full device raises 53200 (out of memory)');
 SELECT diag(:'oom');
-SELECT ok(:'oom' LIKE '%undo log%after 16777216 of 50000000 keys%',
+-- (in a backend the log grows at 16777216 keys; in the cpht worker the call
+-- runs in pieces of a transfer window, and fails at the piece that needs it)
+SELECT ok(:'oom' LIKE '%undo log%after % of 50000000 keys, which were taken out again%',
 	'the detail says what found no memory, and that the first chunk was already in and was taken out');
 SELECT is(:count_after::bigint, 4000000::bigint, 'the count is what it was before the call');
 SELECT is(:found_after::bigint, 0::bigint, 'none of the 50M keys is in the table');
