@@ -14,7 +14,7 @@ check_exhaustive(int key_bits, int addr_bits, uint64_t seed)
 {
 	uint64_t	n = (uint64_t) 1 << key_bits;
 	uint8_t    *seen = calloc(n, 1);
-	layout_perm p = {seed, key_bits, addr_bits, 0, 0};
+	layout_perm p = {seed, key_bits, addr_bits, 0, 0, 0};
 	int			ok_inverse = 1,
 				ok_range = 1,
 				ok_bijective = 1;
@@ -45,7 +45,7 @@ check_exhaustive(int key_bits, int addr_bits, uint64_t seed)
 static layout_perm
 division_perm(uint64_t seed, int key_bits, uint64_t buckets)
 {
-	layout_perm p = {seed, key_bits, 0, buckets, UINT64_MAX / buckets};
+	layout_perm p = {seed, key_bits, 0, buckets, UINT64_MAX / buckets, 0};
 	int			floor_bits = 0;
 
 	while (buckets >> (floor_bits + 1))
@@ -146,7 +146,7 @@ main(void)
 
 		for (int nbits = 3; nbits <= (w < 48 ? w : 48); nbits += 5)
 		{
-			layout_perm p = {unit_rand(&rng), w, nbits, 0, 0};
+			layout_perm p = {unit_rand(&rng), w, nbits, 0, 0, 0};
 
 			for (int i = 0; i < 20000; i++)
 			{
@@ -160,8 +160,8 @@ main(void)
 
 	/* Different seeds (hash choices) give different permutations. */
 	{
-		layout_perm p0 = {layout_choice_seed(7, 1, 0), 64, 20, 0, 0};
-		layout_perm p1 = {layout_choice_seed(7, 1, 1), 64, 20, 0, 0};
+		layout_perm p0 = {layout_choice_seed(7, 1, 0), 64, 20, 0, 0, 0};
+		layout_perm p1 = {layout_choice_seed(7, 1, 1), 64, 20, 0, 0, 0};
 		int			same = 0;
 
 		for (uint64_t k = 0; k < 100000; k++)
@@ -176,7 +176,7 @@ main(void)
 
 	/* Every key bit moves the address: flip each bit of random keys. */
 	{
-		layout_perm p = {12345, 64, 22, 0, 0};
+		layout_perm p = {12345, 64, 22, 0, 0, 0};
 
 		for (int bit = 0; bit < 64; bit++)
 		{
@@ -195,7 +195,7 @@ main(void)
 	/* Locality: an aligned run of 2^j keys below the address width maps onto
 	 * an aligned run of 2^j buckets. */
 	{
-		layout_perm p = {999, 64, 20, 0, 0};
+		layout_perm p = {999, 64, 20, 0, 0, 0};
 		uint64_t	base = 0x123456789ULL << 20;
 		int			ok = 1;
 
