@@ -25,36 +25,7 @@
 #include "table_faults.h"
 #include "table_internal.h"
 #include "unit.h"
-
-static int64_t hook_held = 0;
-static int64_t hook_limit = INT64_MAX;
-static int64_t hook_peak = 0;
-
-static int
-test_hook(int64_t delta)
-{
-	if (delta > 0 && hook_held + delta > hook_limit)
-		return 0;
-	hook_held += delta;
-	if (hook_held > hook_peak)
-		hook_peak = hook_held;
-	return 1;
-}
-
-static cpht_table *
-make(cpht_kind kind, cpht_device dev, uint64_t capacity, int key_bits)
-{
-	cpht_params p;
-	cpht_table *t = NULL;
-	char		err[256];
-
-	CHECK(cpht_params_for_capacity(kind, capacity, key_bits, &p, err, sizeof(err)) == CPHT_OK, "params: %s", err);
-	p.device = dev;
-	p.seed = 42;
-	p.cpu_threads = 2;
-	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create: %s", err);
-	return t;
-}
+#include "unit_tables.h"
 
 static uint64_t
 grows_of(cpht_table *t)
@@ -133,7 +104,7 @@ check_duplicates(cpht_kind kind, cpht_device dev, const char *what)
 {
 	const size_t distinct = 200000;
 	size_t		n = 3 * distinct;
-	cpht_table *t = make(kind, dev, 1000, 64);
+	cpht_table *t = unit_table(kind, dev, 1000, 64, 42);
 	uint64_t   *keys = malloc(n * sizeof(uint64_t));
 	uint32_t   *idx = malloc(n * sizeof(uint32_t));
 	uint8_t    *status = malloc(n);
@@ -250,7 +221,7 @@ check_transaction(cpht_kind kind, cpht_device dev, const char *what)
 {
 	const size_t base = 5000,
 				more = 60000;
-	cpht_table *t = make(kind, dev, 1000, 64);
+	cpht_table *t = unit_table(kind, dev, 1000, 64, 42);
 	uint64_t   *keys = malloc((base + more) * sizeof(uint64_t));
 	uint8_t    *out = malloc(base + more);
 	uint64_t	grows,
@@ -315,10 +286,10 @@ check_memory_hook(cpht_kind kind, cpht_device dev, const char *what)
 	uint64_t	slots;
 	size_t		n = 0;
 
-	hook_held = 0;
-	hook_limit = INT64_MAX;
-	cpht_set_memory_hook(test_hook);
-	t = make(kind, dev, 1000, 64);
+	unit_hook_held = 0;
+	unit_hook_limit = INT64_MAX;
+	cpht_set_memory_hook(unit_memory_hook);
+	t = unit_table(kind, dev, 1000, 64, 42);
 	if (t == NULL)
 		return;
 	slots = slots_of(t);
@@ -328,17 +299,17 @@ check_memory_hook(cpht_kind kind, cpht_device dev, const char *what)
 	while (n + 1 < slots * 8 / 10 && cpht_table_find_or_put(t, keys + n, 1, out) == CPHT_OK)
 		n++;
 	CHECK(grows_of(t) == 0 && slots_of(t) == slots, "%s: no growth yet", what);
-	hook_limit = hook_held;		/* nothing more */
+	unit_hook_limit = unit_hook_held;		/* nothing more */
 	CHECK(cpht_table_find_or_put(t, keys, 20000, out) == CPHT_ERR_LIMIT, "%s: refused growth is CPHT_ERR_LIMIT: %s",
 		  what, cpht_table_error(t));
 	CHECK(slots_of(t) == slots && grows_of(t) == 0, "%s: layout unchanged", what);
 	expect_exactly(t, n, 20000 - n, what, "a refused growth");
-	hook_limit = INT64_MAX;
+	unit_hook_limit = INT64_MAX;
 	CHECK(cpht_table_find_or_put(t, keys, 20000, out) == CPHT_OK, "%s: allowed growth", what);
 	CHECK(grows_of(t) > 0, "%s: grew", what);
 	expect_exactly(t, 20000, 1000, what, "an allowed growth");
 	cpht_table_destroy(t);
-	CHECK(hook_held == 0, "%s: %lld bytes not given back", what, (long long) hook_held);
+	CHECK(unit_hook_held == 0, "%s: %lld bytes not given back", what, (long long) unit_hook_held);
 	cpht_set_memory_hook(NULL);
 	free(keys);
 	free(out);
@@ -353,15 +324,15 @@ check_doubling(cpht_kind kind, cpht_device dev, const char *what)
 	int64_t		held,
 				buffers;
 
-	hook_held = 0;
-	hook_limit = INT64_MAX;
-	cpht_set_memory_hook(test_hook);
-	t = make(kind, dev, 100000, 64);
+	unit_hook_held = 0;
+	unit_hook_limit = INT64_MAX;
+	cpht_set_memory_hook(unit_memory_hook);
+	t = unit_table(kind, dev, 100000, 64, 42);
 	if (t == NULL)
 		return;
 	CHECK(cpht_table_stats(t, &before) == CPHT_OK, "%s: stats", what);
-	held = hook_held;
-	hook_peak = hook_held;
+	held = unit_hook_held;
+	unit_hook_peak = unit_hook_held;
 	CHECK(cpht_table_grow(t) == CPHT_OK, "%s: grow: %s", what, cpht_table_error(t));
 	CHECK(cpht_table_stats(t, &after) == CPHT_OK, "%s: stats", what);
 	CHECK(after.slots[0] >= 2 * before.slots[0] && after.slots[0] <= 2 * before.slots[0] + 64 &&
@@ -377,10 +348,10 @@ check_doubling(cpht_kind kind, cpht_device dev, const char *what)
 	buffers = (int64_t) after.staging_bytes - (int64_t) before.staging_bytes;
 	if (buffers < 0)
 		buffers = 0;
-	CHECK(hook_peak - held <= (int64_t) after.table_bytes + buffers &&
-		  (double) (hook_peak - held - buffers + (int64_t) before.table_bytes) <= 1.5 * (double) after.table_bytes + 64,
+	CHECK(unit_hook_peak - held <= (int64_t) after.table_bytes + buffers &&
+		  (double) (unit_hook_peak - held - buffers + (int64_t) before.table_bytes) <= 1.5 * (double) after.table_bytes + 64,
 		  "%s: %lld bytes more at the peak of a growth from %llu to %llu bytes of slots", what,
-		  (long long) (hook_peak - held), (unsigned long long) before.table_bytes,
+		  (long long) (unit_hook_peak - held), (unsigned long long) before.table_bytes,
 		  (unsigned long long) after.table_bytes);
 	cpht_table_destroy(t);
 	cpht_set_memory_hook(NULL);
@@ -389,7 +360,7 @@ check_doubling(cpht_kind kind, cpht_device dev, const char *what)
 static void
 check_growth_impossible(cpht_kind kind, cpht_device dev, const char *what)
 {
-	cpht_table *t = make(kind, dev, 100, 8);
+	cpht_table *t = unit_table(kind, dev, 100, 8, 42);
 	uint64_t	keys[256];
 	uint8_t		out[256];
 	int			grows = 0;
@@ -439,7 +410,7 @@ check_fixed_size(cpht_kind kind, cpht_device dev, const char *what)
 static void
 check_fault_in_growth(cpht_kind kind, cpht_device dev, const char *what)
 {
-	cpht_table *t = make(kind, dev, 1000, 64);
+	cpht_table *t = unit_table(kind, dev, 1000, 64, 42);
 	uint64_t   *keys = malloc(20000 * sizeof(uint64_t));
 	uint8_t    *out = malloc(20000);
 	uint64_t	slots;
@@ -468,8 +439,8 @@ check_fault_in_growth(cpht_kind kind, cpht_device dev, const char *what)
 static void
 check_gpu_like_cpu(cpht_kind kind, const char *what)
 {
-	cpht_table *cpu = make(kind, CPHT_DEVICE_CPU, 1000, 64);
-	cpht_table *gpu = make(kind, CPHT_DEVICE_GPU, 1000, 64);
+	cpht_table *cpu = unit_table(kind, CPHT_DEVICE_CPU, 1000, 64, 42);
+	cpht_table *gpu = unit_table(kind, CPHT_DEVICE_GPU, 1000, 64, 42);
 	const size_t batch = 50000;
 	uint64_t   *keys = malloc(batch * sizeof(uint64_t));
 	uint8_t    *a = malloc(batch),

@@ -10,24 +10,9 @@
 
 #include "cpht_table.h"
 #include "unit.h"
+#include "unit_tables.h"
 
 #define NKEYS 50000
-
-static cpht_table *
-make(cpht_kind kind, cpht_device dev, int key_bits)
-{
-	cpht_params p;
-	cpht_table *t = NULL;
-	char		err[256];
-
-	/* small on purpose: the keys below make it grow several times */
-	CHECK(cpht_params_for_capacity(kind, 1000, key_bits, &p, err, sizeof(err)) == CPHT_OK, "params: %s", err);
-	p.device = dev;
-	p.seed = 7;
-	p.cpu_threads = 2;
-	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create: %s", err);
-	return t;
-}
 
 /* t's image read into host arrays: its levels and its stash. */
 static void
@@ -129,7 +114,8 @@ same_table(cpht_kind kind, cpht_device from, cpht_device to, int key_bits)
 			   *b = malloc(2 * NKEYS);
 	uint64_t	state = 99,
 				inserted = 0;
-	cpht_table *t = make(kind, from, key_bits);
+	/* small on purpose: the keys below make it grow several times */
+	cpht_table *t = unit_table(kind, from, 1000, key_bits, 7);
 	cpht_table *r;
 	cpht_image_info info;
 	cpht_stats	st,

@@ -10,21 +10,7 @@
 #include "cpht_table.h"
 #include "table_layer.h"
 #include "unit.h"
-
-static cpht_table *
-make(cpht_kind kind, cpht_device dev, uint64_t capacity, int key_bits)
-{
-	cpht_params p;
-	cpht_table *t = NULL;
-	char		err[256];
-
-	CHECK(cpht_params_for_capacity(kind, capacity, key_bits, &p, err, sizeof(err)) == CPHT_OK, "params: %s", err);
-	p.device = dev;
-	p.seed = 7;
-	p.cpu_threads = 2;
-	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create: %s", err);
-	return t;
-}
+#include "unit_tables.h"
 
 static int
 cmp(const void *a, const void *b)
@@ -85,7 +71,7 @@ check_keys(cpht_table *t, const uint64_t *want, size_t nwant, const char *what)
 static void
 round_trip(cpht_kind kind, cpht_device dev, int key_bits, uint64_t nkeys)
 {
-	cpht_table *t = make(kind, dev, nkeys, key_bits);
+	cpht_table *t = unit_table(kind, dev, nkeys, key_bits, 7);
 	uint64_t   *keys = malloc(nkeys * sizeof(uint64_t));
 	uint8_t    *status = malloc(nkeys);
 	uint64_t	state = 99 + (uint64_t) key_bits;
@@ -143,7 +129,7 @@ round_trip(cpht_kind kind, cpht_device dev, int key_bits, uint64_t nkeys)
 static void
 stash_keys(void)
 {
-	cpht_table *t = make(CPHT_CUCKOO, CPHT_DEVICE_CPU, 1000, 64);
+	cpht_table *t = unit_table(CPHT_CUCKOO, CPHT_DEVICE_CPU, 1000, 64, 7);
 	uint64_t	stashed[3] = {5, 1u << 20, UINT64_MAX - 1};
 	uint64_t	want[4];
 	uint8_t		status[1];

@@ -28,33 +28,7 @@
 #include "reference_set.h"
 #include "table_internal.h"
 #include "unit.h"
-
-static int64_t hook_held = 0;
-static int64_t hook_limit = INT64_MAX;
-
-static int
-test_hook(int64_t delta)
-{
-	if (delta > 0 && hook_held + delta > hook_limit)
-		return 0;
-	hook_held += delta;
-	return 1;
-}
-
-static cpht_table *
-make(cpht_kind kind, cpht_device dev, uint64_t capacity, int key_bits)
-{
-	cpht_params p;
-	cpht_table *t = NULL;
-	char		err[256];
-
-	CHECK(cpht_params_for_capacity(kind, capacity, key_bits, &p, err, sizeof(err)) == CPHT_OK, "params: %s", err);
-	p.device = dev;
-	p.seed = 42;
-	p.cpu_threads = 2;
-	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "create: %s", err);
-	return t;
-}
+#include "unit_tables.h"
 
 static cpht_stats
 stats_of(cpht_table *t)
@@ -143,7 +117,7 @@ check_pattern(cpht_kind kind, cpht_device dev, int pattern, const char *what)
 {
 	const size_t batch = 20000;
 	const int	rounds = 8;
-	cpht_table *t = make(kind, dev, 1000, 0);
+	cpht_table *t = unit_table(kind, dev, 1000, 0, 42);
 	uint64_t   *keys = malloc(batch * sizeof(uint64_t));
 	uint64_t   *all = malloc((rounds + 1) * batch * sizeof(uint64_t));
 	uint8_t    *out = malloc(batch);
@@ -268,7 +242,7 @@ check_transaction(cpht_kind kind, cpht_device dev, const char *what)
 {
 	const size_t base = 5000,
 				more = 3000;
-	cpht_table *t = make(kind, dev, 1000, 0);
+	cpht_table *t = unit_table(kind, dev, 1000, 0, 42);
 	uint64_t   *keys = malloc((base + 2 * more) * sizeof(uint64_t));
 	uint8_t    *out = malloc(base + 2 * more);
 	uint64_t	mark;
@@ -330,7 +304,7 @@ check_held_deletes(cpht_kind kind, cpht_device dev, const char *what)
 {
 	const size_t base = 4000,
 				gone = 500;
-	cpht_table *t = make(kind, dev, 1000, 0);
+	cpht_table *t = unit_table(kind, dev, 1000, 0, 42);
 	uint64_t   *keys = malloc((base + 1) * sizeof(uint64_t));
 	uint64_t   *logged = malloc(gone * sizeof(uint64_t));
 	uint8_t    *where = malloc(gone);
@@ -380,10 +354,10 @@ check_memory_hook(cpht_kind kind, cpht_device dev, const char *what)
 	cpht_stats	before,
 				after;
 
-	hook_held = 0;
-	hook_limit = INT64_MAX;
-	cpht_set_memory_hook(test_hook);
-	t = make(kind, dev, 5000, 0);
+	unit_hook_held = 0;
+	unit_hook_limit = INT64_MAX;
+	cpht_set_memory_hook(unit_memory_hook);
+	t = unit_table(kind, dev, 5000, 0, 42);
 	if (t == NULL)
 		return;
 	for (size_t i = 0; i < 2000; i++)
@@ -391,20 +365,20 @@ check_memory_hook(cpht_kind kind, cpht_device dev, const char *what)
 	keys[2000] = (uint64_t) 1 << 45;
 	CHECK(cpht_table_find_or_put(t, keys, 2000, out) == CPHT_OK, "%s: narrow keys", what);
 	before = stats_of(t);
-	hook_limit = hook_held;
+	unit_hook_limit = unit_hook_held;
 	CHECK(cpht_table_find_or_put(t, keys, 2001, out) == CPHT_ERR_LIMIT, "%s: refused widening: %s", what,
 		  cpht_table_error(t));
 	after = stats_of(t);
 	CHECK(after.key_bits == before.key_bits && after.slot_bits[0] == before.slot_bits[0] &&
 		  after.table_bytes == before.table_bytes, "%s: unchanged after a refused widening", what);
 	expect_exactly(t, keys, 2000, 1, what, "a refused widening");
-	hook_limit = INT64_MAX;
+	unit_hook_limit = INT64_MAX;
 	CHECK(cpht_table_find_or_put(t, keys, 2001, out) == CPHT_OK, "%s: widening allowed: %s", what,
 		  cpht_table_error(t));
 	CHECK(stats_of(t).slot_bits[0] > before.slot_bits[0], "%s: wider slots", what);
 	expect_exactly(t, keys, 2001, 0, what, "an allowed widening");
 	cpht_table_destroy(t);
-	CHECK(hook_held == 0, "%s: %lld bytes not given back", what, (long long) hook_held);
+	CHECK(unit_hook_held == 0, "%s: %lld bytes not given back", what, (long long) unit_hook_held);
 	cpht_set_memory_hook(NULL);
 }
 
@@ -537,7 +511,7 @@ check_widen_must_grow(cpht_kind kind, cpht_device dev, int fixed_size, const cha
 static void
 check_declared(cpht_kind kind, cpht_device dev, const char *what)
 {
-	cpht_table *t = make(kind, dev, 1000, 20);
+	cpht_table *t = unit_table(kind, dev, 1000, 20, 42);
 	cpht_stats	s;
 
 	if (t == NULL)
@@ -552,8 +526,8 @@ check_declared(cpht_kind kind, cpht_device dev, const char *what)
 static void
 check_gpu_like_cpu(cpht_kind kind, const char *what)
 {
-	cpht_table *cpu = make(kind, CPHT_DEVICE_CPU, 1000, 0);
-	cpht_table *gpu = make(kind, CPHT_DEVICE_GPU, 1000, 0);
+	cpht_table *cpu = unit_table(kind, CPHT_DEVICE_CPU, 1000, 0, 42);
+	cpht_table *gpu = unit_table(kind, CPHT_DEVICE_GPU, 1000, 0, 42);
 	const size_t batch = 40000;
 	uint64_t   *keys = malloc(batch * sizeof(uint64_t));
 	uint8_t    *a = malloc(batch),
