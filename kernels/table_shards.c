@@ -323,6 +323,23 @@ typedef struct split_job
 	shard_split *sp;
 } split_job;
 
+/* Keys [*lo, *hi) of the piece are block b's. */
+static inline void
+block_range(const split_job *j, size_t b, size_t *lo, size_t *hi)
+{
+	*lo = b * SPLIT_BLOCK;
+	*hi = *lo + SPLIT_BLOCK < j->n ? *lo + SPLIT_BLOCK : j->n;
+}
+
+/* next[s]: where block b's first key of shard s goes in the split piece. */
+static inline void
+block_starts(const split_job *j, size_t b, size_t *next)
+{
+	int			ns = j->t->nshards;
+
+	memcpy(next, j->sp->at + b * (size_t) ns, (size_t) ns * sizeof(size_t));
+}
+
 static void
 split_count(void *ctx, size_t begin, size_t end)
 {
@@ -331,10 +348,11 @@ split_count(void *ctx, size_t begin, size_t end)
 
 	for (size_t b = begin; b < end; b++)
 	{
-		size_t		lo = b * SPLIT_BLOCK,
-					hi = lo + SPLIT_BLOCK < j->n ? lo + SPLIT_BLOCK : j->n;
+		size_t		lo,
+					hi;
 		size_t	   *c = j->sp->at + b * (size_t) ns;
 
+		block_range(j, b, &lo, &hi);
 		memset(c, 0, (size_t) ns * sizeof(size_t));
 		for (size_t i = lo; i < hi; i++)
 		{
@@ -350,15 +368,15 @@ static void
 split_place(void *ctx, size_t begin, size_t end)
 {
 	split_job  *j = ctx;
-	int			ns = j->t->nshards;
 
 	for (size_t b = begin; b < end; b++)
 	{
-		size_t		lo = b * SPLIT_BLOCK,
-					hi = lo + SPLIT_BLOCK < j->n ? lo + SPLIT_BLOCK : j->n;
+		size_t		lo,
+					hi;
 		size_t		next[CPHT_MAX_SHARDS];
 
-		memcpy(next, j->sp->at + b * (size_t) ns, (size_t) ns * sizeof(size_t));
+		block_range(j, b, &lo, &hi);
+		block_starts(j, b, next);
 		for (size_t i = lo; i < hi; i++)
 		{
 			size_t		k = next[j->sp->route[i]]++;
@@ -375,15 +393,15 @@ static void
 split_answers(void *ctx, size_t begin, size_t end)
 {
 	split_job  *j = ctx;
-	int			ns = j->t->nshards;
 
 	for (size_t b = begin; b < end; b++)
 	{
-		size_t		lo = b * SPLIT_BLOCK,
-					hi = lo + SPLIT_BLOCK < j->n ? lo + SPLIT_BLOCK : j->n;
+		size_t		lo,
+					hi;
 		size_t		next[CPHT_MAX_SHARDS];
 
-		memcpy(next, j->sp->at + b * (size_t) ns, (size_t) ns * sizeof(size_t));
+		block_range(j, b, &lo, &hi);
+		block_starts(j, b, next);
 		for (size_t i = lo; i < hi; i++)
 			j->answer[i] = j->sp->out[next[j->sp->route[i]]++];
 	}
