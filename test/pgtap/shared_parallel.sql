@@ -31,42 +31,6 @@ BEGIN
 	END LOOP;
 END $$;
 
-CREATE FUNCTION pg_temp.await_lock_wait(p int) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-	t0 timestamptz := clock_timestamp();
-BEGIN
-	LOOP
-		PERFORM pg_stat_clear_snapshot();
-		IF EXISTS (SELECT 1 FROM pg_stat_activity
-				   WHERE pid = p AND wait_event_type = 'Lock' AND wait_event = 'transactionid') THEN
-			RETURN true;
-		END IF;
-		IF clock_timestamp() > t0 + interval '30 seconds' THEN
-			RETURN false;
-		END IF;
-		PERFORM pg_sleep(0.005);
-	END LOOP;
-END $$;
-
--- The text result of a query sent with dblink_send_query, or its SQLSTATE.
-CREATE FUNCTION pg_temp.result(conn text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	r text;
-BEGIN
-	BEGIN
-		SELECT v INTO r FROM dblink_get_result(conn) AS t(v text);
-	EXCEPTION
-		-- dblink raises the remote error here (a remote cancel as 57014,
-		-- which OTHERS does not catch)
-		WHEN query_canceled THEN
-			r := SQLSTATE;
-		WHEN OTHERS THEN
-			r := SQLSTATE;
-	END;
-	PERFORM * FROM dblink_get_result(conn, false) AS t(v text);
-	RETURN r;
-END $$;
-
 -- One value of a query in a dblink session, as text.
 CREATE FUNCTION pg_temp.value(conn text, sql text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN

@@ -14,44 +14,6 @@ SELECT plan(2 * 36 + 4);
 
 \ir include/shared_sessions.psql
 
--- Waits until process p waits for a transaction's lock; false after 30 s.
-CREATE FUNCTION pg_temp.await_lock_wait(p int) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-	t0 timestamptz := clock_timestamp();
-BEGIN
-	LOOP
-		PERFORM pg_stat_clear_snapshot();
-		IF EXISTS (SELECT 1 FROM pg_stat_activity
-				   WHERE pid = p AND wait_event_type = 'Lock' AND wait_event = 'transactionid')
-		   AND EXISTS (SELECT 1 FROM pg_locks WHERE pid = p AND locktype = 'transactionid' AND NOT granted) THEN
-			RETURN true;
-		END IF;
-		IF clock_timestamp() > t0 + interval '30 seconds' THEN
-			RETURN false;
-		END IF;
-		PERFORM pg_sleep(0.005);
-	END LOOP;
-END $$;
-
--- The boolean[] result of a query sent with dblink_send_query, or the
--- SQLSTATE it failed with (as text).
-CREATE FUNCTION pg_temp.result(conn text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	r text;
-BEGIN
-	BEGIN
-		SELECT v INTO r FROM dblink_get_result(conn) AS t(v text);
-	EXCEPTION
-		-- dblink raises the remote error here (a remote cancel as 57014)
-		WHEN query_canceled THEN
-			r := SQLSTATE;
-		WHEN OTHERS THEN
-			r := SQLSTATE;
-	END;
-	PERFORM * FROM dblink_get_result(conn, false) AS t(v text);
-	RETURN r;
-END $$;
-
 CREATE FUNCTION pg_temp.pid_of(conn text) RETURNS int LANGUAGE plpgsql AS $$
 BEGIN
 	RETURN (SELECT v FROM dblink(conn, 'SELECT pg_backend_pid()') AS t(v int));
