@@ -10,24 +10,6 @@ SELECT plan(11);
 
 \ir include/shared_sessions.psql
 
--- Waits until process pid waits for the cpht worker (wait event Extension)
--- or has gone; false after 30 s.
-CREATE FUNCTION pg_temp.await_worker_wait(p int) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-	t0 timestamptz := clock_timestamp();
-BEGIN
-	LOOP
-		PERFORM pg_stat_clear_snapshot();
-		IF EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = p AND wait_event_type = 'Extension') THEN
-			RETURN true;
-		END IF;
-		IF clock_timestamp() > t0 + interval '30 seconds' THEN
-			RETURN false;
-		END IF;
-		PERFORM pg_sleep(0.002);
-	END LOOP;
-END $$;
-
 CREATE FUNCTION pg_temp.end_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	why text := pg_temp.why_skip();
@@ -63,7 +45,7 @@ BEGIN
 	SELECT v INTO p FROM dblink('c', 'SELECT pg_backend_pid()') AS t(v int);
 	FOR attempt IN 1..20 LOOP
 		PERFORM dblink_send_query('c', call);
-		PERFORM pg_temp.await_worker_wait(p);
+		PERFORM pg_temp.await_wait(p, 'Extension');
 		PERFORM pg_cancel_backend(p);
 		state := 'done';
 		BEGIN
@@ -90,7 +72,7 @@ BEGIN
 
 	-- pg_terminate_backend while the session waits for the worker
 	PERFORM dblink_send_query('c', call);
-	PERFORM pg_temp.await_worker_wait(p);
+	PERFORM pg_temp.await_wait(p, 'Extension');
 	PERFORM pg_terminate_backend(p);
 	BEGIN
 		PERFORM * FROM dblink_get_result('c') AS t(r boolean[]);

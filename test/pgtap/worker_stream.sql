@@ -16,24 +16,6 @@ SELECT plan(20);
 
 \ir include/shared_sessions.psql
 
--- Waits until process pid waits with wait event type `kind` or has gone;
--- false after 30 s.
-CREATE FUNCTION pg_temp.await_wait(p int, kind text) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-	t0 timestamptz := clock_timestamp();
-BEGIN
-	LOOP
-		PERFORM pg_stat_clear_snapshot();
-		IF EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = p AND wait_event_type = kind) THEN
-			RETURN true;
-		END IF;
-		IF clock_timestamp() > t0 + interval '30 seconds' THEN
-			RETURN false;
-		END IF;
-		PERFORM pg_sleep(0.002);
-	END LOOP;
-END $$;
-
 CREATE FUNCTION pg_temp.stream_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	why text := pg_temp.why_skip();
