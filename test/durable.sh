@@ -108,6 +108,45 @@ grep -q 'permission denied for shared cpht table "d_iceberg"' <<<"$out" || fail 
 grep -q "cpht worker saved 3 durable shared tables" "$logfile" || fail "the clean shutdown saved no snapshots ($logfile)"
 echo "== durable: keys, count, layout, device and owner survive a clean restart"
 
+# A snapshot round when the next WAL record would start a page: the
+# position after that page's header is not written yet, and flushing up to
+# it fails.  Logical messages move the insert position to just past a page
+# header (each record's size is learnt from the last one), then the round
+# runs; three pages, in case other WAL moved the position in between.
+out=$(q 2>&1 <<'SQL' || true
+DO $$
+DECLARE
+	at_page int := 0;
+	overhead int := 100;
+	lsn pg_lsn;
+	before pg_lsn;
+	room int;
+BEGIN
+	FOR i IN 1..20000 LOOP
+		lsn := pg_current_wal_insert_lsn();
+		IF (lsn - '0/0'::pg_lsn) % 8192 = 24 THEN
+			PERFORM cpht_checkpoint();
+			at_page := at_page + 1;
+			EXIT WHEN at_page = 3;
+		END IF;
+		room := 8192 - ((lsn - '0/0'::pg_lsn) % 8192)::int;
+		before := pg_current_wal_insert_lsn();
+		PERFORM pg_logical_emit_message(false, 'cpht', repeat('x', greatest(room - overhead, 1)));
+		IF room - overhead >= 1 AND (pg_current_wal_insert_lsn() - before) < room THEN
+			overhead := overhead - ((room - (pg_current_wal_insert_lsn() - before))::int);
+		ELSIF room - overhead >= 1 THEN
+			overhead := overhead + ((pg_current_wal_insert_lsn() - before) - room)::int;
+		END IF;
+		overhead := least(greatest(overhead, 40), 400);
+	END LOOP;
+	RAISE NOTICE 'snapshot rounds at a page start: %', at_page;
+END $$;
+SQL
+)
+grep -q "snapshot rounds at a page start: [1-3]" <<<"$out" ||
+	fail "a snapshot round with the next WAL record at a page start: $out"
+echo "== durable: a snapshot round with the next WAL record at a page start"
+
 # ---- 2. corrupt and foreign-version snapshots ---------------------------------
 echo "== durable: a corrupt and a foreign-version snapshot"
 "${cluster[@]}" stop

@@ -185,6 +185,25 @@ advance_slot(XLogRecPtr lsn)
 		ReplicationSlotsComputeRequiredLSN();
 }
 
+/*
+ * Flushes every WAL record inserted so far.  GetXLogInsertRecPtr names the
+ * next record's start, which at the start of a page lies past the page's
+ * header; that header is not written until a record follows, so flushing
+ * up to there fails ("xlog flush request ... is not satisfied").  All that
+ * was inserted ends at the page boundary then.
+ */
+static void
+flush_inserted(XLogRecPtr insert)
+{
+	XLogRecPtr	end = insert;
+
+	if (XLogSegmentOffset(insert, wal_segment_size) == SizeOfXLogLongPHD)
+		end = insert - SizeOfXLogLongPHD;
+	else if (insert % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		end = insert - SizeOfXLogShortPHD;
+	XLogFlush(end);
+}
+
 /* ---- snapshot rounds -------------------------------------------------------- */
 
 int
@@ -204,7 +223,7 @@ cpht_durable_checkpoint(bool only_changed)
 	 * was told of, is in WAL before lsn: flushed, a crash keeps it, so
 	 * nothing in the files is newer than what recovery knows.
 	 */
-	XLogFlush(lsn);
+	flush_inserted(lsn);
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
 		CphtCatalogEntry *e = &cpht_catalog[i];
@@ -315,7 +334,7 @@ cpht_durable_created(int entry, cpht_table *t, const cpht_params *params)
 	e->create_lsn = cpht_wal_create(e, params);
 	e->durable = true;
 	lsn = GetXLogInsertRecPtr();
-	XLogFlush(lsn);
+	flush_inserted(lsn);
 	PG_TRY();
 	{
 		cpht_snapshot_write(entry, e, t, lsn);
