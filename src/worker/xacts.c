@@ -21,6 +21,17 @@
  * pending changes.  Requests are served one at a time, so checking and
  * then applying is atomic.
  *
+ * The map is built only when it is needed: when a request of one
+ * transaction meets a table on which another transaction has pending
+ * changes.  A lone loader (the common case: one transaction filling a
+ * table) never meets anyone, and keeping a map of its keys would cost a
+ * random access per key changed, both when it writes and when it ends,
+ * plus 64 bytes of map per key.  The map is then built from the open
+ * transactions' undo lists, which hold the same facts (each key's first
+ * change, its kind, its segment's subtransaction), kept up to date while
+ * any transaction has pending changes, and freed whole when the last one
+ * ends.
+ *
  * Savepoints: a transaction's list is cut into segments by the
  * subtransaction that wrote them.  When subtransaction X aborts, everything
  * written since X began belongs to X or its children, whose xids all follow
@@ -84,6 +95,7 @@ typedef struct TableXacts
 	bool		transactional;
 	uint64		table_id;
 	PendingMap	map;
+	bool		indexed;		/* map holds every open transaction's keys */
 	dlist_head	xacts;			/* XactTable.table_node of open transactions */
 	uint64		held_deletes;
 } TableXacts;
@@ -182,6 +194,63 @@ others_pending(TableXacts *tx, TransactionId top)
 	return false;
 }
 
+/*
+ * Builds the pending map from the open transactions' undo lists, where a
+ * key's first entry in its owner's list is its first change.  ERROR when
+ * out of memory, with the map left unbuilt.
+ */
+static void
+index_pending(TableXacts *tx)
+{
+	uint64		total = 0;
+	dlist_iter	it;
+
+	if (tx->indexed)
+		return;
+	dlist_foreach(it, &tx->xacts)
+		total += dlist_container(XactTable, table_node, it.cur)->n;
+	if (!pending_reserve(&tx->map, total))
+	{
+		pending_free(&tx->map);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory in the cpht worker"),
+				 errdetail("Checking a call against the " UINT64_FORMAT " keys other open transactions changed in a transactional shared table needs more memory there.",
+						   total)));
+	}
+	dlist_foreach(it, &tx->xacts)
+	{
+		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
+
+		for (int s = 0; s < tt->nsegs; s++)
+		{
+			uint64		end = s + 1 < tt->nsegs ? tt->segs[s + 1].start : tt->n;
+
+			for (uint64 i = tt->segs[s].start; i < end; i++)
+			{
+				bool		found;
+				PendingEntry *e = pending_insert(&tx->map, tt->keys[i], &found);
+
+				if (found)
+					continue;
+				e->owner = tt;
+				e->subxid = tt->segs[s].subxid;
+				e->before_present = tt->where[i] != 0;
+				e->first = i;
+			}
+		}
+	}
+	tx->indexed = true;
+}
+
+/* Forgets the whole pending map (no open transaction has changes left). */
+static void
+unindex_pending(TableXacts *tx)
+{
+	pending_free(&tx->map);
+	tx->indexed = false;
+}
+
 /* The caller's record of the table, created if new. */
 static XactTable *
 xact_table(TableXacts *tx, const CphtRequest *req)
@@ -243,7 +312,7 @@ reserve(TableXacts *tx, XactTable *tt, uint64 n)
 		tt->segs = segs;
 		tt->segcap = cap;
 	}
-	if (!pending_reserve(&tx->map, n))
+	if (tx->indexed && !pending_reserve(&tx->map, n))
 		out_of_memory(n);
 }
 
@@ -263,9 +332,14 @@ write_xacts(const CphtRequest *req, CphtCall call)
 void
 cpht_xacts_reserve(const CphtRequest *req, CphtCall call, uint64 n)
 {
-	TableXacts *tx = write_xacts(req, call);
+	TableXacts *tx = request_table_xacts(req);
 
-	if (tx != NULL)
+	if (tx == NULL)
+		return;
+	/* meeting another transaction's pending keys needs the map */
+	if (others_pending(tx, req->top_xid))
+		index_pending(tx);
+	if (write_xacts(req, call) != NULL)
 		reserve(tx, xact_table(tx, req), n);
 }
 
@@ -278,6 +352,7 @@ cpht_xacts_conflicts(const CphtRequest *req, CphtCall call, const uint64 *keys,
 	/* A lone writer skips the probe. */
 	if (tx == NULL || !others_pending(tx, req->top_xid))
 		return false;
+	Assert(tx->indexed);
 	for (uint64 i = 0; i < n && rep->nconflicts < CPHT_MAX_CONFLICTS; i++)
 	{
 		PendingEntry *e = pending_find(&tx->map, keys[i]);
@@ -347,22 +422,22 @@ record(TableXacts *tx, const CphtRequest *req, cpht_table *t, uint64 position)
 		tt->nsegs++;
 	}
 	for (uint64 i = base; i < base + m; i++)
+		deletes += tt->where[i] != 0;
+	tt->delta += (int64) (m - deletes) - (int64) deletes;
+	for (uint64 i = base; tx->indexed && i < base + m; i++)
 	{
 		bool		found;
 		PendingEntry *e = pending_insert(&tx->map, tt->keys[i], &found);
-		bool		deleted = tt->where[i] != 0;
 
 		if (!found)
 		{
 			e->owner = tt;
 			e->subxid = req->sub_xid;
-			e->before_present = deleted;
+			e->before_present = tt->where[i] != 0;
 			e->first = i;
 		}
 		else if (e->owner != tt)
 			elog(WARNING, "cpht worker: key " UINT64_FORMAT " changed by two open transactions", tt->keys[i]);
-		tt->delta += deleted ? -1 : 1;
-		deletes += deleted;
 	}
 	tt->n += m;
 	tt->deletes += deletes;
@@ -385,6 +460,7 @@ cpht_xacts_after_call(const CphtRequest *req, cpht_table *t, CphtCall call,
 	/* Others' pending keys as they were before. */
 	if (others_pending(tx, req->top_xid))
 	{
+		Assert(tx->indexed);
 		for (uint64 i = 0; i < n; i++)
 		{
 			PendingEntry *e = pending_find(&tx->map, keys[i]);
@@ -497,10 +573,13 @@ undo_from(XactTable *tt, uint64 from)
 	st = cpht_table_undo(t, tt->keys + from, tt->where + from, tt->n - from);
 	for (uint64 i = from; i < tt->n; i++)
 	{
-		PendingEntry *e = pending_find(&tx->map, tt->keys[i]);
+		if (tx->indexed)
+		{
+			PendingEntry *e = pending_find(&tx->map, tt->keys[i]);
 
-		if (e != NULL && e->owner == tt && e->first >= from)
-			pending_remove(&tx->map, tt->keys[i]);
+			if (e != NULL && e->owner == tt && e->first >= from)
+				pending_remove(&tx->map, tt->keys[i]);
+		}
 		tt->delta += tt->where[i] != 0 ? 1 : -1;
 		deletes += tt->where[i] != 0;
 	}
@@ -529,7 +608,9 @@ forget(XactTable *tt)
 	if (tt->entry >= 0)
 	{
 		tx = &table_xacts[tt->entry];
-		for (uint64 i = 0; i < tt->n; i++)
+		if (tx->indexed && !others_pending(tx, tt->xact->xid))
+			unindex_pending(tx);
+		for (uint64 i = 0; tx->indexed && i < tt->n; i++)
 		{
 			PendingEntry *e = pending_find(&tx->map, tt->keys[i]);
 
