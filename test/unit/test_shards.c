@@ -32,6 +32,7 @@
 #include "cpht_table.h"
 #include "reference_set.h"
 #include "unit.h"
+#include "unit_tables.h"
 
 #define POOL 300000
 #define ROUNDS 60
@@ -506,6 +507,40 @@ run_auto(cpht_kind kind, cpht_device dev, int shards)
 	cpht_table_destroy(t);
 }
 
+/*
+ * cpht_table_keep_log: a sharded table whose log is emptied after every
+ * call (the cpht worker's shared tables) keeps its shards' log stores for
+ * the next call instead of giving them back and allocating them again.
+ */
+static void
+run_keep_log(cpht_kind kind, int shards)
+{
+	const size_t n = 300000;
+	cpht_table *t = make(kind, 64, 2 * n, CPHT_DEVICE_CPU, shards, 0);
+	uint64_t   *keys = malloc(n * sizeof(uint64_t));
+	uint8_t    *out = malloc(n);
+	int64_t		logged;
+
+	if (t == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		keys[i] = i * 7919 + 1;
+	cpht_set_memory_hook(unit_memory_hook);
+	unit_hook_held = 0;
+	cpht_table_set_logging(t, 1);
+	cpht_table_keep_log(t, 2 * n);
+	CHECK(cpht_table_find_or_put(t, keys, n, out) == CPHT_OK, "keep_log: fop: %s", cpht_table_error(t));
+	logged = unit_hook_held;
+	cpht_table_truncate_log(t, 0);
+	CHECK(logged > 0 && unit_hook_held == logged,
+		  "keep_log, %d shards: the log held %lld bytes, %lld after it was emptied", shards,
+		  (long long) logged, (long long) unit_hook_held);
+	cpht_table_destroy(t);
+	cpht_set_memory_hook(NULL);
+	free(keys);
+	free(out);
+}
+
 /* Bytes of each shard of a table of n shards (the shards are alike). */
 static uint64_t
 shard_bytes(const cpht_params *one, int n)
@@ -563,6 +598,8 @@ main(void)
 	run_shards_to_fit(CPHT_ICEBERG, 64);
 	run_shards_to_fit(CPHT_CUCKOO, 40);
 	run_shards_to_fit(CPHT_ICEBERG, 0);
+	run_keep_log(CPHT_ICEBERG, 2);
+	run_keep_log(CPHT_CUCKOO, 3);
 	for (int shards = 2; shards <= 3; shards++)
 	{
 		run(CPHT_ICEBERG, 64, CPHT_DEVICE_CPU, shards);
