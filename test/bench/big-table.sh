@@ -31,14 +31,16 @@
 # KEYS + 1 .. KEYS + CPHT_BIG_CHUNK.
 #
 # Host memory such a table needs besides the server (the slots are all on
-# the GPUs): pinned split memory for the pieces of a call, 9 bytes a key
-# for up to 64M keys (576 MiB); each shard's pinned transfer buffers (at
-# most two 4M-key chunks, 72 MiB); the worker's transfer arena
-# (cpht.transfer_windows x cpht.transfer_chunk x 9 bytes, 151 MB by
-# default, pinned); the loading backend's stream buffers (cpht.batch_size
-# x 9 bytes, twice); and each check's arrays (CPHT_BIG_CHUNK keys: 8 bytes
-# a key for the keys, one for the answers, in the backend and a transfer
-# window's worth in the worker).
+# the GPUs), in the cpht worker: pinned split memory for the pieces of a
+# call, 9 bytes a key for up to 64M keys (576 MiB); each shard's pinned
+# transfer buffers (two 4M-key chunks, 72 MiB; as much again on its GPU);
+# the transfer arena (cpht.transfer_windows x cpht.transfer_chunk x 9
+# bytes, 151 MB by default, pinned when the worker starts); for a call
+# larger than one window, a buffer of 9 bytes a key while it runs.  In the
+# loading backend, the stream's buffers (cpht.batch_size x 9 bytes, twice);
+# in the checking backend, CPHT_BIG_CHUNK keys and answers (9 bytes a key,
+# 144 MiB at the default).  So about 1 GB of pinned host memory for two
+# GPUs, and no staging of the slots: nothing of them passes the host.
 set -euo pipefail
 
 KEYS=${1:-1000000000}
@@ -70,7 +72,7 @@ fi
 # A small table of one shard: the first GPU's memory, and the slot bytes
 # per unit of capacity; one of 16 shards: how many GPUs cpht uses.
 probe=$(q -F ' ' <<'SQL'
-SELECT cpht_create(10000000, key_bits => 64, shards => 1) AS one \gset
+SELECT cpht_create(1000000, key_bits => 64, shards => 1) AS one \gset
 SELECT cpht_create(16000, key_bits => 64, shards => 16) AS many \gset
 SELECT coalesce(cpht_info(:one)->>'device_total_bytes', '0'),
 	   coalesce(cpht_info(:one)->>'device_free_bytes', '0'),
@@ -103,7 +105,7 @@ else
 	target=${CPHT_BIG_TABLE_BYTES:?CPHT_BIG_TABLE_BYTES (bytes of slots) is needed on the CPU}
 	echo "CPU table of $target bytes of slots, $SHARDS shards"
 fi
-capacity=$(awk -v t="$target" -v p="$probe_bytes" 'BEGIN { printf "%.0f", t / p * 10000000 }')
+capacity=$(awk -v t="$target" -v p="$probe_bytes" 'BEGIN { printf "%.0f", t / p * 1000000 }')
 if [ "$KEYS" -gt "$capacity" ]; then
 	echo "big-table.sh: $KEYS keys do not fit a table of $target bytes (capacity $capacity)" >&2
 	exit 1
