@@ -476,6 +476,16 @@ cpht_status cpht_params_for_capacity(cpht_kind kind, uint64_t capacity,
 uint64_t	cpht_params_table_bytes(const cpht_params *params);
 
 /*
+ * Shards for a table of these parameters (one table: shards 0 or 1) that
+ * would not fit one GPU with `gpu_bytes` of room, when `gpus` GPUs are
+ * used: the fewest N of 2..min(gpus, CPHT_MAX_SHARDS) whose shards' slots
+ * each fit in gpu_bytes, or that largest N when none does (creating the
+ * table then fails for room, as one table would).  1 when the table fits
+ * one GPU, when only one GPU is used, or for invalid parameters.
+ */
+int			cpht_shards_to_fit(const cpht_params *params, uint64_t gpu_bytes, int gpus);
+
+/*
  * GPU availability.  cpht_gpu_usable() initialises CUDA on first call (so
  * call it only when a GPU table is really wanted) and caches the answer; it
  * returns 0 when the build has no GPU support or no device/driver exists,

@@ -298,6 +298,10 @@ cpht_table_set_logging(cpht_table *t, int on)
 void
 cpht_table_keep_log(cpht_table *t, uint64_t entries)
 {
+	/* the logs are the shards': each keeps a store of that size (a call's
+	 * keys need not split evenly) */
+	for (int s = 0; s < t->nshards; s++)
+		cpht_table_keep_log(t->shard[s], entries);
 	t->log_keep = entries;
 }
 

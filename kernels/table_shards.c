@@ -126,6 +126,39 @@ table_shards_bytes(const cpht_params *params)
 	return bytes;
 }
 
+int
+cpht_shards_to_fit(const cpht_params *params, uint64_t gpu_bytes, int gpus)
+{
+	cpht_params p = *params;
+	int			most = gpus < CPHT_MAX_SHARDS ? gpus : CPHT_MAX_SHARDS;
+
+	p.shards = 0;
+	if (most < 2 || cpht_params_table_bytes(&p) <= gpu_bytes)
+		return 1;
+	for (int n = 2; n <= most; n++)
+	{
+		uint64_t	largest = 0;
+
+		p.shards = n;
+		/* every shard's bytes (the shards have alike layouts, but each is
+		 * measured: a bound must hold for each) */
+		for (int s = 0; s < n; s++)
+		{
+			cpht_params sp;
+			uint64_t	b;
+
+			shard_params(&p, s, &sp);
+			b = cpht_params_table_bytes(&sp);
+			if (b == 0)
+				return 1;
+			largest = b > largest ? b : largest;
+		}
+		if (largest <= gpu_bytes)
+			return n;
+	}
+	return most;
+}
+
 /*
  * GPU shards: pinned memory for the pieces of a call, as large as the
  * table (its shards' slots) up to SPLIT_CHUNK_KEYS, made with the table as
@@ -1052,6 +1085,7 @@ table_shards_stats(cpht_table *t, cpht_stats *out)
 	out->kind = t->params.kind;
 	out->device = t->params.device;
 	out->key_bits = t->params.key_bits;
+	out->auto_key_bits = t->params.auto_key_bits;
 	out->levels = t->levels;
 	out->shards = t->nshards;
 	out->log_entries = t->log_len;
@@ -1104,6 +1138,19 @@ table_shards_stats(cpht_table *t, cpht_stats *out)
 			strcat(out->device_name, st.device_name);
 		}
 		out->grows += st.grows;
+		/*
+		 * Key width: each shard of an automatic table widens for its own
+		 * keys, so the table's width is its widest shard's, and the widest
+		 * key its slots hold without widening is its narrowest shard's.
+		 */
+		if (st.key_bits > out->key_bits)
+			out->key_bits = st.key_bits;
+		out->signed_keys |= st.signed_keys;
+		if (s == 0 || st.slot_key_bits < out->slot_key_bits)
+			out->slot_key_bits = st.slot_key_bits;
+		out->widens += st.widens;
+		if (st.last_widen_ms > out->last_widen_ms)
+			out->last_widen_ms = st.last_widen_ms;
 		if (st.last_grow_at_us > out->last_grow_at_us)
 		{
 			out->last_grow_at_us = st.last_grow_at_us;

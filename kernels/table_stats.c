@@ -19,6 +19,12 @@ cpht_table_slot_bytes(cpht_table *t)
 	uint64_t	bytes = 0;
 
 	table_settle(t);			/* a stream's batch may be growing it */
+	/* a sharded table's own layout is the one it was created with: its
+	 * shards grow and widen by themselves */
+	for (int s = 0; s < t->nshards; s++)
+		bytes += cpht_table_slot_bytes(t->shard[s]);
+	if (t->nshards)
+		return bytes;
 	for (int l = 0; l < t->levels; l++)
 		bytes += t->params.slots[l] * (uint64_t) (t->level[l].slot_bits / 8);
 	return bytes;

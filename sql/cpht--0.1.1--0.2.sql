@@ -123,10 +123,11 @@ COMMENT ON AGGREGATE cpht_import_agg(int, bytea) IS
 -- cpht_tables shows key_bits NULL for such a table; cpht_info reports
 -- key_width, the current key_bits, signed_keys, slot_key_bits and widens.
 --
--- Sharded tables: cpht_create gains shards (default 1).  A table of N
--- shards splits its keys by a hash of the key over N tables, one per GPU in
--- turn (cpht.devices), or all on the CPU, and answers as one table;
--- cpht_info lists the shards.
+-- Sharded tables: cpht_create gains shards (default NULL: the cpht.shards
+-- setting, 1 unless set; a durable table 1).  A table of N shards splits
+-- its keys by a hash of the key over N tables, one per GPU in turn
+-- (cpht.devices), or all on the CPU, and answers as one table; cpht_info
+-- lists the shards.
 --
 -- Durable shared tables: cpht_create gains durable (default false).  A
 -- durable table is saved in the data directory (pg_cpht/) and its changes
@@ -135,14 +136,14 @@ COMMENT ON AGGREGATE cpht_import_agg(int, bytea) IS
 DROP FUNCTION cpht_create(bigint, text, int, boolean, text);
 CREATE FUNCTION cpht_create(capacity bigint, kind text DEFAULT 'iceberg',
 							key_bits int DEFAULT NULL, transactional boolean DEFAULT true,
-							name text DEFAULT NULL, shards int DEFAULT 1,
+							name text DEFAULT NULL, shards int DEFAULT NULL,
 							durable boolean DEFAULT false)
 RETURNS int
 AS 'MODULE_PATHNAME', 'cpht_create_named'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION cpht_create(bigint, text, int, boolean, text, int, boolean) IS
-'creates a table for capacity distinct keys (kind iceberg or cuckoo; keys of key_bits bits, or with key_bits NULL any bigint, the slots widening as keys need), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it; durable: saved in the data directory and logged in WAL, so it survives restarts and crashes); shards > 1 splits the keys by hash over that many tables, one per GPU in turn (or all on the CPU)';
+'creates a table for capacity distinct keys (kind iceberg or cuckoo; keys of key_bits bits, or with key_bits NULL any bigint, the slots widening as keys need), which grows past it as keys arrive unless cpht.grow is off, and returns its handle; without a name a table of this session on the device cpht.device selects, with a name a shared table in the cpht worker that every session of the database can open (transactional: writes of a key another open transaction changed wait for it; durable: saved in the data directory and logged in WAL, so it survives restarts and crashes); shards > 1 splits the keys by hash over that many tables, one per GPU in turn (or all on the CPU), and shards NULL takes cpht.shards (a durable table: 1)';
 
 -- Parallel streaming: cpht_fop_agg over a shared table runs in parallel
 -- workers.  Each worker streams its rows' keys to the table and hands the

@@ -54,8 +54,11 @@ RESET cpht.batch_size;
 -- is shown here; test/pgtap/errors.sql checks the message.  CPU tables:
 -- a GPU table also counts its transfer buffers (over 2 MB however small
 -- the table), which the unit tests check.  The tables have 64-bit slots
--- (key_bits => 64): without key_bits they start at 16 bits.
+-- (key_bits => 64): without key_bits they start at 16 bits.  The sizes
+-- are those of tables of one shard (each shard of a sharded table has a
+-- smallest size of its own), whatever cpht.shards the suite runs with.
 SET cpht.device = cpu;
+SET cpht.shards = 1;
 SHOW cpht.max_memory;
 SET cpht.max_memory = '15kB';
 SHOW cpht.max_memory;
@@ -75,4 +78,5 @@ SET cpht.max_memory = 0;
 SELECT cpht_create(1000, 'cuckoo', 64) > 0 AS created;
 RESET cpht.max_memory;
 RESET cpht.device;
+RESET cpht.shards;
 SELECT cpht_drop_all();

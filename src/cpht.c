@@ -31,6 +31,7 @@ int			cpht_cpu_threads = 0;
 int			cpht_max_memory_kb = 0;
 bool		cpht_trace = false;
 bool		cpht_grow = true;
+int			cpht_shards = 1;
 
 static const struct config_enum_entry placement_options[] = {
 	{"backend", CPHT_PLACEMENT_BACKEND, false},
@@ -193,6 +194,15 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("cpht.shards",
+							"Shards of a cpht table created without shards => N.",
+							"1 makes one table; N splits the keys of every new table by hash over N tables, one per GPU in turn (or all on the CPU). A durable table takes one shard unless shards is given.",
+							&cpht_shards,
+							1, 1, CPHT_MAX_SHARDS,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("cpht.devices",
 							   "The GPUs cpht uses, by CUDA number.",

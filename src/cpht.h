@@ -17,6 +17,7 @@ extern int	cpht_cpu_threads;
 extern int	cpht_max_memory_kb;
 extern bool cpht_trace;
 extern bool cpht_grow;
+extern int	cpht_shards;
 
 extern void _PG_init(void);
 

@@ -68,10 +68,46 @@ cpht_new_seed(void)
 		(counter * UINT64CONST(0x9e3779b97f4a7c15));
 }
 
+/*
+ * Durable tables are never sharded (their snapshots hold one table's
+ * slots), so cpht.shards applies to every other table and a durable one
+ * takes one shard unless shards is given.
+ */
 int32
-cpht_create_shards_arg(FunctionCallInfo fcinfo)
+cpht_create_shards_arg(FunctionCallInfo fcinfo, bool durable)
 {
-	return PG_NARGS() > 5 && !PG_ARGISNULL(5) ? PG_GETARG_INT32(5) : 1;
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+		return PG_GETARG_INT32(5);
+	return durable ? 1 : cpht_shards;
+}
+
+/*
+ * A GPU table given no shards (shards NULL, cpht.shards 1) whose slots
+ * would not fit the first GPU's room is sharded over as few of the GPUs
+ * cpht uses as make each shard fit (cpht_shards_to_fit), so that it is
+ * made where one table would fail for room.  Durable tables are never
+ * sharded.  Returns the table's bytes of slot memory, checked against the
+ * session's cap again when they changed.
+ */
+uint64
+cpht_create_fit_gpus(FunctionCallInfo fcinfo, bool durable, cpht_params *params,
+					 uint64 bytes, const char *what)
+{
+	int			gpus;
+	uint64		room;
+	int			shards;
+
+	if (params->device != CPHT_DEVICE_GPU || durable || params->shards > 1 ||
+		(PG_NARGS() > 5 && !PG_ARGISNULL(5)))
+		return bytes;
+	cpht_access_gpu_room(&gpus, &room);
+	shards = cpht_shards_to_fit(params, room, gpus);
+	if (shards <= 1)
+		return bytes;
+	params->shards = shards;
+	bytes = cpht_params_table_bytes(params);
+	cpht_memory_check(bytes, what);
+	return bytes;
 }
 
 uint64
@@ -139,12 +175,13 @@ cpht_create(PG_FUNCTION_ARGS)
 	char		errbuf[512];
 
 	bytes = cpht_create_params(capacity, kind_name, key_bits,
-							   cpht_create_shards_arg(fcinfo), &params);
+							   cpht_create_shards_arg(fcinfo, false), &params);
 
 	/* The session's memory cap, checked before any memory is taken. */
 	cpht_memory_check(bytes, "cpht table");
 
 	params.device = cpht_choose_device();
+	bytes = cpht_create_fit_gpus(fcinfo, false, &params, bytes, "cpht table");
 	params.seed = cpht_new_seed();
 	params.cpu_threads = cpht_cpu_threads;
 

@@ -15,8 +15,14 @@ extern uint64 cpht_create_params(int64 capacity, const char *kind_name,
 								 int32 key_bits, int32 shards,
 								 cpht_params *params);
 
-/* cpht_create's shards argument (its sixth; 1 where the call has none). */
-extern int32 cpht_create_shards_arg(FunctionCallInfo fcinfo);
+/* cpht_create's shards argument (its sixth), or where the call gives none
+ * (NULL, or no such argument) cpht.shards; a durable table's default is 1. */
+extern int32 cpht_create_shards_arg(FunctionCallInfo fcinfo, bool durable);
+
+/* The shards and bytes of a GPU table too large for one GPU (lifecycle.c). */
+extern uint64 cpht_create_fit_gpus(FunctionCallInfo fcinfo, bool durable,
+								   cpht_params *params, uint64 bytes,
+								   const char *what);
 
 /* The device cpht.device picks for a new table in this backend. */
 extern cpht_device cpht_choose_device(void);

@@ -221,19 +221,18 @@ cpht_create_named(PG_FUNCTION_ARGS)
 
 	bool		durable = false;
 
-	/* key_bits (argument 2) may be NULL: the key width follows the keys */
+	/* key_bits (argument 2) may be NULL: the key width follows the keys;
+	 * so may shards (argument 5): cpht.shards (cpht_create_shards_arg) */
 	for (int a = 0; a < 4; a++)
 		if (a != 2 && PG_ARGISNULL(a))
 			PG_RETURN_NULL();
-	if (PG_NARGS() > 5 && PG_ARGISNULL(5))
-		PG_RETURN_NULL();
 	if (PG_NARGS() > 6)
 	{
 		if (PG_ARGISNULL(6))
 			PG_RETURN_NULL();
 		durable = PG_GETARG_BOOL(6);
 	}
-	if (durable && cpht_create_shards_arg(fcinfo) != 1)
+	if (durable && cpht_create_shards_arg(fcinfo, true) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a durable cpht table cannot be sharded"),
@@ -260,11 +259,12 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	refuse_transaction_block("creating a shared cpht table");
 
 	bytes = cpht_create_params(PG_GETARG_INT64(0), text_to_cstring(PG_GETARG_TEXT_PP(1)),
-							   PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2), cpht_create_shards_arg(fcinfo), &params);
+							   PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2), cpht_create_shards_arg(fcinfo, durable), &params);
 	/* A role capped by cpht.max_memory gets no larger table this way. */
 	cpht_memory_check(bytes, "shared cpht table");
 	/* the GPU as the cpht worker found it (access.c) */
 	params.device = cpht_choose_device();
+	bytes = cpht_create_fit_gpus(fcinfo, durable, &params, bytes, "shared cpht table");
 	params.seed = cpht_new_seed();
 	params.cpu_threads = cpht_cpu_threads;
 

@@ -31,6 +31,16 @@
 #                                          checks after the preloaded pass
 #                                          (loaders, worker restart) run only
 #                                          when named too: "loaders", "restart"
+#   CPHT_TEST_SHARDS=N test/run-tests.sh   every table created without
+#                                          shards => N has N shards: the
+#                                          server runs with cpht.shards = N
+#                                          (a throwaway server: ALTER SYSTEM,
+#                                          both modes; a running one: every
+#                                          test session, by PGOPTIONS)
+#   CPHT_TEST_SHARDED_PASS=N test/run-tests.sh
+#                                          after the preloaded pass (and its
+#                                          checks), the preloaded suite once
+#                                          more with cpht.shards = N (CI: 2)
 #   CPHT_TEST_MODES=plain|preload|both test/run-tests.sh
 #                                          which modes of a throwaway server
 #                                          run (both without it)
@@ -53,6 +63,8 @@ ROOT=$PWD
 : "${CPHT_ROLLBACK_REPEAT:=}"
 : "${CPHT_TEST_ONLY:=}"
 : "${CPHT_TEST_MODES:=both}"
+: "${CPHT_TEST_SHARDS:=}"
+: "${CPHT_TEST_SHARDED_PASS:=}"
 TAP_DB=cpht_tap
 
 case "$CPHT_TEST_SERVER" in
@@ -72,6 +84,12 @@ case "$CPHT_TEST_DEVICE" in
 	'' | cpu | gpu | auto) ;;
 	*) echo "CPHT_TEST_DEVICE must be cpu, gpu or auto, not '$CPHT_TEST_DEVICE'" >&2; exit 2 ;;
 esac
+for v in CPHT_TEST_SHARDS CPHT_TEST_SHARDED_PASS; do
+	if [ -n "${!v}" ] && ! [[ "${!v}" =~ ^([1-9]|1[0-6])$ ]]; then
+		echo "$v must be between 1 and 16, not '${!v}'" >&2
+		exit 2
+	fi
+done
 if [ -n "$CPHT_FUZZ_OPS" ] && ! [[ "$CPHT_FUZZ_OPS" =~ ^[1-9][0-9]{0,8}$ ]]; then
 	echo "CPHT_FUZZ_OPS must be a positive integer, not '$CPHT_FUZZ_OPS'" >&2
 	exit 2
@@ -90,6 +108,19 @@ run_suite() {
 		# pg_regress keeps what PGOPTIONS holds and adds its own settings.
 		export PGOPTIONS="${PGOPTIONS:-} -c cpht.device=$CPHT_TEST_DEVICE"
 		echo "== every test session runs with cpht.device=$CPHT_TEST_DEVICE"
+	fi
+
+	if [ -n "$CPHT_TEST_SHARDS" ]; then
+		if [ "$CPHT_TEST_SERVER" = running ]; then
+			export PGOPTIONS="${PGOPTIONS:-} -c cpht.shards=$CPHT_TEST_SHARDS"
+		fi
+		local shards_now
+		shards_now=$(psql -X -q -At -d postgres -c "LOAD 'cpht'" -c "SHOW cpht.shards")
+		if [ "$shards_now" != "$CPHT_TEST_SHARDS" ]; then
+			echo "== FAILED: cpht.shards is '$shards_now', not $CPHT_TEST_SHARDS (CPHT_TEST_SHARDS)"
+			return 1
+		fi
+		echo "== tables created without shards => N have $CPHT_TEST_SHARDS shards (CPHT_TEST_SHARDS: cpht.shards)"
 	fi
 
 	local tap_files=(test/pgtap/*.sql) name
@@ -153,8 +184,25 @@ run_suite() {
 	echo "== all tests passed"
 }
 
+# The throwaway server's cpht.shards: a server setting, so that every
+# session has it, those the tests open through dblink included.  The
+# session loads cpht first, since ALTER SYSTEM accepts only a setting it
+# knows.
+set_server_shards() {
+	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "LOAD 'cpht'" \
+		-c "ALTER SYSTEM SET cpht.shards = $1" -c "SELECT pg_reload_conf()" > /dev/null
+	# the postmaster rereads its files on the signal, a moment later
+	for _ in $(seq 1 50); do
+		[ "$(psql -X -q -At -d postgres -c "LOAD 'cpht'" -c "SHOW cpht.shards")" = "$1" ] && break
+		sleep 0.1
+	done
+}
+
 # Both modes on the throwaway server: plain, then preloaded.
 run_both_modes() {
+	if [ -n "$CPHT_TEST_SHARDS" ]; then
+		set_server_shards "$CPHT_TEST_SHARDS"
+	fi
 	if [ "$CPHT_TEST_MODES" != preload ]; then
 		echo "== mode 1 of 2: plain server (cpht loaded by the sessions that use it)"
 		run_suite
@@ -184,6 +232,11 @@ run_both_modes() {
 	if only_has durable; then
 		echo "== durable shared tables: restarts, damaged snapshots, crashes"
 		test/durable.sh
+	fi
+	if [ -n "$CPHT_TEST_SHARDED_PASS" ]; then
+		echo "== the preloaded suite once more, every table of $CPHT_TEST_SHARDED_PASS shards (CPHT_TEST_SHARDED_PASS)"
+		set_server_shards "$CPHT_TEST_SHARDED_PASS"
+		CPHT_TEST_SHARDS=$CPHT_TEST_SHARDED_PASS PGOPTIONS="${PGOPTIONS:-} -c cpht.placement=worker" run_suite
 	fi
 }
 

@@ -62,6 +62,24 @@ cpht_access_choose_device(void)
 	pg_unreachable();
 }
 
+void
+cpht_access_gpu_room(int *count, uint64 *free_bytes)
+{
+	char		name[CPHT_TEXT_LEN];
+	uint64		total = 0;
+
+	*free_bytes = 0;
+	if (cpht_control != NULL)
+	{
+		cpht_client_gpu_room(count, free_bytes);
+		return;
+	}
+	/* this backend initialised CUDA when it chose the GPU */
+	*count = cpht_gpu_count();
+	if (!cpht_gpu_info(name, sizeof(name), free_bytes, &total))
+		*count = 0;
+}
+
 bool
 cpht_access_in_worker(const cpht_params *params)
 {

@@ -38,6 +38,13 @@ extern int	cpht_placement_setting;
  */
 extern cpht_device cpht_access_choose_device(void);
 
+/*
+ * The GPUs a new GPU table may use: how many, and the room of the first
+ * (its free memory now; preloaded, when the cpht worker started).  Call
+ * only after cpht_access_choose_device chose the GPU.
+ */
+extern void cpht_access_gpu_room(int *count, uint64 *free_bytes);
+
 /* Whether a new private table with these parameters goes to the worker. */
 extern bool cpht_access_in_worker(const cpht_params *params);
 

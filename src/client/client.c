@@ -144,6 +144,18 @@ cpht_client_gpu(char *reason, size_t len, uint64 *generation)
 	return state;
 }
 
+/* The GPUs the worker uses: how many, and the first one's free memory
+ * when the worker started (its probe). */
+void
+cpht_client_gpu_room(int *count, uint64 *free_bytes)
+{
+	cpht_client_require_preload("the cpht worker's GPU");
+	SpinLockAcquire(&cpht_control->mutex);
+	*count = cpht_control->gpu_state == CPHT_GPU_USABLE ? cpht_control->gpu_count : 0;
+	*free_bytes = cpht_control->gpu_free_bytes;
+	SpinLockRelease(&cpht_control->mutex);
+}
+
 /* Hands the request to the worker at pgprocno `worker`; never raises. */
 static void
 submit(int worker)

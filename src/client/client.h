@@ -107,6 +107,7 @@ extern bool cpht_client_can_send(void);
  * the reason), waiting for a worker to run; *generation gets the worker's
  * start count. */
 extern int	cpht_client_gpu(char *reason, size_t len, uint64 *generation);
+extern void cpht_client_gpu_room(int *count, uint64 *free_bytes);
 
 /* Tests only (cpht.inject_device_fault, superuser): every request asks the
  * worker to break its GPU context first, as a sticky fault would. */

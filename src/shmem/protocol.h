@@ -251,6 +251,7 @@ typedef struct CphtControl
 	char		gpu_name[CPHT_TEXT_LEN];
 	uint64		gpu_total_bytes;
 	uint64		gpu_free_bytes; /* at the worker's start */
+	int			gpu_count;		/* GPUs it uses (cpht.devices) */
 	bool		arena_registered;	/* the arena is pinned for DMA */
 	char		arena_reason[CPHT_TEXT_LEN];	/* why not, if not */
 	/* Private tables the worker holds, for cpht_worker_info (under mutex). */

@@ -95,6 +95,7 @@ probe_gpu(void)
 	strlcpy(ctl->gpu_name, name, CPHT_TEXT_LEN);
 	ctl->gpu_free_bytes = free_bytes;
 	ctl->gpu_total_bytes = total_bytes;
+	ctl->gpu_count = usable ? cpht_gpu_count() : 0;
 	ctl->arena_registered = registered;
 	strlcpy(ctl->arena_reason, arena_reason, CPHT_TEXT_LEN);
 	SpinLockRelease(&ctl->mutex);

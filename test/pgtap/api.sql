@@ -17,8 +17,8 @@ SELECT is(
 	ARRAY[
 		'cpht_checkpoint() -> integer, kind f, volatility v, parallel u, strict t',
 		'cpht_count(handle integer) -> bigint, kind f, volatility v, parallel r, strict t',
-		-- not strict: name and key_bits default to NULL (a NULL among the others gives NULL)
-		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT NULL::integer, transactional boolean DEFAULT true, name text DEFAULT NULL::text, shards integer DEFAULT 1, durable boolean DEFAULT false) -> integer, kind f, volatility v, parallel u, strict f',
+		-- not strict: name, key_bits and shards default to NULL (a NULL among the others gives NULL)
+		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT NULL::integer, transactional boolean DEFAULT true, name text DEFAULT NULL::text, shards integer DEFAULT NULL::integer, durable boolean DEFAULT false) -> integer, kind f, volatility v, parallel u, strict f',
 		'cpht_delete(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
 		'cpht_drop(handle integer) -> void, kind f, volatility v, parallel u, strict t',
 		'cpht_drop_all() -> integer, kind f, volatility v, parallel u, strict t',

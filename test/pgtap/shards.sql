@@ -5,7 +5,7 @@
 -- cpht.device selects: every answer, count and rollback must agree.  A
 -- shared sharded table (preloaded server) is checked the same way.
 BEGIN;
-SELECT plan(4 * 8 + 6 + 5);
+SELECT plan(4 * 8 + 11 + 6);
 
 SELECT cpht_drop_all() >= 0 AS clean \gset
 
@@ -63,7 +63,7 @@ $$;
 CREATE FUNCTION pg_temp.sharded_tests(kind text, shards int) RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	s int := cpht_create(1000, kind, shards => shards);
-	u int := cpht_create(1000, kind);
+	u int := cpht_create(1000, kind, shards => 1);
 	what text := format('%s, %s shards', kind, shards);
 	i jsonb;
 	before bigint;
@@ -115,8 +115,21 @@ SELECT throws_ok('SELECT cpht_create(1000, shards => 0)', '22023',
 	'shards must be between 1 and 16, not 0', 'shards below 1 is refused');
 SELECT throws_ok('SELECT cpht_create(1000, shards => 17)', '22023',
 	'shards must be between 1 and 16, not 17', 'shards above 16 is refused');
+-- cpht.shards: the shards of a table created without shards => N
+SET LOCAL cpht.shards = 1;
 SELECT is(jsonb_array_length(cpht_info(cpht_create(1000))->'shards'), 1,
-	'a table created without shards has one');
+	'a table created without shards with cpht.shards = 1 has one');
+SET LOCAL cpht.shards = 3;
+SELECT is(jsonb_array_length(cpht_info(cpht_create(1000))->'shards'), 3,
+	'with cpht.shards = 3, a table created without shards has three');
+SELECT is(jsonb_array_length(cpht_info(cpht_create(1000, shards => NULL))->'shards'), 3,
+	'and one created with shards => NULL too');
+SELECT is(jsonb_array_length(cpht_info(cpht_create(1000, shards => 2))->'shards'), 2,
+	'shards => 2 takes precedence over cpht.shards');
+SELECT throws_ok('SET cpht.shards = 17', '22023', NULL, 'cpht.shards above 16 is refused');
+RESET cpht.shards;
+SELECT throws_ok('SELECT cpht_create(1000, name => ''shards_durable'', durable => true, shards => 2)', '0A000',
+	'a durable cpht table cannot be sharded', 'a durable table with shards => 2 is refused');
 
 -- A fixed-size sharded table: a call that overfills a shard fails whole.
 SET LOCAL cpht.grow = off;
@@ -146,14 +159,14 @@ DECLARE
 	before bigint;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 5);
+		RETURN NEXT skip(why, 6);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('shards_a');
 	PERFORM pg_temp.remote('shards_a',
 		$q$SELECT cpht_create(1000, name => 'shards_shared', shards => 2)$q$);
 	s := cpht_open('shards_shared');
-	u := cpht_create(1000);
+	u := cpht_create(1000, shards => 1);
 	RETURN NEXT is(jsonb_array_length(cpht_info(s)->'shards'), 2, 'a shared table of two shards');
 	RETURN NEXT is(pg_temp.differences(s, u, 25, 0.5), 0,
 		'the shared sharded table answers as one table');
@@ -170,6 +183,13 @@ BEGIN
 		'a rolled back subtransaction undoes its changes on every shard of a shared table');
 	RETURN NEXT ok((SELECT count(*) = 1 FROM cpht_tables() WHERE name = 'shards_shared'),
 		'cpht_tables lists it');
+	-- a durable table is never sharded: cpht.shards leaves it at one shard
+	PERFORM pg_temp.remote('shards_a', $q$SELECT set_config('cpht.shards', '3', false)$q$);
+	PERFORM pg_temp.remote('shards_a',
+		$q$SELECT cpht_create(1000, name => 'shards_durable', durable => true)$q$);
+	RETURN NEXT is(jsonb_array_length(cpht_info(cpht_open('shards_durable'))->'shards'), 1,
+		'a durable table created with cpht.shards = 3 has one shard');
+	PERFORM pg_temp.remote('shards_a', format('SELECT cpht_drop(cpht_open(%L))', 'shards_durable'));
 	PERFORM cpht_drop(u);
 	PERFORM pg_temp.remote('shards_a', format('SELECT cpht_drop(cpht_open(%L))', 'shards_shared'));
 	PERFORM dblink_disconnect('shards_a');

@@ -18,7 +18,10 @@
  *     deletes were held across a growth (hold_deletes);
  *   - a call on a fixed-size sharded table that fills one shard fails with
  *     CPHT_ERR_FULL and leaves every shard as it was (logging on and off);
- *   - cpht_table_stats: the shards, their counts summing to the count.
+ *   - cpht_table_stats: the shards, their counts summing to the count; the
+ *     slot bytes (cpht_table_slot_bytes) those of the shards after they
+ *     grew; an automatic table's key width that of its widest key;
+ *   - cpht_shards_to_fit: the fewest shards whose each fits a GPU's room.
  * The CPU always; with a usable GPU the sharded table is also on the GPUs
  * (one shard per GPU when there are several).
  */
@@ -29,6 +32,7 @@
 #include "cpht_table.h"
 #include "reference_set.h"
 #include "unit.h"
+#include "unit_tables.h"
 
 #define POOL 300000
 #define ROUNDS 60
@@ -189,6 +193,29 @@ check_stats(cpht_table *s, int shards, cpht_device dev, const char *what)
 	CHECK(sum == st.count && st.count == cpht_table_count(s), "%s: shard counts sum to %llu of %llu",
 		  what, (unsigned long long) sum, (unsigned long long) st.count);
 	CHECK(st.grows > 0, "%s: the shards never grew", what);
+	/* the slot memory now, as the memory cap and cpht_tables() read it */
+	CHECK(cpht_table_slot_bytes(s) == st.table_bytes, "%s: %llu slot bytes, the shards hold %llu",
+		  what, (unsigned long long) cpht_table_slot_bytes(s), (unsigned long long) st.table_bytes);
+}
+
+/*
+ * The key width of an automatic sharded table after wide keys and negative
+ * ones: what one table over the same keys reports, the width of the widest
+ * folded key, and slots that hold it.
+ */
+static void
+check_auto_stats(cpht_table *t, int shards, int widest, const char *what)
+{
+	cpht_stats	st;
+
+	CHECK(cpht_table_stats(t, &st) == CPHT_OK, "%s: stats: %s", what, cpht_table_error(t));
+	CHECK(st.shards == shards, "%s: %d shards reported", what, st.shards);
+	CHECK(st.auto_key_bits && st.signed_keys, "%s: auto_key_bits %d, signed_keys %d", what,
+		  st.auto_key_bits, st.signed_keys);
+	CHECK(st.key_bits == widest && st.slot_key_bits >= st.key_bits,
+		  "%s: key_bits %d (the widest key %d), slots hold %d bits", what, st.key_bits, widest,
+		  st.slot_key_bits);
+	CHECK(st.widens > 0, "%s: no widening reported", what);
 }
 
 static void
@@ -416,6 +443,7 @@ run_auto(cpht_kind kind, cpht_device dev, int shards)
 	uint64_t	position = 0,
 				end;
 	char		what[64];
+	int			widest = 0;
 
 	snprintf(what, sizeof(what), "auto width, %s, %d shards", kind == CPHT_CUCKOO ? "cuckoo" : "iceberg", shards);
 	if (t == NULL)
@@ -423,7 +451,15 @@ run_auto(cpht_kind kind, cpht_device dev, int shards)
 	ref_init(&ref, 2 * n);
 	ref_init(&scanned, 2 * n);
 	for (size_t i = 0; i < n; i++)
+	{
+		uint64_t	folded;
+
 		keys[i] = i % 3 == 0 ? i : i % 3 == 1 ? ((uint64_t) i << 20) + 7 : (uint64_t) -(int64_t) (i + 1);
+		/* zigzag: the width of a key once the table folds them */
+		folded = (keys[i] << 1) ^ (uint64_t) ((int64_t) keys[i] >> 63);
+		while (widest < 64 && (folded >> widest) != 0)
+			widest++;
+	}
 	/* every key twice in one call: each new key PUT exactly once */
 	memcpy(keys + n, keys, n * sizeof(uint64_t));
 	CHECK(cpht_table_find_or_put(t, keys, 2 * n, out) == CPHT_OK, "%s: fop: %s", what, cpht_table_error(t));
@@ -463,11 +499,94 @@ run_auto(cpht_kind kind, cpht_device dev, int shards)
 	}
 	CHECK(wrong == 0 && got == n, "%s: the scan read %zu keys (%zu wrong or repeated), the table holds %zu",
 		  what, got, wrong, n);
+	check_auto_stats(t, shards, widest, what);
 	ref_free(&ref);
 	ref_free(&scanned);
 	free(keys);
 	free(out);
 	cpht_table_destroy(t);
+}
+
+/*
+ * cpht_table_keep_log: a sharded table whose log is emptied after every
+ * call (the cpht worker's shared tables) keeps its shards' log stores for
+ * the next call instead of giving them back and allocating them again.
+ */
+static void
+run_keep_log(cpht_kind kind, int shards)
+{
+	const size_t n = 300000;
+	cpht_table *t = make(kind, 64, 2 * n, CPHT_DEVICE_CPU, shards, 0);
+	uint64_t   *keys = malloc(n * sizeof(uint64_t));
+	uint8_t    *out = malloc(n);
+	int64_t		logged;
+
+	if (t == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		keys[i] = i * 7919 + 1;
+	cpht_set_memory_hook(unit_memory_hook);
+	unit_hook_held = 0;
+	cpht_table_set_logging(t, 1);
+	cpht_table_keep_log(t, 2 * n);
+	CHECK(cpht_table_find_or_put(t, keys, n, out) == CPHT_OK, "keep_log: fop: %s", cpht_table_error(t));
+	logged = unit_hook_held;
+	cpht_table_truncate_log(t, 0);
+	CHECK(logged > 0 && unit_hook_held == logged,
+		  "keep_log, %d shards: the log held %lld bytes, %lld after it was emptied", shards,
+		  (long long) logged, (long long) unit_hook_held);
+	cpht_table_destroy(t);
+	cpht_set_memory_hook(NULL);
+	free(keys);
+	free(out);
+}
+
+/* Bytes of each shard of a table of n shards (the shards are alike). */
+static uint64_t
+shard_bytes(const cpht_params *one, int n)
+{
+	cpht_params p = *one;
+
+	p.shards = n > 1 ? n : 0;
+	return cpht_params_table_bytes(&p) / (uint64_t) n;
+}
+
+/*
+ * cpht_shards_to_fit: a table that fits one GPU stays one table; one that
+ * does not gets the fewest shards (at most the GPUs, at most
+ * CPHT_MAX_SHARDS) whose each fits, or the most there may be when none do.
+ */
+static void
+run_shards_to_fit(cpht_kind kind, int key_bits)
+{
+	cpht_params p;
+	char		err[256];
+	uint64_t	whole;
+	static const double room[] = {1.0, 0.9, 0.6, 0.5, 0.34, 0.3, 0.26, 0.2, 0.07, 0.01};
+
+	CHECK(cpht_params_for_capacity(kind, 3000000, key_bits, &p, err, sizeof(err)) == CPHT_OK, "params: %s", err);
+	whole = cpht_params_table_bytes(&p);
+	CHECK(cpht_shards_to_fit(&p, whole, 4) == 1, "a table that fits one GPU exactly stays one table");
+	CHECK(cpht_shards_to_fit(&p, whole - 1, 1) == 1, "with one GPU a table stays one table");
+	CHECK(cpht_shards_to_fit(&p, whole / 100, 40) == CPHT_MAX_SHARDS,
+		  "at most CPHT_MAX_SHARDS shards, however many GPUs");
+	for (size_t i = 0; i < sizeof(room) / sizeof(room[0]); i++)
+		for (int gpus = 2; gpus <= 8; gpus += 2)
+		{
+			uint64_t	fit = (uint64_t) (room[i] * (double) whole);
+			int			n = cpht_shards_to_fit(&p, fit, gpus);
+
+			if (whole <= fit)
+				CHECK(n == 1, "room %.2f, %d GPUs: %d shards for a table that fits", room[i], gpus, n);
+			else if (n < gpus)
+				CHECK(n >= 2 && shard_bytes(&p, n) <= fit && (n == 2 || shard_bytes(&p, n - 1) > fit),
+					  "room %.2f, %d GPUs: %d shards is not the fewest that fit (%llu bytes each, room %llu)",
+					  room[i], gpus, n, (unsigned long long) shard_bytes(&p, n), (unsigned long long) fit);
+			else
+				CHECK(n == gpus && shard_bytes(&p, n - 1) > fit,
+					  "room %.2f, %d GPUs: %d shards where fewer fit, or not all GPUs where none fit",
+					  room[i], gpus, n);
+		}
 }
 
 int
@@ -476,6 +595,11 @@ main(void)
 	char		why[256];
 	int			gpu = cpht_gpu_usable(why, sizeof(why));
 
+	run_shards_to_fit(CPHT_ICEBERG, 64);
+	run_shards_to_fit(CPHT_CUCKOO, 40);
+	run_shards_to_fit(CPHT_ICEBERG, 0);
+	run_keep_log(CPHT_ICEBERG, 2);
+	run_keep_log(CPHT_CUCKOO, 3);
 	for (int shards = 2; shards <= 3; shards++)
 	{
 		run(CPHT_ICEBERG, 64, CPHT_DEVICE_CPU, shards);
