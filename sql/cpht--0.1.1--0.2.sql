@@ -221,3 +221,19 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 1000;
 
 COMMENT ON FUNCTION cpht_fop_new_relation(int, regclass, name) IS
 'find-or-put of every non-null key of column key_column (bigint, integer or smallint) of relation rel, read by a parallel scan; returns the keys that were new, each once';
+
+-- Loading the new rows of a relation: the rows of source whose key was
+-- new go into target, one row per new key, as
+-- INSERT INTO target SELECT * FROM cpht_fop_rows(handle, NULL::source,
+-- 'SELECT * FROM source', key_column) puts them, with the new rows picked by
+-- the parallel scan of cpht_fop_relation (row tids rather than rows) and
+-- inserted by one TID scan.  Sources that scan cannot read as a query
+-- would run that cpht_fop_rows statement instead.
+CREATE FUNCTION cpht_insert_new(handle int, source regclass, target regclass,
+								key_column name DEFAULT 'id')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_insert_new'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_insert_new(int, regclass, regclass, name) IS
+'inserts into target the rows of source whose key_column (bigint) was new, one row per new key, as INSERT INTO target SELECT * FROM source would insert them; returns how many rows were inserted';

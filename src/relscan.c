@@ -1,24 +1,22 @@
 /*
- * relscan.c — find-or-put of a whole relation's key column:
- *
- *   cpht_fop_relation(handle, rel, key_column)      how many keys were new
- *   cpht_fop_new_relation(handle, rel, key_column)  the new keys, each once
- *
- * Both read the relation themselves and hand its keys to the table in
- * batches of cpht.batch_size, with no function call per row.
+ * relscan.c — a relation's key column (and, for cpht_insert_new, each
+ * row's tid) read into a table's stream of batches, with no function call
+ * per row: the funnel under cpht_fop_relation, cpht_fop_new_relation
+ * (fop_relation.c) and cpht_insert_new (insert_new.c).
  *
  * Fast path: a plain heap table without inheritance children and without
  * row-level security for the caller is read by a parallel heap scan of our
  * own (a ParallelContext, as PostgreSQL's parallel index builds use one).
  * Each worker scans the pages the shared scan gives it under the
- * statement's snapshot and sends its keys to the leader through a message
- * queue, in chunks of CHUNK_KEYS; the leader drains the queues into
- * batches and makes every table call itself, with the caller's handle and
- * transaction.  So any table works (private or shared, in this backend or
- * in the cpht worker, CPU or GPU), and transactions mean what they mean
- * for cpht_fop_agg.  The number of workers follows the planner's rule for
- * a scan of the relation (compute_workers); with none launched the leader
- * scans alone, with the same code.
+ * statement's snapshot and sends its rows (a key, or a key and the row's
+ * tid) to the leader through a message queue, in chunks of CHUNK_ROWS; the
+ * leader drains the queues into batches and makes every table call
+ * itself, with the caller's handle and transaction.  So any table works
+ * (private or shared, in this backend or in the cpht worker, CPU or GPU),
+ * and transactions mean what they mean for cpht_fop_agg.  The number of
+ * workers follows the planner's rule for a scan of the relation
+ * (compute_workers); with none launched the leader scans alone, with the
+ * same code.
  *
  * Parallel mode forbids the leader to assign transaction ids, which a
  * write on a transactional shared table needs (the request carries the
@@ -48,7 +46,6 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
-#include "funcapi.h"
 #include "miscadmin.h"
 #include "optimizer/cost.h"
 #include "optimizer/paths.h"
@@ -66,21 +63,21 @@
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
-#include "utils/tuplestore.h"
 
 #include "client.h"
 #include "cpht_table.h"
 #include "handles.h"
+#include "relscan.h"
 #include "shared_tables.h"
 #include "stream.h"
 #include "waits.h"
 
-/* Keys a worker sends to the leader per message. */
-#define CHUNK_KEYS 65536
+/* Rows a worker sends to the leader per message. */
+#define CHUNK_ROWS 65536
 
-/* Each worker's queue holds a few chunks, so a worker scans on while the
- * leader is in a table call. */
-#define QUEUE_BYTES (4 * CHUNK_KEYS * sizeof(int64))
+/* Each worker's queue holds a few chunks of (key, tid) rows, so a worker
+ * scans on while the leader is in a table call. */
+#define QUEUE_BYTES (4 * CHUNK_ROWS * 2 * sizeof(uint64))
 
 /* Keys of our entries in the parallel context's table of contents. */
 #define KEY_SHARED		UINT64CONST(0xC9E7000000000001)
@@ -93,36 +90,23 @@ typedef struct RelScanShared
 	Oid			relid;
 	AttrNumber	attno;
 	int16		typlen;			/* of the key column's base type: 8, 4 or 2 */
+	bool		with_tids;
+	bool		null_keys_fail;
 } RelScanShared;
 
 /*
- * Where a scan puts its keys: a buffer of cap keys that flush empties (a
- * worker's into its queue, the leader's into the table's batches).
+ * Where a scan puts its rows: a buffer of cap rows of one word (the key)
+ * or two (the key, the packed tid) that flush empties (a worker's into its
+ * queue, the leader's into the table's batches).
  */
-typedef struct KeySink
+typedef struct RowSink
 {
-	int64	   *keys;
-	int			n;
+	uint64	   *words;
+	int			n;				/* rows */
 	int			cap;
-	void		(*flush) (struct KeySink *sink);
-} KeySink;
-
-/*
- * The leader's side: batches of the table's stream (stream.c), two of
- * them, since the statuses of a batch come back when the next one is
- * handed over and cpht_fop_new_relation needs that batch's keys then.
- */
-typedef struct Feeder
-{
-	KeySink		sink;			/* the leader's own scan writes here */
-	Stream	   *stream;
-	uint64	   *batch[2];
-	int			n;				/* keys in batch[cur] */
-	int			cur;
-	uint64		inserted;
-	Tuplestorestate *out;		/* the new keys, or NULL to count only */
-	TupleDesc	out_desc;
-} Feeder;
+	int			row_words;		/* 1 or 2 */
+	void		(*flush) (struct RowSink *sink);
+} RowSink;
 
 /* ---- which relation, which column ---------------------------------------- */
 
@@ -130,8 +114,9 @@ typedef struct Feeder
  * The key column of rel: 42703 when there is none, 42804 when it is not
  * bigint, integer or smallint (or a domain over one); its length in *typlen.
  */
-static AttrNumber
-key_column_of(Relation rel, const char *key_column, int16 *typlen)
+AttrNumber
+cpht_relscan_key_column(Relation rel, const char *key_column, bool bigint_only,
+						int16 *typlen)
 {
 	AttrNumber	attno = attnameAttNum(rel, key_column, false);
 	Oid			type;
@@ -142,6 +127,12 @@ key_column_of(Relation rel, const char *key_column, int16 *typlen)
 				 errmsg("column \"%s\" of relation \"%s\" does not exist",
 						key_column, RelationGetRelationName(rel))));
 	type = getBaseType(TupleDescAttr(RelationGetDescr(rel), attno - 1)->atttypid);
+	if (bigint_only && type != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("key column \"%s\" of relation \"%s\" is of type %s",
+						key_column, RelationGetRelationName(rel), format_type_be(type)),
+				 errdetail("The rows' keys are read from a column of type bigint, as cpht_fop_rows reads them.")));
 	switch (type)
 	{
 		case INT8OID:
@@ -166,8 +157,8 @@ key_column_of(Relation rel, const char *key_column, int16 *typlen)
 
 /* 42501 unless the role may read the column (by the table's or the
  * column's SELECT privilege). */
-static void
-check_select(Relation rel, AttrNumber attno)
+void
+cpht_relscan_check_select(Relation rel, AttrNumber attno)
 {
 	Oid			relid = RelationGetRelid(rel);
 	Oid			role = GetUserId();
@@ -179,11 +170,11 @@ check_select(Relation rel, AttrNumber attno)
 }
 
 /*
- * Whether our own scan reads exactly what SELECT key_column FROM rel
- * would: a plain heap table, no children to expand, no policy to apply.
+ * Whether our own scan reads exactly what SELECT * FROM rel would: a plain
+ * heap table, no children to expand, no policy to apply.
  */
-static bool
-scan_reads_all(Relation rel)
+bool
+cpht_relscan_reads_all(Relation rel)
 {
 	return rel->rd_rel->relkind == RELKIND_RELATION &&
 		rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
@@ -229,9 +220,33 @@ compute_workers(Relation rel)
 
 /* ---- scanning ------------------------------------------------------------ */
 
-/* Every non-NULL key of the scan's tuples into sink. */
+/* A key of typlen bytes as a bigint. */
+static inline uint64
+key_value(Datum d, int16 typlen)
+{
+	return (uint64) (typlen == 8 ? DatumGetInt64(d) :
+					 typlen == 4 ? (int64) DatumGetInt32(d) : (int64) DatumGetInt16(d));
+}
+
+/* The error of a NULL key where the caller wants every row's key. */
 static void
-scan_keys(Relation rel, TableScanDesc scan, AttrNumber attno, int16 typlen, KeySink *sink)
+null_key_error(Relation rel, AttrNumber attno)
+{
+	const char *name = NameStr(TupleDescAttr(RelationGetDescr(rel), attno - 1)->attname);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			 errmsg("key column \"%s\" of relation \"%s\" is null in a row",
+					name, RelationGetRelationName(rel)),
+			 errhint("Filter out rows without a key, for example through a view with WHERE %s IS NOT NULL.",
+					 quote_identifier(name))));
+}
+
+/* Every row of the scan into sink: its key (rows with a NULL key skipped,
+ * or an error), and its tid where the sink takes two words a row. */
+static void
+scan_rows(Relation rel, TableScanDesc scan, AttrNumber attno, int16 typlen,
+		  bool null_keys_fail, RowSink *sink)
 {
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 
@@ -240,12 +255,19 @@ scan_keys(Relation rel, TableScanDesc scan, AttrNumber attno, int16 typlen, KeyS
 	{
 		bool		isnull;
 		Datum		d = slot_getattr(slot, attno, &isnull);
+		uint64	   *row;
 
 		if (isnull)
+		{
+			if (null_keys_fail)
+				null_key_error(rel, attno);
 			continue;
-		sink->keys[sink->n++] = typlen == 8 ? DatumGetInt64(d) :
-			typlen == 4 ? (int64) DatumGetInt32(d) : (int64) DatumGetInt16(d);
-		if (sink->n == sink->cap)
+		}
+		row = sink->words + (Size) sink->n * sink->row_words;
+		row[0] = key_value(d, typlen);
+		if (sink->row_words == 2)
+			row[1] = cpht_relscan_tid(&slot->tts_tid);
+		if (++sink->n == sink->cap)
 			sink->flush(sink);
 	}
 	if (sink->n > 0)
@@ -257,24 +279,25 @@ scan_keys(Relation rel, TableScanDesc scan, AttrNumber attno, int16 typlen, KeyS
 
 typedef struct QueueSink
 {
-	KeySink		sink;
+	RowSink		sink;
 	shm_mq_handle *mqh;
 } QueueSink;
 
 static void
-queue_flush(KeySink *sink)
+queue_flush(RowSink *sink)
 {
 	QueueSink  *qs = (QueueSink *) sink;
 
 	/* A detached leader is ending with an error, which ends this worker. */
-	(void) shm_mq_send(qs->mqh, sizeof(int64) * sink->n, sink->keys, false, true);
+	(void) shm_mq_send(qs->mqh, sizeof(uint64) * sink->row_words * sink->n, sink->words,
+					   false, true);
 	sink->n = 0;
 }
 
 PGDLLEXPORT void cpht_relscan_worker(dsm_segment *seg, shm_toc *toc);
 
 /* A parallel worker's entry: scans its share of the relation's pages and
- * sends the keys to the leader. */
+ * sends the rows to the leader. */
 void
 cpht_relscan_worker(dsm_segment *seg, shm_toc *toc)
 {
@@ -288,14 +311,15 @@ cpht_relscan_worker(dsm_segment *seg, shm_toc *toc)
 
 	shm_mq_set_sender(mq, MyProc);
 	qs.mqh = shm_mq_attach(mq, seg, NULL);
-	qs.sink.keys = palloc(sizeof(int64) * CHUNK_KEYS);
+	qs.sink.row_words = shared->with_tids ? 2 : 1;
+	qs.sink.words = palloc(sizeof(uint64) * qs.sink.row_words * CHUNK_ROWS);
 	qs.sink.n = 0;
-	qs.sink.cap = CHUNK_KEYS;
+	qs.sink.cap = CHUNK_ROWS;
 	qs.sink.flush = queue_flush;
 
 	rel = table_open(shared->relid, AccessShareLock);
 	scan = table_beginscan_parallel(rel, pscan);
-	scan_keys(rel, scan, shared->attno, shared->typlen, &qs.sink);
+	scan_rows(rel, scan, shared->attno, shared->typlen, shared->null_keys_fail, &qs.sink);
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	shm_mq_detach(qs.mqh);
@@ -303,72 +327,115 @@ cpht_relscan_worker(dsm_segment *seg, shm_toc *toc)
 
 /* ---- the leader: batches into the table --------------------------------- */
 
-/* Hands batch[cur] to the table and takes the statuses of the batch
- * before it; the next keys go to the other buffer. */
+void
+cpht_relfeed_begin(RelFeed *f, int32 handle, bool with_tids, bool null_keys_fail,
+				   RelFeedTake take, void *arg)
+{
+	int			row_words = with_tids ? 2 : 1;
+
+	memset(f, 0, sizeof(*f));
+	f->with_tids = with_tids;
+	f->null_keys_fail = null_keys_fail;
+	f->take = take;
+	f->arg = arg;
+	/* Settings are read here, once: the relation's scan may not change them. */
+	f->stream = cpht_stream_begin(CurrentMemoryContext, handle, 2 * sizeof(uint64) * row_words);
+	for (int b = 0; b < 2; b++)
+	{
+		f->keys[b] = MemoryContextAllocHuge(CurrentMemoryContext,
+											sizeof(uint64) * f->stream->batch_keys);
+		if (with_tids)
+			f->tids[b] = MemoryContextAllocHuge(CurrentMemoryContext,
+												sizeof(uint64) * f->stream->batch_keys);
+	}
+	f->chunk = palloc(sizeof(uint64) * row_words * CHUNK_ROWS);
+}
+
+/* Hands batch cur to the table and gives the statuses of the batch before
+ * it to take; the next rows go to the other batch. */
 static void
-feeder_swap(Feeder *f)
+feed_swap(RelFeed *f)
 {
 	const uint8 *status;
 	size_t		nstatus;
-	const uint64 *prev = f->batch[1 - f->cur];
+	int			prev = 1 - f->cur;
 
-	f->inserted += cpht_stream_swap(f->stream, f->batch[f->cur], f->n,
-									f->out ? &status : NULL, &nstatus);
-	if (f->out)
-	{
-		for (size_t i = 0; i < nstatus; i++)
-		{
-			if (status[i] == CPHT_PUT)
-			{
-				Datum		d = Int64GetDatum((int64) prev[i]);
-				bool		isnull = false;
-
-				tuplestore_putvalues(f->out, f->out_desc, &d, &isnull);
-			}
-		}
-	}
-	f->cur = 1 - f->cur;
+	f->inserted += cpht_stream_swap(f->stream, f->keys[f->cur], f->n,
+									f->take ? &status : NULL, &nstatus);
+	if (f->take && nstatus > 0)
+		f->take(f, f->keys[prev], f->with_tids ? f->tids[prev] : NULL, status, nstatus);
+	f->cur = prev;
 	f->n = 0;
 }
 
-/* Adds n keys to the batches, handing each full batch to the table. */
+/* Adds n rows (of one or two words, as the feed carries) to the batches,
+ * handing each full batch to the table. */
 static void
-feed(Feeder *f, const int64 *keys, int n)
+feed(RelFeed *f, const uint64 *rows, int n)
 {
 	int			key_bits = f->stream->key_bits;
 
 	while (n > 0)
 	{
 		int			take = Min(n, f->stream->batch_keys - f->n);
-		uint64	   *to = f->batch[f->cur] + f->n;
+		uint64	   *keys = f->keys[f->cur] + f->n;
 
+		if (f->with_tids)
+		{
+			uint64	   *tids = f->tids[f->cur] + f->n;
+
+			for (int i = 0; i < take; i++)
+			{
+				keys[i] = rows[2 * i];
+				tids[i] = rows[2 * i + 1];
+			}
+			rows += 2 * take;
+		}
+		else
+		{
+			memcpy(keys, rows, sizeof(uint64) * take);
+			rows += take;
+		}
 		if (key_bits > 0 && key_bits < 64)
 			for (int i = 0; i < take; i++)
-				cpht_stream_check_key((uint64) keys[i], key_bits);
-		memcpy(to, keys, sizeof(uint64) * take);
+				cpht_stream_check_key(keys[i], key_bits);
 		f->n += take;
-		keys += take;
 		n -= take;
 		if (f->n == f->stream->batch_keys)
-			feeder_swap(f);
+			feed_swap(f);
 	}
 }
 
-/* Sends the last partial batch and collects it. */
-static void
-feeder_finish(Feeder *f)
+void
+cpht_relfeed_finish(RelFeed *f)
 {
-	feeder_swap(f);
-	feeder_swap(f);
+	feed_swap(f);
+	feed_swap(f);
+}
+
+/* The leader's own scan writes to a sink over the feed's chunk. */
+typedef struct LeaderSink
+{
+	RowSink		sink;
+	RelFeed    *feed;
+} LeaderSink;
+
+static void
+leader_flush(RowSink *sink)
+{
+	feed(((LeaderSink *) sink)->feed, sink->words, sink->n);
+	sink->n = 0;
 }
 
 static void
-leader_flush(KeySink *sink)
+leader_sink_init(LeaderSink *ls, RelFeed *f)
 {
-	Feeder	   *f = (Feeder *) sink;
-
-	feed(f, sink->keys, sink->n);
-	sink->n = 0;
+	ls->sink.words = f->chunk;
+	ls->sink.n = 0;
+	ls->sink.cap = CHUNK_ROWS;
+	ls->sink.row_words = f->with_tids ? 2 : 1;
+	ls->sink.flush = leader_flush;
+	ls->feed = f;
 }
 
 /*
@@ -391,10 +458,11 @@ prepare_table_writes(int32 handle)
 
 /* Reads the worker queues into the table until every worker is done. */
 static void
-drain_queues(Feeder *f, shm_mq_handle **mqh, int nqueues)
+drain_queues(RelFeed *f, shm_mq_handle **mqh, int nqueues)
 {
 	bool	   *done = palloc0(sizeof(bool) * nqueues);
 	int			active = nqueues;
+	Size		row_bytes = sizeof(uint64) * (f->with_tids ? 2 : 1);
 
 	while (active > 0)
 	{
@@ -413,7 +481,7 @@ drain_queues(Feeder *f, shm_mq_handle **mqh, int nqueues)
 			res = shm_mq_receive(mqh[i], &nbytes, &data, true);
 			if (res == SHM_MQ_SUCCESS)
 			{
-				feed(f, (const int64 *) data, (int) (nbytes / sizeof(int64)));
+				feed(f, (const uint64 *) data, (int) (nbytes / row_bytes));
 				got = true;
 			}
 			else if (res == SHM_MQ_DETACHED)
@@ -432,9 +500,8 @@ drain_queues(Feeder *f, shm_mq_handle **mqh, int nqueues)
 	pfree(done);
 }
 
-/* The fast path: a parallel scan of rel (or the leader's own scan). */
-static void
-scan_relation(Feeder *f, Relation rel, AttrNumber attno, int16 typlen)
+void
+cpht_relscan_scan(RelFeed *f, Relation rel, AttrNumber attno, int16 typlen)
 {
 	Snapshot	snapshot = GetActiveSnapshot();
 	int			nworkers = compute_workers(rel);
@@ -445,11 +512,13 @@ scan_relation(Feeder *f, Relation rel, AttrNumber attno, int16 typlen)
 	char	   *queues = NULL;
 	shm_mq_handle **mqh = NULL;
 	TableScanDesc scan;
+	LeaderSink	ls;
 
+	leader_sink_init(&ls, f);
 	if (nworkers == 0)
 	{
 		scan = table_beginscan(rel, snapshot, 0, NULL);
-		scan_keys(rel, scan, attno, typlen, &f->sink);
+		scan_rows(rel, scan, attno, typlen, f->null_keys_fail, &ls.sink);
 		table_endscan(scan);
 		return;
 	}
@@ -468,6 +537,8 @@ scan_relation(Feeder *f, Relation rel, AttrNumber attno, int16 typlen)
 	shared->relid = RelationGetRelid(rel);
 	shared->attno = attno;
 	shared->typlen = typlen;
+	shared->with_tids = f->with_tids;
+	shared->null_keys_fail = f->null_keys_fail;
 	shm_toc_insert(pcxt->toc, KEY_SHARED, shared);
 	pscan = shm_toc_allocate(pcxt->toc, pscan_size);
 	table_parallelscan_initialize(rel, pscan, snapshot);
@@ -493,7 +564,7 @@ scan_relation(Feeder *f, Relation rel, AttrNumber attno, int16 typlen)
 	{
 		/* the leader takes every page of the parallel scan itself */
 		scan = table_beginscan_parallel(rel, pscan);
-		scan_keys(rel, scan, attno, typlen, &f->sink);
+		scan_rows(rel, scan, attno, typlen, f->null_keys_fail, &ls.sink);
 		table_endscan(scan);
 	}
 	else
@@ -518,7 +589,7 @@ scan_relation(Feeder *f, Relation rel, AttrNumber attno, int16 typlen)
 typedef struct FeedReceiver
 {
 	DestReceiver pub;
-	Feeder	   *feeder;
+	LeaderSink	ls;
 	int16		typlen;
 } FeedReceiver;
 
@@ -526,14 +597,13 @@ static bool
 feed_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	FeedReceiver *r = (FeedReceiver *) self;
-	KeySink    *sink = &r->feeder->sink;
+	RowSink    *sink = &r->ls.sink;
 	bool		isnull;
 	Datum		d = slot_getattr(slot, 1, &isnull);
 
 	if (!isnull)
 	{
-		sink->keys[sink->n++] = r->typlen == 8 ? DatumGetInt64(d) :
-			r->typlen == 4 ? (int64) DatumGetInt32(d) : (int64) DatumGetInt16(d);
+		sink->words[sink->n++] = key_value(d, r->typlen);
 		if (sink->n == sink->cap)
 			sink->flush(sink);
 	}
@@ -560,14 +630,15 @@ feed_destroy(DestReceiver *self)
  * the planner may then run it in parallel (a cursor's query it never
  * does), and no rows are copied into tuple tables.
  */
-static void
-query_relation(Feeder *f, Relation rel, const char *key_column, int16 typlen)
+void
+cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen)
 {
 	FeedReceiver r;
 	SPIExecuteOptions options;
 	char	   *sql;
 	int			rc;
 
+	Assert(!f->with_tids);
 	sql = psprintf("SELECT %s FROM %s", quote_identifier(key_column),
 				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 											  RelationGetRelationName(rel)));
@@ -577,7 +648,7 @@ query_relation(Feeder *f, Relation rel, const char *key_column, int16 typlen)
 	r.pub.rShutdown = feed_shutdown;
 	r.pub.rDestroy = feed_destroy;
 	r.pub.mydest = DestNone;
-	r.feeder = f;
+	leader_sink_init(&r.ls, f);
 	r.typlen = typlen;
 
 	/* a parallel plan calls the table from its leader in parallel mode */
@@ -591,64 +662,6 @@ query_relation(Feeder *f, Relation rel, const char *key_column, int16 typlen)
 	if (rc != SPI_OK_UTILITY)
 		elog(ERROR, "SPI_execute_extended of \"%s\" returned %s", sql, SPI_result_code_string(rc));
 	SPI_finish();
-	if (f->sink.n > 0)
-		f->sink.flush(&f->sink);
-}
-
-/* ---- the SQL functions --------------------------------------------------- */
-
-static void
-fop_relation(FunctionCallInfo fcinfo, Feeder *f)
-{
-	int32		handle = PG_GETARG_INT32(0);
-	Oid			relid = PG_GETARG_OID(1);
-	const char *key_column = NameStr(*PG_GETARG_NAME(2));
-	Relation	rel;
-	AttrNumber	attno;
-	int16		typlen;
-
-	/* Settings are read here, once: the relation's scan may not change them. */
-	f->stream = cpht_stream_begin(CurrentMemoryContext, handle, 2 * sizeof(uint64));
-	for (int b = 0; b < 2; b++)
-		f->batch[b] = MemoryContextAllocHuge(CurrentMemoryContext,
-											 sizeof(uint64) * f->stream->batch_keys);
-	f->sink.cap = CHUNK_KEYS;
-	f->sink.keys = palloc(sizeof(int64) * f->sink.cap);
-	f->sink.flush = leader_flush;
-
-	rel = relation_open(relid, AccessShareLock);
-	attno = key_column_of(rel, key_column, &typlen);
-	check_select(rel, attno);
-	if (scan_reads_all(rel))
-		scan_relation(f, rel, attno, typlen);
-	else
-		query_relation(f, rel, key_column, typlen);
-	relation_close(rel, AccessShareLock);
-	feeder_finish(f);
-}
-
-PG_FUNCTION_INFO_V1(cpht_fop_relation);
-Datum
-cpht_fop_relation(PG_FUNCTION_ARGS)
-{
-	Feeder		f;
-
-	memset(&f, 0, sizeof(f));
-	fop_relation(fcinfo, &f);
-	PG_RETURN_INT64((int64) f.inserted);
-}
-
-PG_FUNCTION_INFO_V1(cpht_fop_new_relation);
-Datum
-cpht_fop_new_relation(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Feeder		f;
-
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	memset(&f, 0, sizeof(f));
-	f.out = rsinfo->setResult;
-	f.out_desc = rsinfo->setDesc;
-	fop_relation(fcinfo, &f);
-	return (Datum) 0;
+	if (r.ls.sink.n > 0)
+		r.ls.sink.flush(&r.ls.sink);
 }

@@ -12,7 +12,13 @@
 # cpht_fop_agg rows are printed as n/a and the set is a private table.
 # cpht_fop_relation and cpht_fop_new_relation read the relation with their
 # own parallel scan, into a private table (and a shared one when
-# preloaded).
+# preloaded); so does cpht_insert_new, which then inserts the new rows.
+#
+# The load against INSERT ... ON CONFLICT DO NOTHING into the keyed events
+# table, at a given size, random and time-ordered ids:
+#   CPHT_BENCH_ONLY="load_floor_plain load_insert_new on_conflict" \
+#   CPHT_BENCH_ROWS=100000000 CPHT_BENCH_IDS=ordered test/bench/ingest-bench.sh
+# (the ratio of on_conflict to load_insert_new is printed at the end).
 #
 # Data: CPHT_BENCH_ROWS staging rows (id bigint, payload int) holding
 # 3/4 * ROWS distinct ids, half of which are already in `events` (id bigint
@@ -33,6 +39,7 @@
 : "${CPHT_BENCH_IDS:=random}"       # random or ordered
 : "${CPHT_BENCH_DEVICE:=auto}"      # cpht.device of the tables: auto, gpu or cpu
 : "${CPHT_BENCH_SKIP:=}"            # patterns not to run, such as "on_conflict unnest_fop"
+: "${CPHT_BENCH_ONLY:=}"            # only these patterns, such as "load_floor_plain load_insert_new on_conflict"
 : "${CPHT_BENCH_KEEP_DATA:=0}"      # 1: reuse the data of an earlier run of the same size
 : "${CPHT_BENCH_OUT:=}"             # default test/bench/results/ingest-<date>.csv
 set -euo pipefail
@@ -65,7 +72,9 @@ export PGOPTIONS="${PGOPTIONS:-} -c cpht.device=$CPHT_BENCH_DEVICE -c client_min
 
 q() { psql -X -q -v ON_ERROR_STOP=1 -At -c "$1"; }
 
-skipped() { [[ " $CPHT_BENCH_SKIP " == *" $1 "* ]]; }
+skipped() {
+	[[ " $CPHT_BENCH_SKIP " == *" $1 "* ]] || { [ -n "$CPHT_BENCH_ONLY" ] && [[ " $CPHT_BENCH_ONLY " != *" $1 "* ]]; }
+}
 
 # ---- the server and the device ---------------------------------------------
 q "CREATE EXTENSION IF NOT EXISTS cpht"
@@ -90,7 +99,7 @@ SIG="$ROWS/$CPHT_BENCH_IDS"
 if [ "$CPHT_BENCH_KEEP_DATA" = 1 ] && [ "$(q "SELECT obj_description('ingest_staging'::regclass)" 2>/dev/null || true)" = "$SIG" ]; then
 	echo "== reusing the data of an earlier run ($SIG)"
 else
-	q "DROP TABLE IF EXISTS ingest_staging, ingest_events, ingest_new_rows, ingest_events_copy"
+	q "DROP TABLE IF EXISTS ingest_staging, ingest_events, ingest_new_rows, ingest_new_rows_arrival, ingest_events_copy"
 	# staging: ids 1..DISTINCT once each, then ROWS - DISTINCT repeats
 	q "CREATE TABLE ingest_staging (id bigint, payload int)"
 	q "INSERT INTO ingest_staging
@@ -103,6 +112,10 @@ else
 	q "CREATE TABLE ingest_new_rows AS
 	   SELECT DISTINCT ON (id) id, payload FROM ingest_staging s
 	   WHERE NOT EXISTS (SELECT 1 FROM ingest_events e WHERE e.id = s.id) ORDER BY id"
+	# the same rows in the order they arrive in staging (payload is the
+	# staging row number): the order any load of staging inserts them in
+	q "CREATE TABLE ingest_new_rows_arrival AS SELECT * FROM ingest_new_rows ORDER BY payload"
+	q "VACUUM ANALYZE ingest_new_rows_arrival"
 	q "VACUUM ANALYZE ingest_staging"
 	q "VACUUM ANALYZE ingest_events"
 	q "VACUUM ANALYZE ingest_new_rows"
@@ -152,7 +165,7 @@ $(for _ in $(seq 1 "$CPHT_BENCH_REPS"); do printf 'BEGIN;\n\\timing on\n%s;\n\\t
 SQL
 ) || { echo "ingest-bench: $name failed: $out" >&2; exit 1; }
 	times=$(grep '^Time: ' <<<"$out" | awk '{ print $2 / 1000 }')
-	answer=$(grep -v '^Time: ' <<<"$out" | sort -u | paste -sd' ')
+	answer=$({ grep -v '^Time: ' <<<"$out" || true; } | sort -u | paste -sd' ')
 	if [ -n "$expected" ] && [ "$answer" != "$expected" ]; then
 		echo "ingest-bench: $name answered '$answer', expected $expected" >&2
 		exit 1
@@ -229,6 +242,29 @@ if [ "$PRELOADED" = true ]; then
 	run load_fop_rows_shared 0 "$NEW" \
 		"$(ins "INSERT INTO ingest_events SELECT * FROM cpht_fop_rows(:h, NULL::ingest_staging, 'SELECT * FROM ingest_staging')")"
 fi
+# cpht_insert_new: the parallel scan picks the new rows' tids, one TID scan
+# inserts them (it returns the count itself, without RETURNING)
+run load_insert_new "$W" "$NEW" "SELECT cpht_insert_new(:p, 'ingest_staging', 'ingest_events')" "$SETUP_PRIVATE"
+run load_insert_new_serial 0 "$NEW" "SELECT cpht_insert_new(:p, 'ingest_staging', 'ingest_events')" "$SETUP_PRIVATE"
+if [ "$PRELOADED" = true ]; then
+	run load_insert_new_shared "$W" "$NEW" "SELECT cpht_insert_new(:h, 'ingest_staging', 'ingest_events')"
+fi
+# the floor without RETURNING, as cpht_insert_new inserts (no answer to
+# check): the new rows in id order (the events index grows at its right
+# end), and in the order they arrive in staging (with random ids, each
+# row goes to a random leaf of the index, as in any load of staging)
+run load_floor_plain 0 "" "INSERT INTO ingest_events SELECT * FROM ingest_new_rows"
+run load_floor_arrival 0 "" "INSERT INTO ingest_events SELECT * FROM ingest_new_rows_arrival"
 run on_conflict 0 "$NEW" "$(ins "INSERT INTO ingest_events SELECT * FROM ingest_staging ON CONFLICT (id) DO NOTHING")"
+
+ratio() {
+	if [ -n "${MEDIAN[$1]:-}" ] && [ -n "${MEDIAN[$2]:-}" ]; then
+		echo "== $1 / $2: $(awk -v a="${MEDIAN[$1]}" -v b="${MEDIAN[$2]}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')"
+	fi
+}
+ratio load_insert_new load_floor_plain
+ratio load_insert_new load_floor_arrival
+ratio load_fop_rows load_floor
+ratio on_conflict load_insert_new
 
 echo "== written to $CPHT_BENCH_OUT"

@@ -44,6 +44,7 @@ SELECT is(
 		'cpht_import_agg_step(internal, handle integer, chunk bytea) -> internal, kind f, volatility v, parallel u, strict f',
 		'cpht_import_file(handle integer, path text) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_info(handle integer) -> jsonb, kind f, volatility v, parallel r, strict t',
+		'cpht_insert_new(handle integer, source regclass, target regclass, key_column name DEFAULT ''id''::name) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_open(name text) -> integer, kind f, volatility v, parallel u, strict t',
 		'cpht_put(handle integer, keys bigint[]) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_rebuild(handle integer) -> bigint, kind f, volatility v, parallel u, strict t',
