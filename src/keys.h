@@ -36,7 +36,7 @@ extern ArrayType *cpht_int8_array(int n);
  * 2 MB stretches are asked of the kernel in transparent huge pages, so
  * that its first touch faults per 2 MB, not per 4 kB.
  */
-#define CPHT_HUGE_PAGES_MIN ((Size) 8 * 1024 * 1024)
+#define CPHT_HUGE_PAGES_MIN ((Size) 4 * 1024 * 1024)
 extern void *cpht_palloc_filled(Size bytes);
 
 #endif							/* CPHT_KEYS_H */
