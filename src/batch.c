@@ -150,7 +150,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
 
-	status = palloc(n);
+	status = cpht_palloc_filled(n);
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(entry);
 	cpht_memory_sync();

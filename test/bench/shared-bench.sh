@@ -25,7 +25,13 @@
 #      (shared and private); median and p99
 #   c. one CPHT_BENCH_BIG_KEYS-key cpht_fop on a fresh shared and a fresh
 #      private table, median of CPHT_BENCH_BIG_REPS: cpht.trace's table time
-#      where it reports one, and the call's time inside the session
+#      where it reports one, and the call's time inside the session; and
+#      where that time went (cpht.trace's split of the table call, and of a
+#      call streamed through the cpht worker); CPHT_BENCH_CALLS_OUT, if set,
+#      gets one line per call: table (s, p), call ms, table ms, answer
+#      right (t), staging keys, waiting for the device, copying results,
+#      undo log, session keys in, statuses out, session waiting, worker
+#      pieces, worker waiting (ms, - where not reported)
 #   d. CPHT_BENCH_SESSIONS sessions find-or-putting CPHT_BENCH_BATCH-key
 #      batches into one shared table for CPHT_BENCH_SECONDS: keys/s, every
 #      batch's count of new keys checked, and the table's count at the end
@@ -52,6 +58,7 @@
 : "${CPHT_BENCH_CAPACITY:=400000000}"  # d: capacity of the shared table
 : "${CPHT_BENCH_LOADERS:=8}"           # e: loaders
 : "${CPHT_BENCH_OUT:=}"                # default: set once the mode is known
+: "${CPHT_BENCH_CALLS_OUT:=}"          # c: where to write one line per large call (none if empty)
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -416,14 +423,27 @@ SQL
 		done
 	} > "$TMP/big.sql"
 	PGOPTIONS="$PGOPTIONS -c cpht.trace=on" psql -X -q -At -v ON_ERROR_STOP=1 -f "$TMP/big.sql" > "$TMP/big.out" 2>&1 || true
-	# psql -f puts "psql:FILE:LINE: " before each NOTICE
-	awk '{ sub(/^(psql:[^ ]*: )?NOTICE: +/, "") }
-			 /^call / { if (k != "") printf "%s %s %s %s\n", k, w, (t == "" ? "none" : t), ok; k = $2; w = ""; t = ""; ok = "" }
-			 /^cpht_fop: / { for (i = 1; i <= NF; i++) if ($i == "table") t = $(i + 1) }
-			 /^wall / { w = $2; ok = $3 }
-			 END { if (k != "") printf "%s %s %s %s\n", k, w, (t == "" ? "none" : t), ok }' "$TMP/big.out" > "$TMP/big"
-	awk '$1 == "s" { print $2, $3, $4 }' "$TMP/big" > "$TMP/big_s"
-	awk '$1 == "p" { print $2, $3, $4 }' "$TMP/big" > "$TMP/big_p"
+	# One line per call: table (s or p), the time around it, cpht.trace's
+	# table time, whether the answer was right, then the split of the
+	# table call (- where its NOTICE did not come): inside a backend's
+	# table call, staging keys, waiting for the device, copying results and
+	# the undo log; for a call streamed through the cpht worker, the
+	# session copying keys in, copying statuses out and waiting, and the
+	# worker running pieces and waiting for them.  psql -f puts
+	# "psql:FILE:LINE: " before each NOTICE.
+	awk 'function flush() { if (k != "") printf "%s %s %s %s %s %s %s %s %s %s %s %s %s\n", k, w, (t == "" ? "none" : t), ok,
+				v["stage"], v["wait"], v["copy"], v["undo"], v["in"], v["out"], v["swait"], v["run"], v["wwait"] }
+		 function num(pat,   m) { return match($0, pat) ? substr($0, RSTART, RLENGTH) : "-" }
+		 function ms(pat,   x) { x = num(pat "[0-9.]+"); sub(pat, "", x); return x }
+		 { sub(/^(psql:[^ ]*: )?(NOTICE|DETAIL): +/, "") }
+		 /^call / { flush(); k = $2; w = ""; t = ""; ok = ""; split("stage wait copy undo in out swait run wwait", n, " "); for (i in n) v[n[i]] = "-" }
+		 /^cpht_fop: / { for (i = 1; i <= NF; i++) if ($i == "table") t = $(i + 1) }
+		 /^Inside the table call: / { v["stage"] = ms("staging keys "); v["wait"] = ms("waiting for the device "); v["copy"] = ms("copying results "); v["undo"] = ms("undo log ") }
+		 /^This session copied keys in / { v["in"] = ms("keys in for "); v["out"] = ms("statuses out for "); v["swait"] = ms("waited for the worker "); v["run"] = ms("table calls for "); v["wwait"] = ms("waited for pieces ") }
+		 /^wall / { w = $2; ok = $3 }
+		 END { flush() }' "$TMP/big.out" > "$TMP/big"
+	awk '$1 == "s" { $1 = ""; print }' "$TMP/big" | sed 's/^ //' > "$TMP/big_s"
+	awk '$1 == "p" { $1 = ""; print }' "$TMP/big" | sed 's/^ //' > "$TMP/big_p"
 	for f in $($PLAIN || echo big_s) big_p; do
 		if awk '$3 != "t"' "$TMP/$f" | grep -q . || [ "$(wc -l < "$TMP/$f")" -ne "$CPHT_BENCH_BIG_REPS" ]; then
 			echo "shared-bench: FAILED: large call ($f): $(cat "$TMP/$f")" >&2
@@ -433,6 +453,19 @@ SQL
 		awk '{ print $1 }' "$TMP/$f" > "$TMP/$f.wall"
 		awk '$2 != "none" { print $2 }' "$TMP/$f" > "$TMP/$f.trace"
 	done
+	# Median of column $2 of file $1, or nothing where the column is all -.
+	col_pct() { awk -v c="$2" '$c != "-" { print $c }' "$1" > "$TMP/col"; [ -s "$TMP/col" ] && pct 50 "$TMP/col"; }
+	# The split of a table's calls, medians of each part, where cpht.trace gave one.
+	split_of() {
+		local f=$1 s=""
+		if [ -n "$(col_pct "$f" 8)" ]; then
+			s="session: keys in $(col_pct "$f" 8), statuses out $(col_pct "$f" 9), waiting $(col_pct "$f" 10); worker: pieces $(col_pct "$f" 11), waiting $(col_pct "$f" 12)"
+		fi
+		if [ -n "$(col_pct "$f" 4)" ]; then
+			s="${s:+$s; }table call: staging keys $(col_pct "$f" 4), waiting for the device $(col_pct "$f" 5), copying results $(col_pct "$f" 6), undo log $(col_pct "$f" 7)"
+		fi
+		echo "${s:-no split}"
+	}
 	trace_of() { if [ -s "$1" ]; then echo "cpht.trace table $(pct 50 "$1") ms"; else echo "no cpht.trace line"; fi; }
 	big_s=$NA
 	$PLAIN || big_s="call $(pct 50 "$TMP/big_s.wall"); $(trace_of "$TMP/big_s.trace")"
@@ -440,6 +473,17 @@ SQL
 		"$big_s" \
 		"call $(pct 50 "$TMP/big_p.wall"); $(trace_of "$TMP/big_p.trace")" \
 		"all keys new, checked; call = clock_timestamp() around the call inside the session"
+	split_s=$NA
+	$PLAIN || split_s=$(split_of "$TMP/big_s")
+	row "c. where the time of that call went (cpht.trace), ms, medians of $CPHT_BENCH_BIG_REPS" \
+		"$split_s" "$(split_of "$TMP/big_p")" \
+		"a call larger than a transfer window streams through the cpht worker: the session's copies and waits, the worker's table calls and waits; a table call in a backend or in the worker: its staging, device and copy times"
+	# every call's line, for scripts that set runs side by side
+	if [ -n "$CPHT_BENCH_CALLS_OUT" ]; then
+		for f in $($PLAIN || echo big_s) big_p; do
+			sed "s/^/${f#big_} /" "$TMP/$f"
+		done > "$CPHT_BENCH_CALLS_OUT"
+	fi
 fi
 
 # ---- d. concurrent sessions on one shared table ----------------------------------

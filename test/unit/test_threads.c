@@ -3,10 +3,12 @@
  * whatever the number of threads (up to more than there are items), while
  * two threads call it at once (a stream's helper thread and the backend do),
  * thousands of times in a row (a hang would be stopped by an alarm, which
- * fails the test).
+ * fails the test); and in a process forked after the helper threads
+ * started, which has none of them.
  */
 #include <pthread.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cpu_ops.h"
@@ -49,6 +51,35 @@ caller(void *arg)
 	return NULL;
 }
 
+/* One round in a child forked after this process's helpers started: the
+ * child has only the forking thread, so it must start helpers of its own
+ * (a hang is ended by the alarm, as a failure). */
+static int
+forked_round_ok(void)
+{
+	pid_t		pid = fork();
+	int			wstatus;
+
+	if (pid < 0)
+		return 0;
+	if (pid == 0)
+	{
+		int			bad = 0;
+		unsigned char seen[MAXN];
+		visit		v = {seen};
+
+		alarm(10);
+		memset(seen, 0, MAXN);
+		cpu_parallel_for_min(8, MAXN, 1, visit_range, &v);
+		for (size_t i = 0; i < MAXN; i++)
+			bad += seen[i] != 1;
+		_exit(bad == 0 ? 0 : 1);
+	}
+	if (waitpid(pid, &wstatus, 0) != pid)
+		return 0;
+	return WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+}
+
 int
 main(void)
 {
@@ -65,5 +96,6 @@ main(void)
 	pthread_join(b, NULL);
 	CHECK(bad_a == 0, "caller a: %d items not visited exactly once", bad_a);
 	CHECK(bad_b == 0, "caller b: %d items not visited exactly once", bad_b);
+	CHECK(forked_round_ok(), "a process forked after helpers started splits a batch");
 	UNIT_DONE();
 }
