@@ -8,6 +8,10 @@
 -- with the reason.
 BEGIN;
 SELECT plan(11);
+-- This file fills one GPU's memory: every table here has one shard, whatever
+-- the server's cpht.shards says (a sharded table's other shards would be on GPUs
+-- with room to spare).
+SET cpht.shards = 1;
 
 -- Why a GPU table cannot be created here, or '' if it can.
 CREATE FUNCTION pg_temp.gpu_unusable() RETURNS text LANGUAGE plpgsql AS $$
