@@ -31,13 +31,7 @@ BEGIN
 	RETURN pg_stat_get_numscans('in_staging'::regclass);
 END $$;
 
-CREATE FUNCTION pg_temp.forced(workers int) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM set_config('max_parallel_workers_per_gather', workers::text, true);
-	PERFORM set_config('min_parallel_table_scan_size', '0', true);
-	PERFORM set_config('parallel_setup_cost', '0', true);
-	PERFORM set_config('parallel_tuple_cost', '0', true);
-END $$;
+\ir include/forced_parallel.psql
 
 -- Tables of every private kind holding the seen ids: cpht_insert_new into
 -- a copy of in_events against the oracle and against cpht_fop_rows into

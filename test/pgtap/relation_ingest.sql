@@ -29,13 +29,7 @@ BEGIN
 	RETURN pg_stat_get_numscans('ri_staging'::regclass);
 END $$;
 
-CREATE FUNCTION pg_temp.forced(workers int) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM set_config('max_parallel_workers_per_gather', workers::text, true);
-	PERFORM set_config('min_parallel_table_scan_size', '0', true);
-	PERFORM set_config('parallel_setup_cost', '0', true);
-	PERFORM set_config('parallel_tuple_cost', '0', true);
-END $$;
+\ir include/forced_parallel.psql
 
 -- Tables of every private kind, seeded with the ids below 10000, against
 -- cpht_fop_agg and the oracle, with `workers` forced workers.
