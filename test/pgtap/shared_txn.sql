@@ -10,7 +10,7 @@
 --     keys are undone before its waiters go on; streaming waits too;
 --   - rebuild is refused while deletes are pending; PREPARE is refused.
 BEGIN;
-SELECT plan(2 * 36 + 4);
+SELECT plan(2 * 40 + 4);
 
 \ir include/shared_sessions.psql
 
@@ -33,7 +33,7 @@ DECLARE
 	fop text := format($q$SELECT cpht_fop(cpht_open(%L), '%%s')$q$, tname);
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 36);
+		RETURN NEXT skip(why, 40);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('a');
@@ -114,6 +114,24 @@ BEGIN
 		kind || ': a key an EXCEPTION block undid does not make others wait');
 	PERFORM dblink_exec('a', 'COMMIT');
 	RETURN NEXT is(cpht_find(h, '{20,21,22,23,24}'), '{t,t,f,t,t}', kind || ': the committed keys are in');
+
+	-- The worker indexes a transaction's keys only once another
+	-- transaction meets them: after a savepoint of the owner was rolled
+	-- back, and then kept up to date while the owner writes on.
+	PERFORM dblink_exec('a', 'BEGIN');
+	PERFORM pg_temp.remote('a', format(fop, '{90}'));
+	PERFORM dblink_exec('a', 'SAVEPOINT s');
+	PERFORM pg_temp.remote('a', format(fop, '{91}'));
+	PERFORM dblink_exec('a', 'ROLLBACK TO SAVEPOINT s');
+	PERFORM pg_temp.remote('a', format(fop, '{92}'));
+	RETURN NEXT is((SELECT v FROM dblink('b', format(fop, '{91}')) AS t(v text)), '{t}',
+		kind || ': a key rolled back before another transaction met the owner does not make it wait');
+	PERFORM pg_temp.remote('a', format(fop, '{93}'));
+	PERFORM dblink_send_query('b', format(fop, '{93}'));
+	RETURN NEXT ok(pg_temp.await_lock_wait(pb), kind || ': a key the owner put after that makes others wait');
+	PERFORM dblink_exec('a', 'COMMIT');
+	RETURN NEXT is(pg_temp.result('b'), '{f}', kind || ': and is not new once the owner commits');
+	RETURN NEXT is(cpht_find(h, '{90,91,92,93}'), '{t,t,t,t}', kind || ': every key of both is in');
 
 	-- streaming waits like any write
 	PERFORM dblink_exec('a', 'BEGIN');
