@@ -533,6 +533,32 @@ int			cpht_host_register(void *ptr, size_t len, char *errbuf, size_t errlen);
 void		cpht_parallel_memcpy(void *dst, const void *src, size_t bytes, int threads);
 
 /*
+ * The span of a batch of keys: the OR of the keys and the OR of their
+ * zigzag folds, from which a table without key_bits reads the width of
+ * the widest (kernels/table_widen.c).  A table finds it with a pass over
+ * the keys before every call; a caller that copies the keys anyway gets it
+ * from that copy and hands it over, sparing the table its pass.
+ */
+typedef struct cpht_key_span
+{
+	uint64_t	plain;
+	uint64_t	folded;
+} cpht_key_span;
+
+/* cpht_parallel_memcpy of n keys that also returns their span. */
+void		cpht_copy_keys_spanned(uint64_t *dst, const uint64_t *src, size_t n, int threads,
+								   cpht_key_span *span);
+
+/*
+ * The next call on the table (find-or-put, find, put or erase) whose keys
+ * are exactly keys[0..n) takes *span as their span instead of reading them.
+ * The span must be that of those keys: a narrower one would let keys the
+ * slots cannot hold into the table.  Any call ends it.
+ */
+void		cpht_table_expect_span(cpht_table *table, const uint64_t *keys, size_t n,
+								   const cpht_key_span *span);
+
+/*
  * FOR TESTS ONLY: runs a kernel that traps, which leaves the process's
  * CUDA context broken as a sticky fault does; every later device call of
  * every GPU table then fails with CPHT_ERR_DEVICE_LOST.  Returns 0 without

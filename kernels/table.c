@@ -44,6 +44,7 @@ cpht_status
 table_call_end(cpht_table *t, cpht_status rc)
 {
 	t->times.total = table_clock_ms() - t->times.total;
+	t->span_keys = NULL;		/* cpht_table_expect_span: for one call */
 	return rc;
 }
 

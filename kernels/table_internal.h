@@ -108,6 +108,10 @@ struct cpht_table
 	int			log_moved;		/* keys moved (rebuild, re-put by a rollback)
 								 * since the log began: undo by tombstones */
 	cpht_call_times times;		/* where the last call spent its time */
+	/* cpht_table_expect_span: the next call's keys and their span */
+	const uint64_t *span_keys;
+	size_t		span_n;
+	cpht_key_span span;
 	/* growth (table_grow.c) */
 	uint64_t	grows;
 	double		last_grow_ms;

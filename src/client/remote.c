@@ -99,13 +99,12 @@ tag_run(CphtRequest *req, const CphtSharedRef *ref, CphtCall call)
  * longer than the GPU's transfer and kernels on it.
  */
 static void
-fill_piece(uint64 *window, const uint64 *keys, uint64 n, uint64 p)
+fill_piece(uint64 *window, const uint64 *keys, uint64 n, uint64 p, cpht_key_span *span)
 {
 	uint64		off = p * cpht_control->window_keys;
 
-	cpht_parallel_memcpy(window, keys + off,
-						 sizeof(uint64) * Min(cpht_control->window_keys, n - off),
-						 cpht_cpu_threads);
+	cpht_copy_keys_spanned(window, keys + off, Min(cpht_control->window_keys, n - off),
+						   cpht_cpu_threads, span);
 }
 
 /* *sum += now - start: cpht.trace's split of a streamed call */
@@ -132,6 +131,7 @@ stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 {
 	uint64		window_keys = cpht_control->window_keys;
 	uint64		npieces = (n + window_keys - 1) / window_keys;
+	cpht_key_span first_span;
 	uint64		filled = 0,		/* pieces whose keys are in a window */
 				copied = 0,		/* pieces whose statuses were copied out */
 				ran = 0;		/* pieces the worker has run */
@@ -154,11 +154,13 @@ stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 	 */
 	CHECK_FOR_INTERRUPTS();
 	INSTR_TIME_SET_CURRENT(mark);
-	fill_piece(cpht_window_keys(win[0]), keys, n, 0);
+	fill_piece(cpht_window_keys(win[0]), keys, n, 0, &first_span);
 	accum_since(&keys_in, mark);
 	filled = 1;
 	req = table_request(CPHT_OP_STREAM, ref);
 	req->call = call;
+	req->spans_given = true;
+	req->piece_span[0] = first_span;
 	req->window = win[0];
 	memcpy(req->stream_windows, win, sizeof(int) * nwin);
 	req->nstream_windows = nwin;
@@ -173,7 +175,8 @@ stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 			!QueryCancelPending && !ProcDiePending)
 		{
 			INSTR_TIME_SET_CURRENT(mark);
-			fill_piece(cpht_window_keys(win[filled % nwin]), keys, n, filled);
+			fill_piece(cpht_window_keys(win[filled % nwin]), keys, n, filled,
+					   &req->piece_span[filled % nwin]);
 			accum_since(&keys_in, mark);
 			cpht_client_stream_filled(++filled);
 			continue;
@@ -247,9 +250,13 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 
 		if (n <= window_keys)
 		{
-			memcpy(cpht_window_keys(win[0]), keys, sizeof(uint64) * n);
+			cpht_key_span span;
+
+			cpht_copy_keys_spanned(cpht_window_keys(win[0]), keys, n, cpht_cpu_threads, &span);
 			req = table_request(CPHT_OP_CALL, ref);
 			req->call = call;
+			req->spans_given = true;
+			req->piece_span[0] = span;
 			req->window = win[0];
 			req->nkeys = n;
 			tag_run(req, ref, call);

@@ -103,6 +103,15 @@ typedef struct CphtRequest
 	uint64		offset;			/* LOG ops: a position in the undo log */
 	uint64		nkeys;			/* CALL: keys in the window */
 	uint64		total;			/* STREAM: keys of the whole call */
+	/*
+	 * CALL and STREAM from cpht_remote_call: the span of the keys of the
+	 * piece in stream_windows[i] (CALL: window, i = 0), taken by the
+	 * backend as it copied them in, so the worker's table call need not
+	 * read them again for it (cpht_table_expect_span).  A STREAM's later
+	 * pieces write theirs before raising `filled` past them.
+	 */
+	bool		spans_given;
+	cpht_key_span piece_span[CPHT_STREAM_WINDOWS];
 	/* CREATE */
 	cpht_params params;
 	int64		capacity;

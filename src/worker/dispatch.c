@@ -307,6 +307,8 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 		if (shared && cpht_xacts_conflicts(req, call, cpht_window_keys(w), len, rep))
 			break;
 		INSTR_TIME_SET_CURRENT(piece_start);
+		if (req->spans_given)
+			cpht_table_expect_span(t, cpht_window_keys(w), len, &req->piece_span[p % pc->nwin]);
 		st = kernel_call(slot, t, call, cpht_window_keys(w), len, cpht_window_status(w),
 						 &inserted);
 		INSTR_TIME_SET_CURRENT(piece_end);

@@ -5,7 +5,7 @@
 -- Creating and dropping shared tables goes through dblink sessions
 -- (autocommit), as this file runs inside a transaction block.
 BEGIN;
-SELECT plan(14);
+SELECT plan(17);
 
 \ir include/shared_sessions.psql
 
@@ -18,7 +18,7 @@ DECLARE
 	i jsonb;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 14);
+		RETURN NEXT skip(why, 17);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('a');
@@ -81,6 +81,25 @@ BEGIN
 		0::bigint, 'and the wide keys it put are gone');
 	RETURN NEXT is(cpht_count(mine), 10000::bigint, 'the count is that before the transaction');
 	PERFORM pg_temp.remote('b', format('SELECT cpht_drop(%s)', theirs));
+
+	-- One call streamed through the worker in pieces of a window each
+	-- (cpht.transfer_chunk keys), its keys wider piece by piece: each piece
+	-- widens the table by its own keys' width, which the session takes as
+	-- it copies them in.
+	SELECT h INTO theirs FROM dblink('a',
+		$q$SELECT cpht_create(1000, transactional => false, name => 'kw_stream')$q$) AS t(h int);
+	mine := cpht_open('kw_stream');
+	SELECT c INTO n FROM dblink('a', format($f$SELECT count(*) FROM unnest(cpht_fop(%s,
+		ARRAY(SELECT CASE WHEN g %% 700001 = 0 THEN g << (g / 700001 * 9)::int ELSE g END
+			  FROM generate_series(1::bigint, 2800004) g))) f WHERE f$f$, theirs)) AS t(c bigint);
+	RETURN NEXT is(n, 2800004::bigint, 'a call of several pieces, wider keys in later pieces: every key new');
+	RETURN NEXT is((cpht_info(mine)->>'key_bits')::int, 58,
+		'the table widened to the widest key of the last piece, 58 bits');
+	RETURN NEXT is((SELECT array_agg(f ORDER BY g) FROM unnest(cpht_find(mine,
+		ARRAY[700001::bigint << 9, 1400002::bigint << 18, 2100003::bigint << 27, 2800004::bigint << 36,
+			  (700001::bigint << 9) + 1, (2800004::bigint << 36) + 1])) WITH ORDINALITY u(f, g)),
+		ARRAY[true, true, true, true, false, false], 'the wide keys are found, their neighbours are not');
+	PERFORM pg_temp.remote('a', format('SELECT cpht_drop(%s)', theirs));
 	PERFORM dblink_disconnect('a');
 	PERFORM dblink_disconnect('b');
 END $$;

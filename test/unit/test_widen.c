@@ -522,6 +522,71 @@ check_declared(cpht_kind kind, cpht_device dev, const char *what)
 	cpht_table_destroy(t);
 }
 
+/*
+ * A span handed over for a call (cpht_table_expect_span) is what that call
+ * widens by, for that call's keys only; cpht_copy_keys_spanned's span is
+ * the OR of the keys and of their folds, whatever the threads.
+ */
+static void
+check_given_span(cpht_kind kind, cpht_device dev, const char *what)
+{
+	cpht_table *t = unit_table(kind, dev, 100000, 0, 42);
+	const size_t n = 300001;
+	uint64_t   *keys = malloc(n * sizeof(uint64_t)),
+			   *copy = malloc(n * sizeof(uint64_t));
+	uint8_t    *out = malloc(n);
+	cpht_key_span wide = {(uint64_t) 1 << 44, layout_fold((uint64_t) 1 << 44)},
+				span;
+	uint64_t	plain = 0,
+				folded = 0;
+	int			bits;
+
+	if (t == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+	{
+		keys[i] = 1000 + i * 7;
+		plain |= keys[i];
+		folded |= layout_fold(keys[i]);
+	}
+	keys[n / 3] = (uint64_t) -12345;	/* one negative key, in the middle */
+	plain = folded = 0;
+	for (size_t i = 0; i < n; i++)
+	{
+		plain |= keys[i];
+		folded |= layout_fold(keys[i]);
+	}
+	for (int threads = 1; threads <= 4; threads += 3)
+	{
+		memset(copy, 0, n * sizeof(uint64_t));
+		cpht_copy_keys_spanned(copy, keys, n, threads, &span);
+		CHECK(memcmp(copy, keys, n * sizeof(uint64_t)) == 0 && span.plain == plain &&
+			  span.folded == folded, "%s: spanned copy on %d threads", what, threads);
+	}
+	cpht_copy_keys_spanned(copy, keys, 0, 4, &span);
+	CHECK(span.plain == 0 && span.folded == 0, "%s: the span of no keys", what);
+
+	/* small keys, handed a 45-bit span: the call widens to it */
+	keys[n / 3] = 5;
+	cpht_table_expect_span(t, keys, 1000, &wide);
+	CHECK(cpht_table_find_or_put(t, keys, 1000, out) == CPHT_OK, "%s: call with a span", what);
+	bits = stats_of(t).key_bits;
+	CHECK(bits == 45, "%s: a handed span widens the call to 45 bits, not %d", what, bits);
+	/* it was for that call only, and only for its keys */
+	cpht_table_expect_span(t, keys + 1000, 1000, &wide);
+	CHECK(cpht_table_find_or_put(t, keys, 1000, out) == CPHT_OK &&
+		  cpht_table_find_or_put(t, keys + 1000, 1000, out) == CPHT_OK &&
+		  memchr(out, CPHT_FOUND, 1000) == NULL, "%s: calls after", what);
+	keys[1500] = (uint64_t) 1 << 50;
+	CHECK(cpht_table_find_or_put(t, keys + 1000, 1000, out) == CPHT_OK && out[500] == CPHT_PUT &&
+		  stats_of(t).key_bits == 51, "%s: the same keys again, one wider: the call reads them (%d bits)",
+		  what, stats_of(t).key_bits);
+	free(keys);
+	free(copy);
+	free(out);
+	cpht_table_destroy(t);
+}
+
 /* The GPU widens like the CPU: same batches, same answers and layouts. */
 static void
 check_gpu_like_cpu(cpht_kind kind, const char *what)
@@ -595,6 +660,7 @@ main(void)
 			check_widen_must_grow((cpht_kind) kind, (cpht_device) dev, 0, what);
 			check_widen_must_grow((cpht_kind) kind, (cpht_device) dev, 1, what);
 			check_declared((cpht_kind) kind, (cpht_device) dev, what);
+			check_given_span((cpht_kind) kind, (cpht_device) dev, what);
 			if (dev == 1)
 				check_gpu_like_cpu((cpht_kind) kind, what);
 		}
