@@ -22,7 +22,8 @@
 #
 # Data: CPHT_BENCH_ROWS staging rows (id bigint, payload int) holding
 # 3/4 * ROWS distinct ids, half of which are already in `events` (id bigint
-# PRIMARY KEY, payload int) and in the cpht table; each rep finds the same
+# PRIMARY KEY, payload int; events_unkeyed holds the same rows without an
+# index) and in the cpht table; each rep finds the same
 # 3/8 * ROWS new ids.  CPHT_BENCH_IDS=random scatters ids over 64 bits (a
 # hash of a counter, as generated keys look); ordered keeps them ascending
 # (sequence- or snowflake-like), the new ones above the seen ones.
@@ -99,7 +100,7 @@ SIG="$ROWS/$CPHT_BENCH_IDS"
 if [ "$CPHT_BENCH_KEEP_DATA" = 1 ] && [ "$(q "SELECT obj_description('ingest_staging'::regclass)" 2>/dev/null || true)" = "$SIG" ]; then
 	echo "== reusing the data of an earlier run ($SIG)"
 else
-	q "DROP TABLE IF EXISTS ingest_staging, ingest_events, ingest_new_rows, ingest_new_rows_arrival, ingest_events_copy"
+	q "DROP TABLE IF EXISTS ingest_staging, ingest_events, ingest_events_unkeyed, ingest_new_rows, ingest_new_rows_arrival, ingest_events_copy"
 	# staging: ids 1..DISTINCT once each, then ROWS - DISTINCT repeats
 	q "CREATE TABLE ingest_staging (id bigint, payload int)"
 	q "INSERT INTO ingest_staging
@@ -108,6 +109,9 @@ else
 	         FROM generate_series(1, $ROWS) g) s"
 	q "CREATE TABLE ingest_events (id bigint PRIMARY KEY, payload int)"
 	q "INSERT INTO ingest_events SELECT $IDEXPR, 0 FROM generate_series(1, $SEEN) k"
+	# the same rows without an index: events where the cpht table, not a
+	# unique index, keeps each id once
+	q "CREATE TABLE ingest_events_unkeyed AS SELECT * FROM ingest_events"
 	# exactly the rows a load inserts: one per new id (the floor of a load)
 	q "CREATE TABLE ingest_new_rows AS
 	   SELECT DISTINCT ON (id) id, payload FROM ingest_staging s
@@ -118,6 +122,7 @@ else
 	q "VACUUM ANALYZE ingest_new_rows_arrival"
 	q "VACUUM ANALYZE ingest_staging"
 	q "VACUUM ANALYZE ingest_events"
+	q "VACUUM ANALYZE ingest_events_unkeyed"
 	q "VACUUM ANALYZE ingest_new_rows"
 	q "COMMENT ON TABLE ingest_staging IS '$SIG'"
 fi
@@ -160,6 +165,7 @@ run() {
 		return
 	fi
 	case $name in
+		load_*_unkeyed) vacuum='VACUUM ingest_events_unkeyed;' ;;
 		load_* | on_conflict) vacuum='VACUUM ingest_events;' ;;
 	esac
 	out=$(psql -X -q -v ON_ERROR_STOP=1 -At 2>&1 <<SQL
@@ -262,6 +268,11 @@ fi
 run load_floor_plain 0 "" "INSERT INTO ingest_events SELECT * FROM ingest_new_rows"
 run load_floor_arrival 0 "" "INSERT INTO ingest_events SELECT * FROM ingest_new_rows_arrival"
 run on_conflict 0 "$NEW" "$(ins "INSERT INTO ingest_events SELECT * FROM ingest_staging ON CONFLICT (id) DO NOTHING")"
+# events without an index on id: the cpht table is what keeps each id once,
+# so the insert pays for the heap alone (ON CONFLICT needs the unique index)
+run load_insert_new_unkeyed "$W" "$NEW" "SELECT cpht_insert_new(:p, 'ingest_staging', 'ingest_events_unkeyed')" \
+	"$SETUP_PRIVATE"
+run load_floor_unkeyed 0 "" "INSERT INTO ingest_events_unkeyed SELECT * FROM ingest_new_rows_arrival"
 
 ratio() {
 	if [ -n "${MEDIAN[$1]:-}" ] && [ -n "${MEDIAN[$2]:-}" ]; then
@@ -272,5 +283,7 @@ ratio load_insert_new load_floor_plain
 ratio load_insert_new load_floor_arrival
 ratio load_fop_rows load_floor
 ratio on_conflict load_insert_new
+ratio load_insert_new_unkeyed load_floor_unkeyed
+ratio on_conflict load_insert_new_unkeyed
 
 echo "== written to $CPHT_BENCH_OUT"
