@@ -6,7 +6,7 @@
 -- security; the sources read through cpht_fop_rows; shared tables
 -- (transactional or not) when cpht is preloaded.
 BEGIN;
-SELECT plan(72);
+SELECT plan(76);
 
 \ir include/shared_sessions.psql
 
@@ -176,6 +176,25 @@ SELECT count(*) AS part_new FROM (SELECT id FROM in_staging EXCEPT SELECT id FRO
 SELECT is(cpht_insert_new(:hv, 'in_part', 'in_target'), :part_new::bigint, 'a partitioned table');
 SELECT is((SELECT count(*) FROM in_target), (SELECT count(*) FROM (SELECT id FROM in_staging UNION SELECT id FROM in_parent) u),
 	'after which the target holds each id once');
+
+-- The order the rows go in: by key into a target with a B-tree index led
+-- by the column the key goes into (found by position, past a dropped
+-- column), so the index fills leaf by leaf; into a target without one, in
+-- the source's order.  The source holds its keys in descending order.
+CREATE TABLE in_ordered_src (id bigint, payload int);
+INSERT INTO in_ordered_src SELECT 100000 - g, g FROM generate_series(1, 5000) g;
+CREATE TABLE in_ordered_keyed (gone int, k bigint, p int);
+ALTER TABLE in_ordered_keyed DROP COLUMN gone;
+CREATE INDEX ON in_ordered_keyed (k);
+CREATE TABLE in_ordered_plain (k bigint, p int);
+CREATE INDEX ON in_ordered_plain (p);
+SELECT cpht_create(100000) AS ho1, cpht_create(100000) AS ho2 \gset
+SELECT is(cpht_insert_new(:ho1, 'in_ordered_src', 'in_ordered_keyed'), 5000::bigint, 'into a table indexed by the key');
+SELECT ok((SELECT bool_and(k < next) FROM (SELECT k, lead(k) OVER (ORDER BY ctid) AS next FROM in_ordered_keyed) x),
+	'its rows went in in key order');
+SELECT is(cpht_insert_new(:ho2, 'in_ordered_src', 'in_ordered_plain'), 5000::bigint, 'into a table with no index on the key');
+SELECT ok((SELECT bool_and(k > next) FROM (SELECT k, lead(k) OVER (ORDER BY ctid) AS next FROM in_ordered_plain) x),
+	'its rows went in in the source''s order');
 
 -- privileges and row-level security
 CREATE ROLE in_loader;
