@@ -43,6 +43,10 @@
 #include "cpu_ops.h"				/* cpu_parallel_for_min */
 #include "table_layer.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 /* A stretch of the combined log: entries [start, next start or log_len)
  * are the shard's entries from shard_start on. */
 typedef struct shard_log_seg
@@ -55,12 +59,20 @@ typedef struct shard_log_seg
 /*
  * Keys per piece of a call, at most.  The first piece's split and the last
  * piece's answers are not overlapped with the shards, so pieces are kept
- * small: 8M keys split in a few milliseconds on a host's cores, while a
- * piece's fixed costs (starting the shards' threads, a GPU shard's call)
- * are tens of microseconds.  On two GPUs a shard's part of a piece (4M
- * keys) is one transfer chunk of the GPU backend.
+ * small: 4M keys split in a millisecond or two on a host's cores, while a
+ * piece's fixed costs (waking the splitting threads, starting the shards'
+ * threads, a GPU shard's call) are tens of microseconds.  On 32 cores a
+ * thread's share of a piece is 128K keys (1 MiB), which the place pass
+ * reads again soon after the count pass read it, mostly from the core's
+ * own cache.  A piece is one transfer chunk of the GPU backend
+ * (GPU_CHUNK_KEYS), so a shard's part of it is one upload.
  */
-#define SPLIT_PIECE_KEYS ((size_t) 1 << 23)
+#define SPLIT_PIECE_KEYS ((size_t) 1 << 22)
+
+/* Non-temporal stores into the split memory (split_place) for up to this
+ * many shards: each thread then writes that many streams at once, which
+ * the cores' write-combining buffers keep whole. */
+#define STREAM_MAX_SHARDS 4
 
 /* Split buffers: the one the shards run from, and the one the calling
  * thread reads the previous piece's answers from and splits the next
@@ -487,6 +499,26 @@ split_count(void *ctx, size_t begin, size_t end)
 	}
 }
 
+/*
+ * Keys placed into the pinned split memory are read by the GPUs' DMA, not
+ * by this CPU: on x86-64 they go by non-temporal stores, which write the
+ * cache lines without reading them in first (a third less memory traffic
+ * for the pass), fenced before the pass reports done (then the shards'
+ * threads start, or the next pass runs).
+ */
+static void
+place_streamed(const uint64_t *keys, const uint8_t *route, uint64_t *to, size_t *next,
+			   size_t lo, size_t hi)
+{
+#if defined(__x86_64__)
+	for (size_t i = lo; i < hi; i++)
+		_mm_stream_si64((long long *) &to[next[route[i]]++], (long long) keys[i]);
+#else
+	for (size_t i = lo; i < hi; i++)
+		to[next[route[i]]++] = keys[i];
+#endif
+}
+
 static void
 split_place(void *ctx, size_t begin, size_t end)
 {
@@ -496,6 +528,7 @@ split_place(void *ctx, size_t begin, size_t end)
 	const uint8_t *route = j->sp->route;
 	uint64_t   *to = j->sp->keys;
 	uint8_t    *to_bytes = j->sp->bytes;
+	int			streamed = !j->sp->owned && j->t->nshards <= STREAM_MAX_SHARDS;
 
 	for (size_t b = begin; b < end; b++)
 	{
@@ -513,10 +546,16 @@ split_place(void *ctx, size_t begin, size_t end)
 				to[k] = keys[i];
 				to_bytes[k] = bytes[i];
 			}
+		else if (streamed)
+			place_streamed(keys, route, to, next, lo, hi);
 		else
 			for (size_t i = lo; i < hi; i++)
 				to[next[route[i]]++] = keys[i];
 	}
+#if defined(__x86_64__)
+	if (streamed)
+		_mm_sfence();
+#endif
 }
 
 /* The answers of block after block back in input order. */
