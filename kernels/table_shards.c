@@ -20,8 +20,8 @@
  * and then splits piece i+1 into it.  For GPU shards the buffers are
  * pinned memory the table keeps (split_mem), so each shard's transfers go
  * by DMA straight from it, without the staging copy a call on pageable
- * memory pays, and the host work runs on every core (the shards' threads
- * mostly wait on their devices).  A call is all or nothing as for one
+ * memory pays, and the host work runs on every core but one per shard
+ * (the shards' threads mostly wait on their devices).  A call is all or nothing as for one
  * table: when one shard fails, or an interrupt arrives between pieces,
  * every shard's part of the call is undone (rolled back to its log
  * position before the call; a find-or-put on a table without a log erases
@@ -89,7 +89,7 @@ typedef struct shard_log_seg
  * GPU shards always do (each waits on its device most of the time). */
 #define CPU_PARALLEL_KEYS ((size_t) 1 << 16)
 
-/* Threads splitting a call of GPU shards: every core, up to what
+/* Threads splitting a call of GPU shards, at most: what
  * cpu_parallel_for_min runs at once. */
 #define SPLIT_MAX_THREADS 64
 
@@ -243,8 +243,13 @@ split_mem_create(cpht_table *t)
 		t->shard[s]->backend->set_direct(t->shard[s], t->split_mem, split_mem_bytes(cap));
 }
 
-/* Threads splitting a call and putting its answers back: CPU shards share
- * the table's cpu_threads; GPU shards leave the host's cores to it. */
+/*
+ * Threads splitting a call and putting its answers back: CPU shards share
+ * the table's cpu_threads; GPU shards leave the host's cores to it, but
+ * one for each shard's thread, which (CUDA's default with fewer devices
+ * than cores) spins while it waits on its device: a split thread sharing
+ * a core with it would hold up the whole pass, whose shares are equal.
+ */
 static int
 split_threads_for(const cpht_table *t)
 {
@@ -252,7 +257,7 @@ split_threads_for(const cpht_table *t)
 
 	if (t->params.device != CPHT_DEVICE_GPU)
 		return t->params.cpu_threads;
-	cores = sysconf(_SC_NPROCESSORS_ONLN);
+	cores = sysconf(_SC_NPROCESSORS_ONLN) - t->nshards;
 	return cores < 1 ? 1 : cores > SPLIT_MAX_THREADS ? SPLIT_MAX_THREADS : (int) cores;
 }
 
