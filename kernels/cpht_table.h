@@ -169,9 +169,13 @@ typedef struct cpht_table cpht_table;
  * growing the table (moving its keys into a larger layout) inside the call,
  * and grows how many times it grew; widen and widens the same for widening
  * its keys (cpht_table_widen).  For a sharded table (find-or-put and
- * find), stage_in is splitting the batch by shard, wait is the shards'
- * calls (run at once), copy_out is putting the answers back in order;
- * undo_log and grow are the longest shard's, grows the shards' sum.
+ * find and erase), stage_in is the calling thread splitting the batch by
+ * shard, copy_out its putting the answers back in order, and wait its
+ * waiting for the shards' calls (run at once, on threads of their own,
+ * while it splits the next piece and puts the last one's answers back);
+ * pieces is how many pieces the call went in and threads how many threads
+ * split them; undo_log and grow are the longest shard's, grows the
+ * shards' sum.
  */
 typedef struct cpht_call_times
 {
@@ -184,6 +188,8 @@ typedef struct cpht_call_times
 	int			grows;
 	double		widen;
 	int			widens;
+	int			pieces;
+	int			threads;
 } cpht_call_times;
 
 void		cpht_table_call_times(const cpht_table *table, cpht_call_times *out);

@@ -66,6 +66,9 @@ cpht_call_times_add(cpht_call_times *sum, const cpht_call_times *one)
 	sum->grows += one->grows;
 	sum->widen += one->widen;
 	sum->widens += one->widens;
+	sum->pieces += one->pieces;
+	if (one->threads > sum->threads)
+		sum->threads = one->threads;
 }
 
 void

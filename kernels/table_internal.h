@@ -142,8 +142,9 @@ struct cpht_table
 	size_t		log_nsegs;
 	size_t		log_segs_cap;
 	void	   *split_mem;		/* GPU shards: pinned buffers a call is split
-								 * into, split_cap keys at a time */
+								 * into, split_cap keys each */
 	size_t		split_cap;
+	int			split_threads;	/* threads splitting a call */
 	const cpht_backend *backend;
 	void	   *backend_state;	/* the GPU's stream, buffers, device index */
 	char		errmsg[512];

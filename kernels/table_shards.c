@@ -8,17 +8,24 @@
  * (which select their in-table permutations), so the keys of one shard
  * still spread evenly over its buckets.
  *
- * A call.  The batch goes in pieces (split_chunk).  A piece is split per shard keeping input order (a
- * stable partition, in parallel over blocks of keys), every shard runs its
- * part at once on its own host thread (a GPU shard's thread makes its
- * device current, kernels/gpu_backend.cu), and the answers go back to the
- * keys' input positions, again in parallel over blocks.  For GPU shards the
- * pieces are split into pinned memory the table keeps (split_mem), so each
- * shard's transfers go by DMA straight from it, without the staging copy
- * a call on pageable memory pays.  A call is all or nothing as for one
- * table: when one shard fails, every shard's part of the call is undone
- * (rolled back to its log position before the call; a find-or-put on a
- * table without a log erases the keys it put).
+ * A call.  The batch goes in pieces (split_chunk).  A piece is split per
+ * shard keeping input order (a stable partition, in parallel over blocks
+ * of keys: one pass routes each key once and counts, a second places the
+ * keys by the stored routes), every shard runs its part at once on its own
+ * host thread (a GPU shard's thread makes its device current,
+ * kernels/gpu_backend.cu), and the answers go back to the keys' input
+ * positions by the same routes, again in parallel over blocks.  The pieces
+ * form a pipeline over two split buffers: while the shards run piece i
+ * from one, the calling thread puts piece i-1's answers back from the other
+ * and then splits piece i+1 into it.  For GPU shards the buffers are
+ * pinned memory the table keeps (split_mem), so each shard's transfers go
+ * by DMA straight from it, without the staging copy a call on pageable
+ * memory pays, and the host work runs on every core but one per shard
+ * (the shards' threads mostly wait on their devices).  A call is all or nothing as for one
+ * table: when one shard fails, or an interrupt arrives between pieces,
+ * every shard's part of the call is undone (rolled back to its log
+ * position before the call; a find-or-put on a table without a log erases
+ * the keys it put).
  *
  * The log.  Each shard keeps its own undo log.  The sharded table's log is
  * their entries in call order: after each call, shard by shard, the
@@ -31,9 +38,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_ops.h"				/* cpu_parallel_for_min */
 #include "table_layer.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 /* A stretch of the combined log: entries [start, next start or log_len)
  * are the shard's entries from shard_start on. */
@@ -44,8 +56,28 @@ typedef struct shard_log_seg
 	uint64_t	shard_start;
 } shard_log_seg;
 
-/* Keys per piece of a call (table_shards_find_or_put and the others). */
-#define SPLIT_CHUNK_KEYS ((size_t) 1 << 26)
+/*
+ * Keys per piece of a call, at most.  The first piece's split and the last
+ * piece's answers are not overlapped with the shards, so pieces are kept
+ * small: 4M keys split in a millisecond or two on a host's cores, while a
+ * piece's fixed costs (waking the splitting threads, starting the shards'
+ * threads, a GPU shard's call) are tens of microseconds.  On 32 cores a
+ * thread's share of a piece is 128K keys (1 MiB), which the place pass
+ * reads again soon after the count pass read it, mostly from the core's
+ * own cache.  A piece is one transfer chunk of the GPU backend
+ * (GPU_CHUNK_KEYS), so a shard's part of it is one upload.
+ */
+#define SPLIT_PIECE_KEYS ((size_t) 1 << 22)
+
+/* Non-temporal stores into the split memory (split_place) for up to this
+ * many shards: each thread then writes that many streams at once, which
+ * the cores' write-combining buffers keep whole. */
+#define STREAM_MAX_SHARDS 4
+
+/* Split buffers: the one the shards run from, and the one the calling
+ * thread reads the previous piece's answers from and splits the next
+ * piece into (in that order, so two suffice). */
+#define SPLIT_BUFFERS 2
 
 /* Split memory per key: the key and its answer. */
 #define SPLIT_KEY_BYTES (sizeof(uint64_t) + 1)
@@ -56,6 +88,10 @@ typedef struct shard_log_seg
 /* CPU shards run a call's parts on threads of their own from this many keys;
  * GPU shards always do (each waits on its device most of the time). */
 #define CPU_PARALLEL_KEYS ((size_t) 1 << 16)
+
+/* Threads splitting a call of GPU shards, at most: what
+ * cpu_parallel_for_min runs at once. */
+#define SPLIT_MAX_THREADS 64
 
 /* The shard of a key: its mix, seeded apart from the tables' own
  * permutations, scaled onto [0, nshards). */
@@ -166,6 +202,20 @@ cpht_shards_to_fit(const cpht_params *params, uint64_t gpu_bytes, int gpus)
  * creating the table, not of its first call), and counted by the memory
  * hook.  Where it cannot be had, calls split into ordinary memory.
  */
+/*
+ * GPU shards: pinned memory for the pieces of a call, SPLIT_BUFFERS
+ * buffers each as large as the table (its shards' slots) up to
+ * SPLIT_PIECE_KEYS, made with the table as the shards' own transfer
+ * buffers are (pinning is slow: a cost of creating the table, not of its
+ * first call), and counted by the memory hook.  Where it cannot be had,
+ * calls split into ordinary memory.
+ */
+static size_t
+split_mem_bytes(size_t cap)
+{
+	return SPLIT_BUFFERS * cap * SPLIT_KEY_BYTES;
+}
+
 static void
 split_mem_create(cpht_table *t)
 {
@@ -178,18 +228,37 @@ split_mem_create(cpht_table *t)
 	for (int s = 0; s < t->nshards; s++)
 		for (int l = 0; l < t->shard[s]->levels; l++)
 			slots += t->shard[s]->params.slots[l];
-	cap = slots < SPLIT_CHUNK_KEYS ? (size_t) slots : SPLIT_CHUNK_KEYS;
-	if (!table_memory_take(cap * SPLIT_KEY_BYTES))
+	cap = slots < SPLIT_PIECE_KEYS ? (size_t) slots : SPLIT_PIECE_KEYS;
+	if (!table_memory_take(split_mem_bytes(cap)))
 		return;
-	t->split_mem = b->pinned_alloc(cap * SPLIT_KEY_BYTES);
+	t->split_mem = b->pinned_alloc(split_mem_bytes(cap));
 	if (t->split_mem == NULL)
 	{
-		table_memory_give(cap * SPLIT_KEY_BYTES);
+		table_memory_give(split_mem_bytes(cap));
 		return;
 	}
 	t->split_cap = cap;
+	/* the shards' transfers go by DMA from anywhere in the buffers */
 	for (int s = 0; s < t->nshards; s++)
-		t->shard[s]->backend->set_direct(t->shard[s], t->split_mem, cap * SPLIT_KEY_BYTES);
+		t->shard[s]->backend->set_direct(t->shard[s], t->split_mem, split_mem_bytes(cap));
+}
+
+/*
+ * Threads splitting a call and putting its answers back: CPU shards share
+ * the table's cpu_threads; GPU shards leave the host's cores to it, but
+ * one for each shard's thread, which (CUDA's default with fewer devices
+ * than cores) spins while it waits on its device: a split thread sharing
+ * a core with it would hold up the whole pass, whose shares are equal.
+ */
+static int
+split_threads_for(const cpht_table *t)
+{
+	long		cores;
+
+	if (t->params.device != CPHT_DEVICE_GPU)
+		return t->params.cpu_threads;
+	cores = sysconf(_SC_NPROCESSORS_ONLN) - t->nshards;
+	return cores < 1 ? 1 : cores > SPLIT_MAX_THREADS ? SPLIT_MAX_THREADS : (int) cores;
 }
 
 cpht_status
@@ -236,6 +305,7 @@ table_shards_create(const cpht_params *params, cpht_table **out,
 	for (int s = 0; s < t->nshards; s++)
 		t->initial_slots += t->shard[s]->initial_slots;
 	split_mem_create(t);
+	t->split_threads = split_threads_for(t);
 	*out = t;
 	return CPHT_OK;
 }
@@ -246,7 +316,7 @@ table_shards_destroy(cpht_table *t)
 	if (t->split_mem)
 	{
 		t->shard[0]->backend->pinned_free(t->split_mem);
-		table_memory_give(t->split_cap * SPLIT_KEY_BYTES);
+		table_memory_give(split_mem_bytes(t->split_cap));
 	}
 	for (int s = 0; s < t->nshards; s++)
 		cpht_table_destroy(t->shard[s]);
@@ -263,8 +333,9 @@ table_shards_destroy(cpht_table *t)
  * out[] room for their answers, bytes[] the per-key bytes that came with
  * them (undo's places).  route[] (each key's shard) and at[] (per block of
  * SPLIT_BLOCK keys, each shard's first index) put the answers back.  On
- * GPU shards keys[] and out[] lie in the table's pinned split memory, from
- * which the shards' transfers go by DMA without a staging copy.
+ * GPU shards keys[] and out[] lie in one of the table's pinned split
+ * buffers, from which the shards' transfers go by DMA without a staging
+ * copy.
  */
 typedef struct shard_split
 {
@@ -278,9 +349,9 @@ typedef struct shard_split
 } shard_split;
 
 /*
- * Keys per piece: what the split memory holds; without it (CPU shards),
- * half the table's slots, at least SPLIT_MIN_KEYS and at most
- * SPLIT_CHUNK_KEYS, which keeps the temporary arrays of a call on a small
+ * Keys per piece: what a split buffer holds; without split memory (CPU
+ * shards), half the table's slots, at least SPLIT_MIN_KEYS and at most
+ * SPLIT_PIECE_KEYS, which keeps the temporary arrays of a call on a small
  * table small.
  */
 #define SPLIT_MIN_KEYS ((size_t) 1 << 16)
@@ -298,7 +369,7 @@ split_chunk(const cpht_table *t, size_t n)
 			for (int l = 0; l < t->shard[s]->levels; l++)
 				slots += t->shard[s]->params.slots[l];
 		most = slots / 2 < SPLIT_MIN_KEYS ? SPLIT_MIN_KEYS :
-			slots / 2 > SPLIT_CHUNK_KEYS ? SPLIT_CHUNK_KEYS : (size_t) (slots / 2);
+			slots / 2 > SPLIT_PIECE_KEYS ? SPLIT_PIECE_KEYS : (size_t) (slots / 2);
 	}
 	return n < most ? n : most;
 }
@@ -317,17 +388,18 @@ split_free(shard_split *sp)
 	memset(sp, 0, sizeof(*sp));
 }
 
-/* Buffers for pieces of `chunk` keys. */
+/* Split buffer `which` for pieces of `chunk` keys. */
 static cpht_status
-split_alloc(cpht_table *t, size_t chunk, int with_bytes, shard_split *sp)
+split_alloc(cpht_table *t, size_t chunk, int with_bytes, int which, shard_split *sp)
 {
 	size_t		nblocks = (chunk + SPLIT_BLOCK - 1) / SPLIT_BLOCK;
 
 	memset(sp, 0, sizeof(*sp));
 	if (t->split_mem)
 	{
-		sp->keys = t->split_mem;
-		sp->out = (uint8_t *) (sp->keys + t->split_cap);
+		sp->keys = (uint64_t *) t->split_mem + (size_t) which * t->split_cap;
+		sp->out = (uint8_t *) ((uint64_t *) t->split_mem + SPLIT_BUFFERS * t->split_cap) +
+			(size_t) which * t->split_cap;
 	}
 	else
 	{
@@ -346,6 +418,30 @@ split_alloc(cpht_table *t, size_t chunk, int with_bytes, shard_split *sp)
 	return CPHT_OK;
 }
 
+/* Both split buffers of a pipelined call (only the first for a call of
+ * one piece). */
+static cpht_status
+splits_alloc(cpht_table *t, size_t chunk, size_t n, shard_split *bufs)
+{
+	cpht_status rc = split_alloc(t, chunk, 0, 0, &bufs[0]);
+
+	memset(&bufs[1], 0, sizeof(bufs[1]));
+	if (rc == CPHT_OK && n > chunk)
+	{
+		rc = split_alloc(t, chunk, 0, 1, &bufs[1]);
+		if (rc != CPHT_OK)
+			split_free(&bufs[0]);
+	}
+	return rc;
+}
+
+static void
+splits_free(shard_split *bufs)
+{
+	for (int b = 0; b < SPLIT_BUFFERS; b++)
+		split_free(&bufs[b]);
+}
+
 typedef struct split_job
 {
 	const cpht_table *t;
@@ -355,6 +451,13 @@ typedef struct split_job
 	size_t		n;
 	shard_split *sp;
 } split_job;
+
+/*
+ * The passes below copy what they use into locals first: the extension is
+ * built with -fno-strict-aliasing, under which every byte stored (a route,
+ * an answer) would otherwise make the compiler load the job's pointers and
+ * counters again.
+ */
 
 /* Keys [*lo, *hi) of the piece are block b's. */
 static inline void
@@ -373,34 +476,64 @@ block_starts(const split_job *j, size_t b, size_t *next)
 	memcpy(next, j->sp->at + b * (size_t) ns, (size_t) ns * sizeof(size_t));
 }
 
+/* Route each key once (kept in route[]) and count each block's keys per shard. */
 static void
 split_count(void *ctx, size_t begin, size_t end)
 {
 	split_job  *j = ctx;
+	const uint64_t *keys = j->keys;
+	uint8_t    *route = j->sp->route;
+	uint64_t	seed = j->t->shard_seed;
 	int			ns = j->t->nshards;
 
 	for (size_t b = begin; b < end; b++)
 	{
 		size_t		lo,
 					hi;
-		size_t	   *c = j->sp->at + b * (size_t) ns;
+		size_t		count[CPHT_MAX_SHARDS] = {0};
 
 		block_range(j, b, &lo, &hi);
-		memset(c, 0, (size_t) ns * sizeof(size_t));
 		for (size_t i = lo; i < hi; i++)
 		{
-			int			s = shard_route(j->keys[i], j->t->shard_seed, ns);
+			int			s = shard_route(keys[i], seed, ns);
 
-			j->sp->route[i] = (uint8_t) s;
-			c[s]++;
+			route[i] = (uint8_t) s;
+			count[s]++;
 		}
+		memcpy(j->sp->at + b * (size_t) ns, count, (size_t) ns * sizeof(size_t));
 	}
+}
+
+/*
+ * Keys placed into the pinned split memory are read by the GPUs' DMA, not
+ * by this CPU: on x86-64 they go by non-temporal stores, which write the
+ * cache lines without reading them in first (a third less memory traffic
+ * for the pass), fenced before the pass reports done (then the shards'
+ * threads start, or the next pass runs).
+ */
+static void
+place_streamed(const uint64_t *keys, const uint8_t *route, uint64_t *to, size_t *next,
+			   size_t lo, size_t hi)
+{
+#if defined(__x86_64__)
+	for (size_t i = lo; i < hi; i++)
+		_mm_stream_si64((long long *) &to[next[route[i]]++], (long long) keys[i]);
+#else
+	for (size_t i = lo; i < hi; i++)
+		to[next[route[i]]++] = keys[i];
+#endif
 }
 
 static void
 split_place(void *ctx, size_t begin, size_t end)
 {
 	split_job  *j = ctx;
+	const uint64_t *keys = j->keys;
+	const uint8_t *bytes = j->bytes;
+	const uint8_t *route = j->sp->route;
+	uint64_t   *to = j->sp->keys;
+	uint8_t    *to_bytes = j->sp->bytes;
+	int			streamed = !j->sp->owned && j->t->nshards <= STREAM_MAX_SHARDS;
 
 	for (size_t b = begin; b < end; b++)
 	{
@@ -410,15 +543,24 @@ split_place(void *ctx, size_t begin, size_t end)
 
 		block_range(j, b, &lo, &hi);
 		block_starts(j, b, next);
-		for (size_t i = lo; i < hi; i++)
-		{
-			size_t		k = next[j->sp->route[i]]++;
+		if (bytes)
+			for (size_t i = lo; i < hi; i++)
+			{
+				size_t		k = next[route[i]]++;
 
-			j->sp->keys[k] = j->keys[i];
-			if (j->bytes)
-				j->sp->bytes[k] = j->bytes[i];
-		}
+				to[k] = keys[i];
+				to_bytes[k] = bytes[i];
+			}
+		else if (streamed)
+			place_streamed(keys, route, to, next, lo, hi);
+		else
+			for (size_t i = lo; i < hi; i++)
+				to[next[route[i]]++] = keys[i];
 	}
+#if defined(__x86_64__)
+	if (streamed)
+		_mm_sfence();
+#endif
 }
 
 /* The answers of block after block back in input order. */
@@ -426,6 +568,9 @@ static void
 split_answers(void *ctx, size_t begin, size_t end)
 {
 	split_job  *j = ctx;
+	const uint8_t *route = j->sp->route;
+	const uint8_t *out = j->sp->out;
+	uint8_t    *answer = j->answer;
 
 	for (size_t b = begin; b < end; b++)
 	{
@@ -436,7 +581,7 @@ split_answers(void *ctx, size_t begin, size_t end)
 		block_range(j, b, &lo, &hi);
 		block_starts(j, b, next);
 		for (size_t i = lo; i < hi; i++)
-			j->answer[i] = j->sp->out[next[j->sp->route[i]]++];
+			answer[i] = out[next[route[i]]++];
 	}
 }
 
@@ -449,7 +594,7 @@ split_piece(cpht_table *t, const uint64_t *keys, const uint8_t *bytes, size_t n,
 	split_job	j = {t, keys, bytes, NULL, n, sp};
 	size_t		next = 0;
 
-	cpu_parallel_for_min(t->params.cpu_threads, nblocks, 1, split_count, &j);
+	cpu_parallel_for_min(t->split_threads, nblocks, 1, split_count, &j);
 	/* Shard s's keys start after every earlier shard's, and within shard s
 	 * block b's after those of blocks before b: input order is kept. */
 	for (int s = 0; s < t->nshards; s++)
@@ -464,7 +609,7 @@ split_piece(cpht_table *t, const uint64_t *keys, const uint8_t *bytes, size_t n,
 		}
 	}
 	sp->off[t->nshards] = next;
-	cpu_parallel_for_min(t->params.cpu_threads, nblocks, 1, split_place, &j);
+	cpu_parallel_for_min(t->split_threads, nblocks, 1, split_place, &j);
 }
 
 static void
@@ -472,7 +617,7 @@ answers_back(cpht_table *t, shard_split *sp, size_t n, uint8_t *answer)
 {
 	split_job	j = {t, NULL, NULL, answer, n, sp};
 
-	cpu_parallel_for_min(t->params.cpu_threads, (n + SPLIT_BLOCK - 1) / SPLIT_BLOCK, 1,
+	cpu_parallel_for_min(t->split_threads, (n + SPLIT_BLOCK - 1) / SPLIT_BLOCK, 1,
 						 split_answers, &j);
 }
 
@@ -531,11 +676,14 @@ shard_main(void *arg)
 	return NULL;
 }
 
-/* Run op on every shard, on threads of their own when it pays. */
+/*
+ * Start op on every shard: shards `first` and after on threads of their
+ * own, the others run by shards_wait on the calling thread (first =
+ * nshards: all of them).
+ */
 static void
-run_shards(cpht_table *t, shard_job *jobs, shard_op op, shard_split *sp, size_t n)
+shards_start(cpht_table *t, shard_job *jobs, shard_op op, shard_split *sp, int first)
 {
-	int			threads = t->params.device == CPHT_DEVICE_GPU || n >= CPU_PARALLEL_KEYS;
 	sigset_t	all,
 				saved;
 
@@ -547,23 +695,42 @@ run_shards(cpht_table *t, shard_job *jobs, shard_op op, shard_split *sp, size_t 
 		jobs[s].op = op;
 		jobs[s].sp = sp;
 	}
-	if (threads)
-	{
-		/* The helper threads block all signals: the host process handles them. */
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &saved);
-		for (int s = 1; s < t->nshards; s++)
-			jobs[s].started = pthread_create(&jobs[s].thread, NULL, shard_main, &jobs[s]) == 0;
-		pthread_sigmask(SIG_SETMASK, &saved, NULL);
-	}
-	shard_main(&jobs[0]);
-	for (int s = 1; s < t->nshards; s++)
-	{
+	if (first >= t->nshards)
+		return;
+	/* The helper threads block all signals: the host process handles them. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
+	for (int s = first; s < t->nshards; s++)
+		jobs[s].started = pthread_create(&jobs[s].thread, NULL, shard_main, &jobs[s]) == 0;
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+}
+
+/* Every shard's part is done: those without a thread run here. */
+static void
+shards_wait(cpht_table *t, shard_job *jobs)
+{
+	for (int s = 0; s < t->nshards; s++)
+		if (!jobs[s].started)
+			shard_main(&jobs[s]);
+	for (int s = 0; s < t->nshards; s++)
 		if (jobs[s].started)
 			pthread_join(jobs[s].thread, NULL);
-		else
-			shard_main(&jobs[s]);
-	}
+}
+
+/* Shards run on threads of their own where it pays: on GPUs always, on
+ * the CPU for parts of many keys. */
+static int
+shards_threaded(const cpht_table *t, size_t n)
+{
+	return t->params.device == CPHT_DEVICE_GPU || n >= CPU_PARALLEL_KEYS;
+}
+
+/* Run op on every shard and wait for them. */
+static void
+run_shards(cpht_table *t, shard_job *jobs, shard_op op, shard_split *sp, size_t n)
+{
+	shards_start(t, jobs, op, sp, shards_threaded(t, n) ? 1 : t->nshards);
+	shards_wait(t, jobs);
 }
 
 /* The failed shard whose error the call reports (a lost device first), or -1. */
@@ -591,11 +758,95 @@ shard_fail(cpht_table *t, const shard_job *jobs, int s)
 					  cpht_table_error(sub));
 }
 
+/*
+ * The pipeline of a find-or-put, find or erase: pieces of `chunk` keys,
+ * piece i run by the shards from bufs[i % 2] while the calling thread puts
+ * piece i-1's answers back from bufs[(i + 1) % 2] and then splits piece
+ * i+1 into it.  Before each piece but the first it asks for an interrupt.
+ * It returns CPHT_OK with every answer in answer[], or the call's error
+ * (its message set) and where it stopped: keys [0, done) ran and have
+ * their answers; on a shard's failure the piece at `done` (m keys, split in
+ * sp, the shards' outcomes in jobs) ran in part, on an interrupt nothing
+ * else did (m = 0).
+ */
+typedef struct pipe_stop
+{
+	size_t		done;
+	size_t		m;
+	shard_split *sp;
+	double		ms[3];			/* split, wait, answers back */
+	int			pieces;
+} pipe_stop;
+
+static cpht_status
+pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8_t *answer,
+		 shard_split *bufs, size_t chunk, shard_job *jobs, pipe_stop *stop)
+{
+	size_t		pieces = (n + chunk - 1) / chunk;
+	/* a call of one piece has nothing to overlap: shard 0 runs here */
+	int			first = !shards_threaded(t, n) ? t->nshards : pieces > 1 ? 0 : 1;
+	double		mark = table_clock_ms();
+
+	memset(stop, 0, sizeof(*stop));
+	split_piece(t, keys, NULL, n < chunk ? n : chunk, &bufs[0]);
+	stop->ms[0] += table_clock_ms() - mark;
+	for (size_t i = 0; i < pieces; i++)
+	{
+		size_t		lo = i * chunk;
+		size_t		m = n - lo < chunk ? n - lo : chunk;
+		shard_split *cur = &bufs[i % 2],
+				   *other = &bufs[(i + 1) % 2];
+		int			failed;
+
+		if (i > 0 && table_interrupted())
+		{
+			/* piece i-1 ran: its answers first, for the undo */
+			answers_back(t, other, chunk, answer + lo - chunk);
+			stop->done = lo;
+			return table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", lo, n);
+		}
+		shards_start(t, jobs, op, cur, first);
+		stop->pieces++;
+		if (i > 0)
+		{
+			mark = table_clock_ms();
+			answers_back(t, other, chunk, answer + lo - chunk);
+			stop->ms[2] += table_clock_ms() - mark;
+		}
+		if (i + 1 < pieces)
+		{
+			mark = table_clock_ms();
+			split_piece(t, keys + lo + chunk, NULL, n - lo - chunk < chunk ? n - lo - chunk : chunk,
+						other);
+			stop->ms[0] += table_clock_ms() - mark;
+		}
+		mark = table_clock_ms();
+		shards_wait(t, jobs);
+		stop->ms[1] += table_clock_ms() - mark;
+		failed = failed_shard(t, jobs);
+		if (failed >= 0)
+		{
+			stop->done = lo;
+			stop->m = m;
+			stop->sp = cur;
+			return shard_fail(t, jobs, failed);
+		}
+		if (i + 1 == pieces)
+		{
+			mark = table_clock_ms();
+			answers_back(t, cur, m, answer + lo);
+			stop->ms[2] += table_clock_ms() - mark;
+		}
+	}
+	stop->done = n;
+	return CPHT_OK;
+}
+
 /* After a call: the count and call times of the whole table (stage_in,
- * wait and copy_out are the call's own: splitting, the shards' calls,
- * putting the answers back). */
+ * wait and copy_out are the calling thread's own: splitting, waiting for
+ * the shards after its own work, putting the answers back). */
 static void
-shards_settled(cpht_table *t)
+shards_settled(cpht_table *t, const pipe_stop *stop)
 {
 	double		total = t->times.total;
 
@@ -612,6 +863,14 @@ shards_settled(cpht_table *t)
 		SHARD_MAX(grow);
 #undef SHARD_MAX
 		t->times.grows += c->grows;
+	}
+	if (stop)
+	{
+		t->times.stage_in = stop->ms[0];
+		t->times.wait = stop->ms[1];
+		t->times.copy_out = stop->ms[2];
+		t->times.pieces = stop->pieces;
+		t->times.threads = t->split_threads;
 	}
 }
 
@@ -733,7 +992,7 @@ table_shards_rollback_to(cpht_table *t, uint64_t position)
 	}
 	if (rc == CPHT_OK)
 		segs_cut(t, position);
-	shards_settled(t);
+	shards_settled(t, NULL);
 	return rc;
 }
 
@@ -795,13 +1054,6 @@ table_shards_hold_deletes(cpht_table *t, int64_t delta)
 
 /* ---- the operations -------------------------------------------------------- */
 
-/*
- * A find-or-put failed in the piece at `lo` (`m` keys, split in sp), after
- * the pieces before it worked: undo every shard's part.  Shards that log
- * go back to their log position before the call; otherwise the keys the
- * call put (status CPHT_PUT in the answers of the pieces done, and in the
- * failed piece's answers of the shards whose part worked) are erased.
- */
 /* Say so in the call's message when undoing shard s failed too. */
 static void
 undo_failed(cpht_table *t, int s)
@@ -813,12 +1065,20 @@ undo_failed(cpht_table *t, int s)
 			 why, s + 1, t->nshards, cpht_table_error(t->shard[s]));
 }
 
+/*
+ * A find-or-put stopped (pipeline's stop, the error `rc` with its message
+ * set) after the pieces before stop->done worked: undo every shard's part.
+ * Shards that log go back to their log position before the call;
+ * otherwise the keys the call put (status CPHT_PUT in the answers of the
+ * pieces done, and in the failed piece's answers of the shards whose part
+ * worked) are erased.
+ */
 static cpht_status
-undo_find_or_put(cpht_table *t, const shard_job *jobs, int failed, const uint64_t *keys,
-				 uint8_t *status, size_t lo, size_t m, shard_split *sp,
-				 const uint64_t *log_before)
+undo_find_or_put(cpht_table *t, const shard_job *jobs, const pipe_stop *stop,
+				 const uint64_t *keys, uint8_t *status, const uint64_t *log_before,
+				 cpht_status rc)
 {
-	cpht_status rc = shard_fail(t, jobs, failed);
+	size_t		ran = stop->done + stop->m;
 	uint64_t   *put[CPHT_MAX_SHARDS] = {NULL};
 	size_t		nput[CPHT_MAX_SHARDS] = {0};
 	uint8_t    *gone;
@@ -833,15 +1093,19 @@ undo_find_or_put(cpht_table *t, const shard_job *jobs, int failed, const uint64_
 		return rc;
 	}
 	/* The failed piece's answers: where a shard failed, it undid itself. */
-	for (int f = 0; f < t->nshards; f++)
-		if (jobs[f].rc != CPHT_OK)
-			memset(sp->out + sp->off[f], CPHT_FOUND, sp->off[f + 1] - sp->off[f]);
-	answers_back(t, sp, m, status + lo);
-	gone = malloc(lo + m);
+	if (stop->sp)
+	{
+		for (int f = 0; f < t->nshards; f++)
+			if (jobs[f].rc != CPHT_OK)
+				memset(stop->sp->out + stop->sp->off[f], CPHT_FOUND,
+					   stop->sp->off[f + 1] - stop->sp->off[f]);
+		answers_back(t, stop->sp, stop->m, status + stop->done);
+	}
+	gone = malloc(ran ? ran : 1);
 	ok = gone != NULL;
 	for (int s = 0; s < t->nshards; s++)
-		ok &= (put[s] = malloc((lo + m) * sizeof(uint64_t))) != NULL;
-	for (size_t i = 0; ok && i < lo + m; i++)
+		ok &= (put[s] = malloc((ran ? ran : 1) * sizeof(uint64_t))) != NULL;
+	for (size_t i = 0; ok && i < ran; i++)
 		if (status[i] == CPHT_PUT)
 		{
 			int			s = shard_route(keys[i], t->shard_seed, t->nshards);
@@ -851,7 +1115,7 @@ undo_find_or_put(cpht_table *t, const shard_job *jobs, int failed, const uint64_
 	for (int s = 0; s < t->nshards; s++)
 	{
 		if (!ok)
-			(void) table_fail(t->shard[s], CPHT_ERR_NOMEM, "out of host memory while undoing %zu keys", lo + m);
+			(void) table_fail(t->shard[s], CPHT_ERR_NOMEM, "out of host memory while undoing %zu keys", ran);
 		if (!ok || (nput[s] > 0 && cpht_table_erase(t->shard[s], put[s], nput[s], gone) != CPHT_OK))
 			undo_failed(t, s);
 		free(put[s]);
@@ -865,9 +1129,9 @@ table_shards_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t 
 {
 	shard_job	jobs[CPHT_MAX_SHARDS];
 	uint64_t	before[CPHT_MAX_SHARDS];
-	shard_split sp;
+	shard_split bufs[SPLIT_BUFFERS];
 	size_t		chunk = split_chunk(t, n);
-	double		ms[3] = {0, 0, 0};
+	pipe_stop	stop;
 	cpht_status rc;
 
 	if (n == 0)
@@ -878,40 +1142,18 @@ table_shards_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t 
 						  (unsigned) UINT32_MAX, n);
 	rc = segs_reserve(t);
 	if (rc == CPHT_OK)
-		rc = split_alloc(t, chunk, 0, &sp);
+		rc = splits_alloc(t, chunk, n, bufs);
 	if (rc != CPHT_OK)
 		return rc;
 	for (int s = 0; s < t->nshards; s++)
 		before[s] = t->shard[s]->log_len;
-	for (size_t lo = 0; lo < n; lo += chunk)
-	{
-		size_t		m = n - lo < chunk ? n - lo : chunk;
-		int			failed;
-
-		double		mark = table_clock_ms();
-
-		split_piece(t, keys + lo, NULL, m, &sp);
-		ms[0] += table_clock_ms() - mark;
-		mark = table_clock_ms();
-		run_shards(t, jobs, OP_FIND_OR_PUT, &sp, m);
-		ms[1] += table_clock_ms() - mark;
-		failed = failed_shard(t, jobs);
-		if (failed >= 0)
-		{
-			rc = undo_find_or_put(t, jobs, failed, keys, status, lo, m, &sp, before);
-			break;
-		}
-		mark = table_clock_ms();
-		answers_back(t, &sp, m, status + lo);
-		ms[2] += table_clock_ms() - mark;
-	}
-	if (rc == CPHT_OK)
+	rc = pipeline(t, OP_FIND_OR_PUT, keys, n, status, bufs, chunk, jobs, &stop);
+	if (rc != CPHT_OK)
+		rc = undo_find_or_put(t, jobs, &stop, keys, status, before, rc);
+	else
 		segs_append(t, before);
-	split_free(&sp);
-	shards_settled(t);
-	t->times.stage_in = ms[0];
-	t->times.wait = ms[1];
-	t->times.copy_out = ms[2];
+	splits_free(bufs);
+	shards_settled(t, &stop);
 	return rc;
 }
 
@@ -919,39 +1161,19 @@ cpht_status
 table_shards_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 {
 	shard_job	jobs[CPHT_MAX_SHARDS];
-	shard_split sp;
+	shard_split bufs[SPLIT_BUFFERS];
 	size_t		chunk = split_chunk(t, n);
-	double		ms[3] = {0, 0, 0};
+	pipe_stop	stop;
 	cpht_status rc;
 
 	if (n == 0)
 		return CPHT_OK;
-	rc = split_alloc(t, chunk, 0, &sp);
-	for (size_t lo = 0; rc == CPHT_OK && lo < n; lo += chunk)
-	{
-		size_t		m = n - lo < chunk ? n - lo : chunk;
-		int			failed;
-
-		double		mark = table_clock_ms();
-
-		split_piece(t, keys + lo, NULL, m, &sp);
-		ms[0] += table_clock_ms() - mark;
-		mark = table_clock_ms();
-		run_shards(t, jobs, OP_FIND, &sp, m);
-		ms[1] += table_clock_ms() - mark;
-		failed = failed_shard(t, jobs);
-		mark = table_clock_ms();
-		if (failed >= 0)
-			rc = shard_fail(t, jobs, failed);
-		else
-			answers_back(t, &sp, m, found + lo);
-		ms[2] += table_clock_ms() - mark;
-	}
-	split_free(&sp);
-	shards_settled(t);
-	t->times.stage_in = ms[0];
-	t->times.wait = ms[1];
-	t->times.copy_out = ms[2];
+	rc = splits_alloc(t, chunk, n, bufs);
+	if (rc != CPHT_OK)
+		return rc;
+	rc = pipeline(t, OP_FIND, keys, n, found, bufs, chunk, jobs, &stop);
+	splits_free(bufs);
+	shards_settled(t, &stop);
 	return rc;
 }
 
@@ -964,15 +1186,16 @@ table_shards_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *prese
 {
 	shard_job	jobs[CPHT_MAX_SHARDS];
 	uint64_t	before[CPHT_MAX_SHARDS];
-	shard_split sp;
+	shard_split bufs[SPLIT_BUFFERS];
 	size_t		chunk = split_chunk(t, n);
+	pipe_stop	stop;
 	cpht_status rc;
 
 	if (n == 0)
 		return CPHT_OK;
 	rc = segs_reserve(t);
 	if (rc == CPHT_OK)
-		rc = split_alloc(t, chunk, 0, &sp);
+		rc = splits_alloc(t, chunk, n, bufs);
 	if (rc != CPHT_OK)
 		return rc;
 	for (int s = 0; s < t->nshards; s++)
@@ -981,39 +1204,27 @@ table_shards_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *prese
 			cpht_table_set_logging(t->shard[s], 1);
 		before[s] = t->shard[s]->log_len;
 	}
-	for (size_t lo = 0; lo < n; lo += chunk)
+	rc = pipeline(t, OP_ERASE, keys, n, present, bufs, chunk, jobs, &stop);
+	if (rc != CPHT_OK)
 	{
-		size_t		m = n - lo < chunk ? n - lo : chunk;
-		int			failed;
-
-		split_piece(t, keys + lo, NULL, m, &sp);
-		run_shards(t, jobs, OP_ERASE, &sp, m);
-		failed = failed_shard(t, jobs);
-		if (failed >= 0)
-		{
-			rc = shard_fail(t, jobs, failed);
-			for (int s = 0; s < t->nshards; s++)
-			{
-				if (cpht_table_rollback_to(t->shard[s], before[s]) != CPHT_OK)
-					undo_failed(t, s);
-			}
-			break;
-		}
-		answers_back(t, &sp, m, present + lo);
+		for (int s = 0; s < t->nshards; s++)
+			if (cpht_table_rollback_to(t->shard[s], before[s]) != CPHT_OK)
+				undo_failed(t, s);
 	}
-	if (rc == CPHT_OK)
+	else
 		segs_append(t, before);
 	if (!t->logging)
 		for (int s = 0; s < t->nshards; s++)
 			cpht_table_set_logging(t->shard[s], 0);
-	split_free(&sp);
-	shards_settled(t);
+	splits_free(bufs);
+	shards_settled(t, &stop);
 	return rc;
 }
 
 /*
  * Undo entries read with log_read: each shard undoes its own, newest first,
- * so the pieces go from the last one back.
+ * so the pieces go from the last one back, one at a time (a rare path: a
+ * transaction of a shared table rolled back).
  */
 cpht_status
 table_shards_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n)
@@ -1025,7 +1236,7 @@ table_shards_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, siz
 
 	if (n == 0)
 		return CPHT_OK;
-	rc = split_alloc(t, chunk, 1, &sp);
+	rc = split_alloc(t, chunk, 1, 0, &sp);
 	for (size_t hi = n; rc == CPHT_OK && hi > 0;)
 	{
 		size_t		m = hi < chunk ? hi : chunk;
@@ -1039,7 +1250,7 @@ table_shards_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, siz
 		hi -= m;
 	}
 	split_free(&sp);
-	shards_settled(t);
+	shards_settled(t, NULL);
 	return rc;
 }
 
@@ -1059,7 +1270,7 @@ every_shard(cpht_table *t, shard_op op)
 	failed = failed_shard(t, jobs);
 	if (failed >= 0)
 		rc = shard_fail(t, jobs, failed);
-	shards_settled(t);
+	shards_settled(t, NULL);
 	return rc;
 }
 

@@ -1,20 +1,29 @@
 /*
- * shard_bench.c — one find-or-put call of many keys on a table of one GPU
- * against the same call on a table sharded over several GPUs.
+ * shard_bench.c — one find-or-put call of many keys on one table against
+ * the same call on a table sharded over several tables.
  *
- *   shard_bench [keys] [shards] [reps] [key_bits]
+ *   shard_bench [keys] [shards] [reps] [key_bits] [gpu|cpu]
  *
- * For each repetition, side by side: a table of `shards` shards (one per
- * GPU) and a table on one GPU, both sized for `keys` keys; on each, one
- * find-or-put of `keys` distinct random keys (all new) and then the same
- * call again (all found).  Host arrays, so the times include the transfers
- * and, for the sharded table, splitting the batch and putting the answers
- * back in order.  Prints every run and the medians.
+ * For each repetition, side by side: a table of one shard and a table of
+ * `shards` shards, both sized for `keys` keys, on the GPUs (the default:
+ * one shard per GPU) or on the CPU; on each, one find-or-put of `keys`
+ * distinct keys (all new) and then the same call again (all found).  The
+ * keys are in an ordinary (malloc'ed) host array, so the times include the
+ * transfers and, for the sharded table, splitting the batch by shard and
+ * putting the answers back in order.  Every call of the sharded table
+ * prints its phases (cpht_call_times): the calling thread's splitting
+ * (stage_in), its waiting for the shards after its own work (wait) and
+ * putting the answers back (copy_out), the pieces the call went in and the
+ * threads splitting them.  The end prints the medians of both tables and
+ * of the sharded table's phases.
  *
- * Build (after make):
+ * Build and run on a GPU machine (after make), from the repository root
+ * (every kernel object make built, not the unit tests' fallback ones):
  *   gcc -O2 -std=gnu11 -DCPHT_WITH_GPU -Ikernels -o test/bench/shard_bench.bin \
- *     test/bench/shard_bench.c kernels/table*.o kernels/cpu_*.o kernels/radix_sort.o \
- *     kernels/gpu_*.o -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++ -lm
+ *     test/bench/shard_bench.c $(ls kernels/[a-z]*.o | grep -v '\.unit\.o$') \
+ *     -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++ -lm \
+ *   && test/bench/shard_bench.bin 200000000 2 5
+ * On the CPU (the same build): test/bench/shard_bench.bin 20000000 2 3 64 cpu
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,19 +59,51 @@ median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* One table: two find-or-put calls of all keys; ms of each in put[]/found[]. */
+/* One call's milliseconds, and a sharded call's phases. */
+typedef struct call_ms
+{
+	double		ms;
+	double		split;
+	double		wait;
+	double		answers;
+} call_ms;
+
+/* One find-or-put of every key on t, timed. */
 static int
-one(int shards, const uint64_t *keys, size_t n, int key_bits, uint8_t *st,
-	double *put_ms, double *found_ms)
+timed_call(cpht_table *t, int shards, const char *what, const uint64_t *keys, size_t n,
+		   uint8_t *st, call_ms *out)
+{
+	double		t0 = now_ms();
+	cpht_call_times ct;
+
+	if (cpht_table_find_or_put(t, keys, n, st) != CPHT_OK)
+	{
+		printf("find_or_put %s (%d shards): %s\n", what, shards, cpht_table_error(t));
+		return 1;
+	}
+	out->ms = now_ms() - t0;
+	cpht_table_call_times(t, &ct);
+	out->split = ct.stage_in;
+	out->wait = ct.wait;
+	out->answers = ct.copy_out;
+	if (shards > 1)
+		printf("    %-5s %8.1f ms: split %.1f ms, wait %.1f ms, answers back %.1f ms; %d pieces, %d threads\n",
+			   what, out->ms, ct.stage_in, ct.wait, ct.copy_out, ct.pieces, ct.threads);
+	return 0;
+}
+
+/* One table: a find-or-put of all keys (all new), then again (all found). */
+static int
+one(cpht_device dev, int shards, const uint64_t *keys, size_t n, int key_bits, uint8_t *st,
+	call_ms *put, call_ms *found)
 {
 	cpht_params p;
 	cpht_table *t;
 	char		err[256];
-	double		t0;
 	cpht_stats	s;
 
 	cpht_params_for_capacity(CPHT_ICEBERG, n, key_bits, &p, err, sizeof(err));
-	p.device = CPHT_DEVICE_GPU;
+	p.device = dev;
 	p.seed = 12345;
 	p.shards = shards;
 	if (cpht_table_create(&p, &t, err, sizeof(err)) != CPHT_OK)
@@ -70,58 +111,85 @@ one(int shards, const uint64_t *keys, size_t n, int key_bits, uint8_t *st,
 		printf("create (%d shards): %s\n", shards, err);
 		return 1;
 	}
-	t0 = now_ms();
-	if (cpht_table_find_or_put(t, keys, n, st) != CPHT_OK)
-	{
-		printf("find_or_put (%d shards): %s\n", shards, cpht_table_error(t));
+	if (timed_call(t, shards, "new", keys, n, st, put) ||
+		timed_call(t, shards, "found", keys, n, st, found))
 		return 1;
-	}
-	*put_ms = now_ms() - t0;
-	t0 = now_ms();
-	if (cpht_table_find_or_put(t, keys, n, st) != CPHT_OK)
-	{
-		printf("find_or_put again (%d shards): %s\n", shards, cpht_table_error(t));
-		return 1;
-	}
-	*found_ms = now_ms() - t0;
-	if (shards > 1)
-	{
-		cpht_call_times ct;
-
-		cpht_table_call_times(t, &ct);
-		printf("    last call: split %.1f ms, shards %.1f ms, answers back %.1f ms\n",
-			   ct.stage_in, ct.wait, ct.copy_out);
-	}
 	cpht_table_stats(t, &s);
 	printf("  %d shard(s) on %s: %llu keys, %llu slots, grows %llu: new %.1f ms (%.2f G keys/s), found %.1f ms (%.2f G keys/s)\n",
 		   shards, s.device_name, (unsigned long long) s.count, (unsigned long long) (s.slots[0] + s.slots[1]),
-		   (unsigned long long) s.grows, *put_ms, n / *put_ms / 1e6, *found_ms, n / *found_ms / 1e6);
+		   (unsigned long long) s.grows, put->ms, n / put->ms / 1e6, found->ms, n / found->ms / 1e6);
 	cpht_table_destroy(t);
 	return 0;
+}
+
+/* The medians of one phase over the repetitions. */
+static double
+median_of(const call_ms *runs, int reps, size_t field)
+{
+	double		v[MAX_REPS];
+
+	for (int r = 0; r < reps; r++)
+		v[r] = *(const double *) ((const char *) &runs[r] + field);
+	return median(v, reps);
+}
+
+static void
+report(const char *what, const call_ms *one_table, const call_ms *sharded, int shards, int reps,
+	   const char *single)
+{
+	double		m1 = median_of(one_table, reps, offsetof(call_ms, ms)),
+				mn = median_of(sharded, reps, offsetof(call_ms, ms));
+
+	printf("median, %-9s %s %.1f ms, %d shards %.1f ms: %.2fx (split %.1f ms, wait %.1f ms, answers back %.1f ms)\n",
+		   what, single, m1, shards, mn, m1 / mn,
+		   median_of(sharded, reps, offsetof(call_ms, split)),
+		   median_of(sharded, reps, offsetof(call_ms, wait)),
+		   median_of(sharded, reps, offsetof(call_ms, answers)));
 }
 
 int
 main(int argc, char **argv)
 {
-	size_t		n = argc > 1 ? strtoull(argv[1], NULL, 10) : 200000000;
-	int			shards = argc > 2 ? atoi(argv[2]) : 2;
-	int			reps = argc > 3 ? atoi(argv[3]) : 3;
-	int			key_bits = argc > 4 ? atoi(argv[4]) : 64;
-	uint64_t   *keys = malloc(n * sizeof(uint64_t));
-	uint8_t    *st = malloc(n);
-	double		put1[MAX_REPS],
+	long long	arg[4] = {200000000, 2, 3, 64};
+	int			nargs = 0;
+	cpht_device dev = CPHT_DEVICE_GPU;
+	size_t		n;
+	int			shards,
+				reps,
+				key_bits;
+	uint64_t   *keys;
+	uint8_t    *st;
+	call_ms		put1[MAX_REPS],
 				found1[MAX_REPS],
 				putn[MAX_REPS],
 				foundn[MAX_REPS];
 	char		why[256];
 	uint64_t	x = 0x9e3779b97f4a7c15ULL;
 
-	if (reps > MAX_REPS)
-		reps = MAX_REPS;
-	if (!cpht_gpu_usable(why, sizeof(why)))
+	for (int i = 1; i < argc; i++)
+	{
+		if (strcmp(argv[i], "cpu") == 0)
+			dev = CPHT_DEVICE_CPU;
+		else if (strcmp(argv[i], "gpu") == 0)
+			dev = CPHT_DEVICE_GPU;
+		else if (nargs < 4)
+			arg[nargs++] = atoll(argv[i]);
+	}
+	n = (size_t) arg[0];
+	shards = (int) arg[1];
+	reps = arg[2] < 1 ? 1 : arg[2] > MAX_REPS ? MAX_REPS : (int) arg[2];
+	key_bits = (int) arg[3];
+	if (dev == CPHT_DEVICE_GPU && !cpht_gpu_usable(why, sizeof(why)))
 	{
 		printf("SKIP: %s\n", why);
 		return 77;
+	}
+	keys = malloc(n * sizeof(uint64_t));
+	st = malloc(n);
+	if (keys == NULL || st == NULL)
+	{
+		printf("out of memory for %zu keys\n", n);
+		return 1;
 	}
 	/* distinct keys: a bijection of 0..n-1 (odd multiplier, then masked
 	 * to key_bits only when that keeps them distinct) */
@@ -131,23 +199,19 @@ main(int argc, char **argv)
 
 		keys[i] = key_bits == 64 ? k ^ (k >> 29) : (i * 0xbf58476d1ce4e5b9ULL) & (((uint64_t) 1 << key_bits) - 1);
 	}
-	printf("%zu keys, %d-bit, %d shards over %d GPUs, %d repetitions\n", n, key_bits, shards,
-		   cpht_gpu_count(), reps);
+	if (dev == CPHT_DEVICE_GPU)
+		printf("%zu keys, %d-bit, %d shards over %d GPUs, %d repetitions\n", n, key_bits, shards,
+			   cpht_gpu_count(), reps);
+	else
+		printf("%zu keys, %d-bit, %d CPU shards, %d repetitions\n", n, key_bits, shards, reps);
 	for (int r = 0; r < reps; r++)
 	{
-		if (one(1, keys, n, key_bits, st, &put1[r], &found1[r]) ||
-			one(shards, keys, n, key_bits, st, &putn[r], &foundn[r]))
+		if (one(dev, 1, keys, n, key_bits, st, &put1[r], &found1[r]) ||
+			one(dev, shards, keys, n, key_bits, st, &putn[r], &foundn[r]))
 			return 1;
 	}
-	{
-		double		p1 = median(put1, reps),
-					f1 = median(found1, reps),
-					pn = median(putn, reps),
-					fn = median(foundn, reps);
-
-		printf("median, all new:   1 GPU %.1f ms, %d shards %.1f ms: %.2fx\n", p1, shards, pn, p1 / pn);
-		printf("median, all found: 1 GPU %.1f ms, %d shards %.1f ms: %.2fx\n", f1, shards, fn, f1 / fn);
-	}
+	report("all new:", put1, putn, shards, reps, dev == CPHT_DEVICE_GPU ? "1 GPU" : "1 table");
+	report("all found:", found1, foundn, shards, reps, dev == CPHT_DEVICE_GPU ? "1 GPU" : "1 table");
 	free(keys);
 	free(st);
 	return 0;

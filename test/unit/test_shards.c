@@ -21,16 +21,24 @@
  *   - cpht_table_stats: the shards, their counts summing to the count; the
  *     slot bytes (cpht_table_slot_bytes) those of the shards after they
  *     grew; an automatic table's key width that of its widest key;
- *   - cpht_shards_to_fit: the fewest shards whose each fits a GPU's room.
+ *   - cpht_shards_to_fit: the fewest shards whose each fits a GPU's room;
+ *   - a call of many pieces (the shards run one while the next is split and
+ *     the previous one's answers go back): every answer what the pieces in
+ *     order give, for find-or-put (keys repeated pieces apart), find and
+ *     erase; a fault injected in a later piece, and an interrupt between
+ *     pieces, undo the pieces done and the one in flight (logging on and
+ *     off).
  * The CPU always; with a usable GPU the sharded table is also on the GPUs
  * (one shard per GPU when there are several).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpht_table.h"
 #include "reference_set.h"
+#include "table_faults.h"
 #include "unit.h"
 #include "unit_tables.h"
 
@@ -589,6 +597,183 @@ run_shards_to_fit(cpht_kind kind, int key_bits)
 		}
 }
 
+/*
+ * Calls of many pieces.  A table made for PIPE_CAPACITY keys splits a call
+ * in pieces of a few tens of thousands of keys (CPU shards: half its slots,
+ * at least 65536; GPU shards: its slots), so a call of PIPE_KEYS keys goes
+ * in about ten.
+ */
+#define PIPE_CAPACITY 60000
+#define PIPE_KEYS 600000
+#define PIPE_DISTINCT 450000
+
+static uint64_t
+pipe_key(size_t i)
+{
+	return ((uint64_t) i + 1) * 0x9e3779b97f4a7c15ULL;
+}
+
+static int
+call_pieces(cpht_table *t)
+{
+	cpht_call_times ct;
+
+	cpht_table_call_times(t, &ct);
+	return ct.pieces;
+}
+
+/*
+ * Keys 0..PIPE_DISTINCT, then the first ones again (pieces after the ones
+ * they first came in), every tenth one put before: each answer is known
+ * from the pieces running in order.
+ */
+static void
+run_pipeline(cpht_kind kind, cpht_device dev, int shards)
+{
+	const size_t nlater = 4 * PIPE_KEYS;	/* the table grew: pieces are larger */
+	cpht_table *t = make(kind, 64, PIPE_CAPACITY, dev, shards, 0);
+	uint64_t   *keys = malloc(nlater * sizeof(uint64_t));
+	uint64_t   *pre = malloc(PIPE_DISTINCT / 10 * sizeof(uint64_t));
+	uint8_t    *st = malloc(nlater);
+	size_t		wrong = 0,
+				npre = 0;
+	char		what[96];
+
+	snprintf(what, sizeof(what), "pipeline, %s %s, %d shards", kind == CPHT_CUCKOO ? "cuckoo" : "iceberg",
+			 dev == CPHT_DEVICE_GPU ? "GPU" : "CPU", shards);
+	if (t == NULL)
+		return;
+	for (size_t i = 0; i < PIPE_KEYS; i++)
+		keys[i] = pipe_key(i % PIPE_DISTINCT);
+	for (size_t i = 3; i < PIPE_DISTINCT; i += 10)
+		pre[npre++] = pipe_key(i);
+	CHECK(cpht_table_find_or_put(t, pre, npre, st) == CPHT_OK, "%s: preload: %s", what, cpht_table_error(t));
+	memset(st, 0xee, PIPE_KEYS);
+	CHECK(cpht_table_find_or_put(t, keys, PIPE_KEYS, st) == CPHT_OK, "%s: fop: %s", what, cpht_table_error(t));
+	CHECK(call_pieces(t) >= 5, "%s: the call went in %d pieces", what, call_pieces(t));
+	for (size_t i = 0; i < PIPE_KEYS; i++)
+		wrong += st[i] != (i < PIPE_DISTINCT && i % 10 != 3 ? CPHT_PUT : CPHT_FOUND);
+	CHECK(wrong == 0, "%s: %zu find-or-put answers wrong", what, wrong);
+	CHECK(cpht_table_count(t) == PIPE_DISTINCT, "%s: count %llu", what,
+		  (unsigned long long) cpht_table_count(t));
+	/* find: stored and absent keys in turns of 1000 */
+	for (size_t i = 0; i < nlater; i++)
+		keys[i] = (i / 1000) % 2 ? pipe_key(PIPE_KEYS + i) : pipe_key(i % PIPE_DISTINCT);
+	memset(st, 0xee, nlater);
+	CHECK(cpht_table_find(t, keys, nlater, st) == CPHT_OK, "%s: find: %s", what, cpht_table_error(t));
+	CHECK(call_pieces(t) >= 3, "%s: the find went in %d pieces", what, call_pieces(t));
+	wrong = 0;
+	for (size_t i = 0; i < nlater; i++)
+		wrong += st[i] != ((i / 1000) % 2 == 0);
+	CHECK(wrong == 0, "%s: %zu find answers wrong", what, wrong);
+	/* erase: every key once, then again and again in later pieces */
+	for (size_t i = 0; i < nlater; i++)
+		keys[i] = pipe_key(i % PIPE_DISTINCT);
+	memset(st, 0xee, nlater);
+	CHECK(cpht_table_erase(t, keys, nlater, st) == CPHT_OK, "%s: erase: %s", what, cpht_table_error(t));
+	CHECK(call_pieces(t) >= 3, "%s: the erase went in %d pieces", what, call_pieces(t));
+	wrong = 0;
+	for (size_t i = 0; i < nlater; i++)
+		wrong += st[i] != (i < PIPE_DISTINCT);
+	CHECK(wrong == 0, "%s: %zu erase answers wrong", what, wrong);
+	CHECK(cpht_table_count(t) == 0, "%s: count %llu after erasing every key", what,
+		  (unsigned long long) cpht_table_count(t));
+	cpht_table_destroy(t);
+	free(keys);
+	free(pre);
+	free(st);
+}
+
+static atomic_int interrupt_calls;
+static int	interrupt_at;
+
+static int
+interrupt_on_call(void)
+{
+	return atomic_fetch_add(&interrupt_calls, 1) + 1 >= interrupt_at;
+}
+
+/*
+ * A find-or-put of many pieces that stops part way, after pieces ran whole
+ * and (a fault) with one in flight: a fault injected in a later piece
+ * (`fault` 1), or an interrupt before the fourth piece.  Most of the call's
+ * keys are stored already and one in PIPE_NEW_EVERY is new, spread over
+ * every piece, so the table need not grow (a growth reruns a shard's part,
+ * which would take fault steps of its own).  Afterwards the table is as
+ * before the call: its count, its log, the keys it held and none of the
+ * call's new ones.
+ */
+#define PIPE_STORED 30000
+#define PIPE_NEW_EVERY 50
+
+static void
+run_pipeline_stop(cpht_kind kind, int shards, int logging, int fault)
+{
+	const size_t n = 10 * ((size_t) 1 << 16);
+	cpht_table *t = make(kind, 64, PIPE_CAPACITY, CPHT_DEVICE_CPU, shards, 0);
+	uint64_t   *keys = malloc(n * sizeof(uint64_t));
+	uint8_t    *st = malloc(n);
+	size_t		wrong = 0,
+				nnew = 0;
+	uint64_t	log0;
+	cpht_status rc;
+	char		what[128];
+
+	snprintf(what, sizeof(what), "pipeline %s, %s, %d shards, logging %d", fault ? "fault" : "interrupt",
+			 kind == CPHT_CUCKOO ? "cuckoo" : "iceberg", shards, logging);
+	if (t == NULL)
+		return;
+	for (size_t i = 0; i < PIPE_STORED; i++)
+		keys[i] = pipe_key(i);
+	cpht_table_set_logging(t, logging);
+	CHECK(cpht_table_find_or_put(t, keys, PIPE_STORED, st) == CPHT_OK, "%s: preload: %s", what,
+		  cpht_table_error(t));
+	for (size_t i = 0; i < n; i++)
+	{
+		keys[i] = i % PIPE_NEW_EVERY == 0 ? pipe_key(PIPE_KEYS + i) : pipe_key(i % PIPE_STORED);
+		nnew += i % PIPE_NEW_EVERY == 0;
+	}
+	log0 = cpht_table_log_position(t);
+	/* answers of pieces that did not put them back would stay as set here */
+	memset(st, CPHT_PUT, n);
+	if (fault)
+	{
+		/* each shard takes a step or two per piece: the fault strikes in
+		 * the third piece or later */
+		cpht_fault_arm((unsigned) (4 * shards + 1));
+		rc = cpht_table_find_or_put(t, keys, n, st);
+		cpht_fault_arm(0);
+		CHECK(rc == CPHT_ERR_DEVICE, "%s: status %d (%s)", what, (int) rc, cpht_table_error(t));
+		CHECK(call_pieces(t) >= 3, "%s: the fault struck in piece %d", what, call_pieces(t));
+	}
+	else
+	{
+		atomic_store(&interrupt_calls, 0);
+		interrupt_at = 3;
+		cpht_set_interrupt_check(interrupt_on_call);
+		rc = cpht_table_find_or_put(t, keys, n, st);
+		cpht_set_interrupt_check(NULL);
+		CHECK(rc == CPHT_ERR_CANCELED, "%s: status %d (%s)", what, (int) rc, cpht_table_error(t));
+		CHECK(call_pieces(t) == 3, "%s: canceled after %d pieces, not 3", what, call_pieces(t));
+	}
+	CHECK(cpht_table_count(t) == PIPE_STORED, "%s: count %llu after the failed call, was %d", what,
+		  (unsigned long long) cpht_table_count(t), PIPE_STORED);
+	CHECK(cpht_table_log_position(t) == log0, "%s: log at %llu, was %llu", what,
+		  (unsigned long long) cpht_table_log_position(t), (unsigned long long) log0);
+	CHECK(cpht_table_find(t, keys, n, st) == CPHT_OK, "%s: find: %s", what, cpht_table_error(t));
+	for (size_t i = 0; i < n; i++)
+		wrong += st[i] != (i % PIPE_NEW_EVERY != 0);
+	CHECK(wrong == 0, "%s: %zu keys found otherwise than before the call", what, wrong);
+	/* the table works on: the call again */
+	CHECK(cpht_table_find_or_put(t, keys, n, st) == CPHT_OK, "%s: fop again: %s", what,
+		  cpht_table_error(t));
+	CHECK(cpht_table_count(t) == PIPE_STORED + nnew, "%s: count %llu after the call again", what,
+		  (unsigned long long) cpht_table_count(t));
+	cpht_table_destroy(t);
+	free(keys);
+	free(st);
+}
+
 int
 main(void)
 {
@@ -611,6 +796,14 @@ main(void)
 		run_full(CPHT_CUCKOO, CPHT_DEVICE_CPU, shards, 1, 4000);
 		run_full(CPHT_ICEBERG, CPHT_DEVICE_CPU, shards, 0, 100000);
 		run_full(CPHT_CUCKOO, CPHT_DEVICE_CPU, shards, 1, 100000);
+		run_pipeline(CPHT_ICEBERG, CPHT_DEVICE_CPU, shards);
+		run_pipeline(CPHT_CUCKOO, CPHT_DEVICE_CPU, shards);
+		for (int logging = 0; logging <= 1; logging++)
+			for (int fault = 0; fault <= 1; fault++)
+			{
+				run_pipeline_stop(CPHT_ICEBERG, shards, logging, fault);
+				run_pipeline_stop(CPHT_CUCKOO, shards, logging, fault);
+			}
 	}
 	if (gpu)
 	{
@@ -625,6 +818,8 @@ main(void)
 			run_full(CPHT_CUCKOO, CPHT_DEVICE_GPU, shards, 0, 4000);
 			run_full(CPHT_ICEBERG, CPHT_DEVICE_GPU, shards, 0, 100000);
 			run_full(CPHT_CUCKOO, CPHT_DEVICE_GPU, shards, 1, 100000);
+			run_pipeline(CPHT_ICEBERG, CPHT_DEVICE_GPU, shards);
+			run_pipeline(CPHT_CUCKOO, CPHT_DEVICE_GPU, shards);
 		}
 	}
 	else
