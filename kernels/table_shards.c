@@ -195,13 +195,13 @@ cpht_shards_to_fit(const cpht_params *params, uint64_t gpu_bytes, int gpus)
 	return most;
 }
 
-/*
- * GPU shards: pinned memory for the pieces of a call, as large as the
- * table (its shards' slots) up to SPLIT_CHUNK_KEYS, made with the table as
- * the shards' own transfer buffers are (pinning is slow: a cost of
- * creating the table, not of its first call), and counted by the memory
- * hook.  Where it cannot be had, calls split into ordinary memory.
- */
+/* Bytes of the split buffers for pieces of cap keys. */
+static size_t
+split_mem_bytes(size_t cap)
+{
+	return SPLIT_BUFFERS * cap * SPLIT_KEY_BYTES;
+}
+
 /*
  * GPU shards: pinned memory for the pieces of a call, SPLIT_BUFFERS
  * buffers each as large as the table (its shards' slots) up to
@@ -210,12 +210,6 @@ cpht_shards_to_fit(const cpht_params *params, uint64_t gpu_bytes, int gpus)
  * first call), and counted by the memory hook.  Where it cannot be had,
  * calls split into ordinary memory.
  */
-static size_t
-split_mem_bytes(size_t cap)
-{
-	return SPLIT_BUFFERS * cap * SPLIT_KEY_BYTES;
-}
-
 static void
 split_mem_create(cpht_table *t)
 {
@@ -349,29 +343,38 @@ typedef struct shard_split
 } shard_split;
 
 /*
- * Keys per piece: what a split buffer holds; without split memory (CPU
- * shards), half the table's slots, at least SPLIT_MIN_KEYS and at most
- * SPLIT_PIECE_KEYS, which keeps the temporary arrays of a call on a small
- * table small.
+ * Keys per piece: half the table's slots, at least SPLIT_MIN_KEYS and at
+ * most SPLIT_PIECE_KEYS, which keeps the temporary arrays of a call on a
+ * small table small; or what a pinned split buffer holds (GPU shards),
+ * where that is as much.  The buffers were sized when the table was made:
+ * a table that has grown well past that size splits its calls into
+ * ordinary memory instead of into pieces of its size at creation (a table
+ * made with capacity 1000 would otherwise take a call of 100M keys in
+ * pieces of a thousand, each waking the split threads and the shards).
  */
 #define SPLIT_MIN_KEYS ((size_t) 1 << 16)
 
 static size_t
 split_chunk(const cpht_table *t, size_t n)
 {
-	size_t		most = t->split_cap;
+	uint64_t	slots = 0;
+	size_t		most;
 
-	if (t->split_mem == NULL)
-	{
-		uint64_t	slots = 0;
-
-		for (int s = 0; s < t->nshards; s++)
-			for (int l = 0; l < t->shard[s]->levels; l++)
-				slots += t->shard[s]->params.slots[l];
-		most = slots / 2 < SPLIT_MIN_KEYS ? SPLIT_MIN_KEYS :
-			slots / 2 > SPLIT_PIECE_KEYS ? SPLIT_PIECE_KEYS : (size_t) (slots / 2);
-	}
+	for (int s = 0; s < t->nshards; s++)
+		for (int l = 0; l < t->shard[s]->levels; l++)
+			slots += t->shard[s]->params.slots[l];
+	most = slots / 2 < SPLIT_MIN_KEYS ? SPLIT_MIN_KEYS :
+		slots / 2 > SPLIT_PIECE_KEYS ? SPLIT_PIECE_KEYS : (size_t) (slots / 2);
+	if (t->split_mem != NULL && t->split_cap >= most)
+		most = t->split_cap;
 	return n < most ? n : most;
+}
+
+/* Whether pieces of `chunk` keys go into the pinned split buffers. */
+static int
+split_pinned(const cpht_table *t, size_t chunk)
+{
+	return t->split_mem != NULL && chunk <= t->split_cap;
 }
 
 static void
@@ -395,7 +398,7 @@ split_alloc(cpht_table *t, size_t chunk, int with_bytes, int which, shard_split 
 	size_t		nblocks = (chunk + SPLIT_BLOCK - 1) / SPLIT_BLOCK;
 
 	memset(sp, 0, sizeof(*sp));
-	if (t->split_mem)
+	if (split_pinned(t, chunk))
 	{
 		sp->keys = (uint64_t *) t->split_mem + (size_t) which * t->split_cap;
 		sp->out = (uint8_t *) ((uint64_t *) t->split_mem + SPLIT_BUFFERS * t->split_cap) +
