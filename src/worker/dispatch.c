@@ -157,13 +157,21 @@ lose_after_failed_undo(CphtSlot *slot, cpht_table *t, const char *what)
 }
 
 /* The kernels' batch operation, with the slot's cancel flag as their
- * interrupt check; PUT counts the keys it inserted into *inserted. */
+ * interrupt check; PUT counts the keys it inserted into *inserted.  span,
+ * where the backend sent one, is the keys' span, taken as it copied them
+ * in (cpht_table_expect_span). */
 static cpht_status
 kernel_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
-			uint64 n, uint8 *status, uint64 *inserted)
+			uint64 n, uint8 *status, const cpht_key_span *span, uint64 *inserted)
 {
 	cpht_status st;
 
+	if (call != CPHT_CALL_FOP && call != CPHT_CALL_FIND && call != CPHT_CALL_PUT &&
+		call != CPHT_CALL_ERASE)
+		elog(ERROR, "unknown cpht call %d", (int) call);
+	/* for the table call below only: it ends the hint */
+	if (span != NULL)
+		cpht_table_expect_span(t, keys, n, span);
 	running_cancel = &slot->cancel;
 	switch (call)
 	{
@@ -180,8 +188,7 @@ kernel_call(CphtSlot *slot, cpht_table *t, CphtCall call, const uint64 *keys,
 			st = cpht_table_erase(t, keys, n, status);
 			break;
 		default:
-			running_cancel = NULL;
-			elog(ERROR, "unknown cpht call %d", (int) call);
+			pg_unreachable();	/* checked above */
 	}
 	running_cancel = NULL;
 	return st;
@@ -307,10 +314,8 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 		if (shared && cpht_xacts_conflicts(req, call, cpht_window_keys(w), len, rep))
 			break;
 		INSTR_TIME_SET_CURRENT(piece_start);
-		if (req->spans_given)
-			cpht_table_expect_span(t, cpht_window_keys(w), len, &req->piece_span[p % pc->nwin]);
 		st = kernel_call(slot, t, call, cpht_window_keys(w), len, cpht_window_status(w),
-						 &inserted);
+						 req->spans_given ? &req->piece_span[p % pc->nwin] : NULL, &inserted);
 		INSTR_TIME_SET_CURRENT(piece_end);
 		INSTR_TIME_SUBTRACT(piece_end, piece_start);
 		rep->stream_run_ms += INSTR_TIME_GET_MILLISEC(piece_end);
