@@ -5,7 +5,7 @@
 -- partitions and views; privileges, errors, savepoints; shared tables
 -- (transactional and durable) when cpht is preloaded.
 BEGIN;
-SELECT plan(67);
+SELECT plan(71);
 
 \ir include/shared_sessions.psql
 
@@ -191,6 +191,69 @@ SELECT throws_ok(format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L, %L)'
 SELECT throws_ok(format('SELECT cpht_fop_relation(%s, %L)', 999999, 'ri_staging'), '42704', NULL,
 	'an unknown handle is 42704');
 SELECT is(cpht_fop_relation(:hs, NULL), NULL, 'a NULL argument gives NULL');
+
+-- A cancel part way through a call (statement_timeout in dblink session
+-- c, at half the time a whole call took there, less if that call ends
+-- first): 57014, none of the call's keys stay in a transactional table, no
+-- parallel worker of the call lives on, and the session's next call
+-- answers right.
+CREATE FUNCTION pg_temp.cancel_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+	h int;
+	whole float8;
+	ms int;
+	canceled int;
+	c_pid int;
+	want text;
+	r text;
+	t0 timestamptz;
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'dblink') THEN
+		RETURN NEXT skip('dblink is not installed', 4);
+		RETURN;
+	END IF;
+	CREATE EXTENSION IF NOT EXISTS dblink;
+	PERFORM pg_temp.connect('c');
+	c_pid := (SELECT v FROM dblink('c', 'SELECT pg_backend_pid()') AS t(v int));
+	PERFORM dblink_exec('c', $q$CREATE TABLE ri_cancel_src AS
+		SELECT (g * 2654435761 % 4000000)::bigint AS id FROM generate_series(1, 3000000) g$q$);
+	want := (SELECT v FROM dblink('c',
+		'SELECT count(DISTINCT id)::text FROM ri_cancel_src WHERE id NOT IN (1, 2, 3)') AS t(v text));
+	PERFORM dblink_exec('c', 'SET max_parallel_workers_per_gather = 2');
+	PERFORM dblink_exec('c', 'SET min_parallel_table_scan_size = 0');
+	PERFORM dblink_exec('c', 'SET parallel_setup_cost = 0');
+	h := (SELECT v FROM dblink('c', 'SELECT cpht_create(5000000)') AS t(v int));
+	t0 := clock_timestamp();
+	PERFORM pg_temp.remote('c', format('SELECT cpht_fop_relation(%s, %L)', h, 'ri_cancel_src'));
+	whole := extract(epoch FROM clock_timestamp() - t0) * 1000;
+	PERFORM pg_temp.remote('c', format('SELECT cpht_drop(%s)', h));
+	FOREACH ms IN ARRAY ARRAY[greatest(whole / 2, 1), greatest(whole / 4, 1), greatest(whole / 8, 1)]::int[] LOOP
+		h := (SELECT v FROM dblink('c', 'SELECT cpht_create(5000000)') AS t(v int));
+		PERFORM pg_temp.remote('c', format('SELECT cpht_put(%s, ARRAY[1, 2, 3]::bigint[])', h));
+		PERFORM dblink_exec('c', format('SET statement_timeout = %s', ms));
+		BEGIN
+			PERFORM pg_temp.remote('c', format('SELECT cpht_fop_relation(%s, %L)', h, 'ri_cancel_src'));
+		EXCEPTION WHEN query_canceled THEN
+			canceled := ms;
+		END;
+		PERFORM dblink_exec('c', 'SET statement_timeout = 0');
+		EXIT WHEN canceled IS NOT NULL;
+		PERFORM pg_temp.remote('c', format('SELECT cpht_drop(%s)', h));
+	END LOOP;
+	RETURN NEXT ok(canceled IS NOT NULL,
+		format('a cpht_fop_relation canceled by statement_timeout (%s ms of %s): 57014', canceled, round(whole)));
+	RETURN NEXT is((SELECT v FROM dblink('c', format('SELECT cpht_count(%s)', h)) AS t(v bigint)), 3::bigint,
+		'the transactional table holds none of its keys');
+	RETURN NEXT is((SELECT count(*) FROM pg_stat_activity WHERE leader_pid = c_pid), 0::bigint,
+		'no parallel worker of it lives on');
+	r := (SELECT v FROM dblink('c', format('SELECT cpht_fop_relation(%s, %L)::text', h, 'ri_cancel_src')) AS t(v text));
+	RETURN NEXT is(r, want, 'the session''s next call answers right');
+	PERFORM pg_temp.remote('c', format('SELECT cpht_drop(%s)', h));
+	PERFORM dblink_exec('c', 'DROP TABLE ri_cancel_src');
+	PERFORM dblink_disconnect('c');
+END $$;
+
+SELECT pg_temp.cancel_tests();
 
 -- shared tables, in dblink session a (autocommit, so that it can create
 -- them): transactional, plain and durable, with forced parallel workers
