@@ -6,7 +6,7 @@
 -- security; the sources read through cpht_fop_rows; shared tables
 -- (transactional or not) when cpht is preloaded.
 BEGIN;
-SELECT plan(76);
+SELECT plan(79);
 
 \ir include/shared_sessions.psql
 
@@ -244,6 +244,65 @@ SELECT is(cpht_find(:hp, ARRAY(SELECT DISTINCT id FROM in_staging WHERE id % 2 =
 SELECT is(cpht_insert_new(:hp, 'in_staging', 'in_target'), (SELECT count(DISTINCT id) FROM in_staging WHERE id % 2 = 1),
 	'the owner, whom the policy does not restrict, inserts the rest');
 ALTER TABLE in_staging DISABLE ROW LEVEL SECURITY;
+
+-- A cancel part way through a call (statement_timeout in dblink session
+-- c, at half the time a whole call took there, most of it the INSERT):
+-- 57014, and neither a row nor a key of the call stays.
+CREATE FUNCTION pg_temp.cancel_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+	h int;
+	whole float8;
+	ms int;
+	canceled int;
+	t0 timestamptz;
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'dblink') THEN
+		RETURN NEXT skip('dblink is not installed', 3);
+		RETURN;
+	END IF;
+	CREATE EXTENSION IF NOT EXISTS dblink;
+	PERFORM pg_temp.connect('c');
+	PERFORM dblink_exec('c', $q$CREATE TABLE in_cancel_src AS
+		SELECT (g * 2654435761 % 4000000)::bigint AS id, g AS payload FROM generate_series(1, 1000000) g$q$);
+	PERFORM dblink_exec('c', 'CREATE TABLE in_cancel_dst (id bigint PRIMARY KEY, payload int)');
+	PERFORM dblink_exec('c', 'INSERT INTO in_cancel_dst VALUES (1, 0), (2, 0), (3, 0)');
+	PERFORM dblink_exec('c', 'SET max_parallel_workers_per_gather = 2');
+	PERFORM dblink_exec('c', 'SET min_parallel_table_scan_size = 0');
+	PERFORM dblink_exec('c', 'SET parallel_setup_cost = 0');
+	h := (SELECT v FROM dblink('c', 'SELECT cpht_create(2000000)') AS t(v int));
+	PERFORM dblink_exec('c', 'BEGIN');
+	PERFORM pg_temp.remote('c', format('SELECT cpht_put(%s, ARRAY[1, 2, 3]::bigint[])', h));
+	t0 := clock_timestamp();
+	PERFORM pg_temp.remote('c', format('SELECT cpht_insert_new(%s, %L, %L)', h, 'in_cancel_src', 'in_cancel_dst'));
+	whole := extract(epoch FROM clock_timestamp() - t0) * 1000;
+	PERFORM dblink_exec('c', 'ROLLBACK');
+	FOREACH ms IN ARRAY ARRAY[greatest(whole / 2, 1), greatest(whole / 4, 1), greatest(whole / 8, 1)]::int[] LOOP
+		PERFORM pg_temp.remote('c', format('SELECT cpht_put(%s, ARRAY[1, 2, 3]::bigint[])', h));
+		PERFORM dblink_exec('c', format('SET statement_timeout = %s', ms));
+		BEGIN
+			PERFORM pg_temp.remote('c', format('SELECT cpht_insert_new(%s, %L, %L)', h, 'in_cancel_src', 'in_cancel_dst'));
+		EXCEPTION WHEN query_canceled THEN
+			canceled := ms;
+		END;
+		PERFORM dblink_exec('c', 'SET statement_timeout = 0');
+		EXIT WHEN canceled IS NOT NULL;
+		-- it finished first: back to the three rows and keys
+		PERFORM dblink_exec('c', 'DELETE FROM in_cancel_dst WHERE id > 3');
+		PERFORM pg_temp.remote('c', format('SELECT cpht_drop(%s)', h));
+		h := (SELECT v FROM dblink('c', 'SELECT cpht_create(2000000)') AS t(v int));
+	END LOOP;
+	RETURN NEXT ok(canceled IS NOT NULL,
+		format('a cpht_insert_new canceled by statement_timeout (%s ms of %s): 57014', canceled, round(whole)));
+	RETURN NEXT is((SELECT v FROM dblink('c', 'SELECT count(*) FROM in_cancel_dst') AS t(v bigint)), 3::bigint,
+		'the target holds none of its rows');
+	RETURN NEXT is((SELECT v FROM dblink('c', format('SELECT cpht_count(%s)', h)) AS t(v bigint)), 3::bigint,
+		'the transactional table none of its keys');
+	PERFORM pg_temp.remote('c', format('SELECT cpht_drop(%s)', h));
+	PERFORM dblink_exec('c', 'DROP TABLE in_cancel_src, in_cancel_dst');
+	PERFORM dblink_disconnect('c');
+END $$;
+
+SELECT pg_temp.cancel_tests();
 
 -- shared tables, in dblink session a: transactional or not, with forced
 -- parallel workers
