@@ -244,6 +244,7 @@ BEGIN
 		format('a cpht_fop_relation canceled by statement_timeout (%s ms of %s): 57014', canceled, round(whole)));
 	RETURN NEXT is((SELECT v FROM dblink('c', format('SELECT cpht_count(%s)', h)) AS t(v bigint)), 3::bigint,
 		'the transactional table holds none of its keys');
+	PERFORM pg_stat_clear_snapshot();
 	RETURN NEXT is((SELECT count(*) FROM pg_stat_activity WHERE leader_pid = c_pid), 0::bigint,
 		'no parallel worker of it lives on');
 	r := (SELECT v FROM dblink('c', format('SELECT cpht_fop_relation(%s, %L)::text', h, 'ri_cancel_src')) AS t(v text));
