@@ -217,7 +217,7 @@ COMMENT ON FUNCTION cpht_fop_relation(int, regclass, name) IS
 CREATE FUNCTION cpht_fop_new_relation(handle int, rel regclass, key_column name DEFAULT 'id')
 RETURNS SETOF bigint
 AS 'MODULE_PATHNAME', 'cpht_fop_new_relation'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 1000;
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED ROWS 1000;
 
 COMMENT ON FUNCTION cpht_fop_new_relation(int, regclass, name) IS
 'find-or-put of every non-null key of column key_column (bigint, integer or smallint) of relation rel, read by a parallel scan; returns the keys that were new, each once';

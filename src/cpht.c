@@ -17,6 +17,7 @@
 #include "access.h"
 #include "client.h"
 #include "cpht_table.h"
+#include "fop_new_scan.h"
 #include "memcap.h"
 #include "parallel_plan.h"
 #include "protocol.h"
@@ -223,6 +224,7 @@ _PG_init(void)
 
 	/* cpht_fop_agg over shared tables in parallel workers */
 	cpht_parallel_init();
+	cpht_new_keys_init();
 
 	MarkGUCPrefixReserved("cpht");
 

@@ -1,5 +1,7 @@
 /*
- * parallel_plan.c — cpht_fop_agg in parallel workers.
+ * parallel_plan.c — cpht_fop_agg in parallel workers (and the new-keys
+ * node of fop_new_scan.c, which relies on the same two things below: whose
+ * handles, whose transaction).
  *
  * The aggregate is PARALLEL SAFE so that a scan of a large staging table
  * can feed a shared table from several workers (partial states combined
@@ -51,6 +53,7 @@
 #include "utils/guc.h"
 #include "utils/syscache.h"
 
+#include "fop_new_scan.h"
 #include "handles.h"
 #include "parallel_plan.h"
 #include "shared_tables.h"
@@ -101,18 +104,16 @@ typedef struct PlanCheck
 	bool		refuse;			/* a cpht_fop_agg that must not go parallel */
 } PlanCheck;
 
-/* The handle an expression gives for every row, if it is one we can tell
- * at plan time. */
-static bool
-constant_handle(Node *expr, ParamListInfo params, int32 *handle)
+bool
+cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value)
 {
 	if (IsA(expr, Const))
 	{
 		Const	   *c = (Const *) expr;
 
-		if (c->constisnull || c->consttype != INT4OID)
+		if (c->constisnull || c->consttype != type)
 			return false;
-		*handle = DatumGetInt32(c->constvalue);
+		*value = c->constvalue;
 		return true;
 	}
 	if (IsA(expr, Param) && ((Param *) expr)->paramkind == PARAM_EXTERN && params != NULL)
@@ -127,13 +128,26 @@ constant_handle(Node *expr, ParamListInfo params, int32 *handle)
 			params->paramFetch(params, p->paramid, false, &workspace) :
 			&params->params[p->paramid - 1];
 		/* only a value the plan is made for (a custom plan's) */
-		if (prm == NULL || prm->isnull || prm->ptype != INT4OID ||
+		if (prm == NULL || prm->isnull || prm->ptype != type ||
 			(prm->pflags & PARAM_FLAG_CONST) == 0)
 			return false;
-		*handle = DatumGetInt32(prm->value);
+		*value = prm->value;
 		return true;
 	}
 	return false;
+}
+
+/* The handle an expression gives for every row, if it is one we can tell
+ * at plan time. */
+static bool
+constant_handle(Node *expr, ParamListInfo params, int32 *handle)
+{
+	Datum		d;
+
+	if (!cpht_plan_constant(expr, params, INT4OID, &d))
+		return false;
+	*handle = DatumGetInt32(d);
+	return true;
 }
 
 static bool
@@ -192,40 +206,63 @@ has_fop_agg_walker(Node *node, void *context)
 	return expression_tree_walker(node, has_fop_agg_walker, context);
 }
 
-static bool plan_has_fop_agg(Plan *plan);
+static bool plan_writes_tables(Plan *plan);
 
 static bool
-plans_have_fop_agg(List *plans)
+plans_write_tables(List *plans)
 {
 	ListCell   *lc;
 
 	foreach(lc, plans)
-		if (plan_has_fop_agg((Plan *) lfirst(lc)))
+		if (plan_writes_tables((Plan *) lfirst(lc)))
 			return true;
 	return false;
 }
 
-/* Whether a plan tree evaluates cpht_fop_agg in any node. */
+/* Whether a function scan calls cpht_fop_new_relation. */
 static bool
-plan_has_fop_agg(Plan *plan)
+scans_fop_new_relation(FunctionScan *scan)
+{
+	ListCell   *lc;
+
+	foreach(lc, scan->functions)
+	{
+		Node	   *call = ((RangeTblFunction *) lfirst(lc))->funcexpr;
+
+		if (IsA(call, FuncExpr) && cpht_is_fop_new_relation(((FuncExpr *) call)->funcid))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether a plan tree writes cpht tables where parallel mode may be on:
+ * cpht_fop_agg in any node, the new-keys node (fop_new_scan.c), or a scan
+ * of cpht_fop_new_relation, which runs in the leader of a parallel plan.
+ */
+static bool
+plan_writes_tables(Plan *plan)
 {
 	if (plan == NULL)
 		return false;
+	if (cpht_new_keys_plan(plan) ||
+		(IsA(plan, FunctionScan) && scans_fop_new_relation((FunctionScan *) plan)))
+		return true;
 	if (has_fop_agg_walker((Node *) plan->targetlist, NULL) ||
 		has_fop_agg_walker((Node *) plan->qual, NULL))
 		return true;
-	if (plan_has_fop_agg(plan->lefttree) || plan_has_fop_agg(plan->righttree))
+	if (plan_writes_tables(plan->lefttree) || plan_writes_tables(plan->righttree))
 		return true;
 	switch (nodeTag(plan))
 	{
 		case T_Append:
-			return plans_have_fop_agg(((Append *) plan)->appendplans);
+			return plans_write_tables(((Append *) plan)->appendplans);
 		case T_MergeAppend:
-			return plans_have_fop_agg(((MergeAppend *) plan)->mergeplans);
+			return plans_write_tables(((MergeAppend *) plan)->mergeplans);
 		case T_SubqueryScan:
-			return plan_has_fop_agg(((SubqueryScan *) plan)->subplan);
+			return plan_writes_tables(((SubqueryScan *) plan)->subplan);
 		case T_CustomScan:
-			return plans_have_fop_agg(((CustomScan *) plan)->custom_plans);
+			return plans_write_tables(((CustomScan *) plan)->custom_plans);
 		default:
 			return false;
 	}
@@ -270,8 +307,8 @@ cpht_executor_start(QueryDesc *query_desc, int eflags)
 		(eflags & EXEC_FLAG_EXPLAIN_ONLY) != 0 ||
 		IsInParallelMode() || IsParallelWorker())
 		return;
-	if (!plan_has_fop_agg(query_desc->plannedstmt->planTree) &&
-		!plans_have_fop_agg(query_desc->plannedstmt->subplans))
+	if (!plan_writes_tables(query_desc->plannedstmt->planTree) &&
+		!plans_write_tables(query_desc->plannedstmt->subplans))
 		return;
 	if (publish_shared_tables() && !RecoveryInProgress())
 	{

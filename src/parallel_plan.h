@@ -6,6 +6,8 @@
 #ifndef CPHT_PARALLEL_PLAN_H
 #define CPHT_PARALLEL_PLAN_H
 
+#include "nodes/params.h"
+
 /* Installs the planner and executor hooks and the setting that carries
  * the leader's handles (from _PG_init). */
 extern void cpht_parallel_init(void);
@@ -14,5 +16,9 @@ extern void cpht_parallel_init(void);
  * handle under the same handle, unless already done; ERROR when the
  * leader had no shared table of that handle. */
 extern void cpht_parallel_adopt_handle(int32 handle);
+
+/* The value of type that expr has for every row, where the plan can tell:
+ * a constant, or a parameter a custom plan is made for. */
+extern bool cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value);
 
 #endif							/* CPHT_PARALLEL_PLAN_H */

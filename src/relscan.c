@@ -15,7 +15,7 @@
  * (private or shared, in this backend or in the cpht worker, CPU or GPU),
  * and transactions mean what they mean for cpht_fop_agg.  The number of
  * workers follows the planner's rule for a scan of the relation
- * (compute_workers); with none launched the leader scans alone, with the
+ * (cpht_relscan_workers); with none launched the leader scans alone, with the
  * same code.
  *
  * Parallel mode forbids the leader to assign transaction ids, which a
@@ -179,7 +179,8 @@ cpht_relscan_reads_all(Relation rel)
 	return rel->rd_rel->relkind == RELKIND_RELATION &&
 		rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
 		!rel->rd_rel->relhassubclass &&
-		check_enable_rls(RelationGetRelid(rel), InvalidOid, true) == RLS_NONE;
+		/* RLS_NONE_ENV: policies exist, but none applies to this role now */
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED;
 }
 
 /*
@@ -190,8 +191,8 @@ cpht_relscan_reads_all(Relation rel)
  * None in a parallel operation already, or for a temporary table, whose
  * pages live in this backend.
  */
-static int
-compute_workers(Relation rel)
+int
+cpht_relscan_workers(Relation rel)
 {
 	int			workers;
 
@@ -219,14 +220,6 @@ compute_workers(Relation rel)
 }
 
 /* ---- scanning ------------------------------------------------------------ */
-
-/* A key of typlen bytes as a bigint. */
-static inline uint64
-key_value(Datum d, int16 typlen)
-{
-	return (uint64) (typlen == 8 ? DatumGetInt64(d) :
-					 typlen == 4 ? (int64) DatumGetInt32(d) : (int64) DatumGetInt16(d));
-}
 
 /* The error of a NULL key where the caller wants every row's key. */
 static void
@@ -264,7 +257,7 @@ scan_rows(Relation rel, TableScanDesc scan, AttrNumber attno, int16 typlen,
 			continue;
 		}
 		row = sink->words + (Size) sink->n * sink->row_words;
-		row[0] = key_value(d, typlen);
+		row[0] = cpht_relscan_key_value(d, typlen);
 		if (sink->row_words == 2)
 			row[1] = cpht_relscan_tid(&slot->tts_tid);
 		if (++sink->n == sink->cap)
@@ -368,10 +361,8 @@ feed_swap(RelFeed *f)
 	f->n = 0;
 }
 
-/* Adds n rows (of one or two words, as the feed carries) to the batches,
- * handing each full batch to the table. */
-static void
-feed(RelFeed *f, const uint64 *rows, int n)
+void
+cpht_relfeed_put(RelFeed *f, const uint64 *rows, int n)
 {
 	int			key_bits = f->stream->key_bits;
 
@@ -423,7 +414,7 @@ typedef struct LeaderSink
 static void
 leader_flush(RowSink *sink)
 {
-	feed(((LeaderSink *) sink)->feed, sink->words, sink->n);
+	cpht_relfeed_put(((LeaderSink *) sink)->feed, sink->words, sink->n);
 	sink->n = 0;
 }
 
@@ -481,7 +472,7 @@ drain_queues(RelFeed *f, shm_mq_handle **mqh, int nqueues)
 			res = shm_mq_receive(mqh[i], &nbytes, &data, true);
 			if (res == SHM_MQ_SUCCESS)
 			{
-				feed(f, (const uint64 *) data, (int) (nbytes / row_bytes));
+				cpht_relfeed_put(f, (const uint64 *) data, (int) (nbytes / row_bytes));
 				got = true;
 			}
 			else if (res == SHM_MQ_DETACHED)
@@ -504,7 +495,7 @@ void
 cpht_relscan_scan(RelFeed *f, Relation rel, AttrNumber attno, int16 typlen)
 {
 	Snapshot	snapshot = GetActiveSnapshot();
-	int			nworkers = compute_workers(rel);
+	int			nworkers = cpht_relscan_workers(rel);
 	ParallelContext *pcxt;
 	RelScanShared *shared;
 	ParallelTableScanDesc pscan;
@@ -603,7 +594,7 @@ feed_receive(TupleTableSlot *slot, DestReceiver *self)
 
 	if (!isnull)
 	{
-		sink->words[sink->n++] = key_value(d, r->typlen);
+		sink->words[sink->n++] = cpht_relscan_key_value(d, r->typlen);
 		if (sink->n == sink->cap)
 			sink->flush(sink);
 	}

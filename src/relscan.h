@@ -59,9 +59,22 @@ cpht_relscan_set_tid(ItemPointer tid, uint64 packed)
 	ItemPointerSet(tid, (BlockNumber) (packed >> 16), (OffsetNumber) (packed & 0xFFFF));
 }
 
+/* A key of typlen bytes (8, 4 or 2) as a bigint. */
+static inline uint64
+cpht_relscan_key_value(Datum d, int16 typlen)
+{
+	return (uint64) (typlen == 8 ? DatumGetInt64(d) :
+					 typlen == 4 ? (int64) DatumGetInt32(d) : (int64) DatumGetInt16(d));
+}
+
 /* Opens the feed's stream into handle's table (settings read now). */
 extern void cpht_relfeed_begin(RelFeed *f, int32 handle, bool with_tids,
 							   bool null_keys_fail, RelFeedTake take, void *arg);
+
+/* Adds n rows (of one word, or two with tids) to the batches, handing each
+ * full batch to the table (whose statuses for the batch before it go to
+ * take). */
+extern void cpht_relfeed_put(RelFeed *f, const uint64 *rows, int n);
 
 /* Sends the last partial batch and collects it. */
 extern void cpht_relfeed_finish(RelFeed *f);
@@ -78,6 +91,10 @@ extern void cpht_relscan_check_select(Relation rel, AttrNumber attno);
 /* Whether cpht_relscan_scan reads exactly what SELECT * FROM rel would: a
  * plain heap table, no children, no row-level security for the caller. */
 extern bool cpht_relscan_reads_all(Relation rel);
+
+/* Parallel workers for a scan of rel, as the planner counts them for a
+ * sequential scan; 0 in a parallel operation or for a temporary table. */
+extern int	cpht_relscan_workers(Relation rel);
 
 /* Every row of rel (as cpht_relscan_reads_all allows) into the feed, by a
  * parallel scan under the active snapshot. */

@@ -36,7 +36,9 @@ SELECT is(
 		'cpht_fop_agg_serialize(internal) -> bytea, kind f, volatility v, parallel s, strict t',
 		'cpht_fop_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
 		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel u, strict t',
-		'cpht_fop_new_relation(handle integer, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel u, strict t',
+		-- restricted: a scan of it runs in the leader; over a shared table
+		-- the planner puts a parallel node in its place (fop_new_scan.c)
+		'cpht_fop_new_relation(handle integer, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_fop_relation(handle integer, rel regclass, key_column name DEFAULT ''id''::name) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_fop_rows(handle integer, rowtype anyelement, query text, key_column text DEFAULT ''id''::text) -> SETOF anyelement, kind f, volatility v, parallel u, strict f',
 		'cpht_import_agg(handle integer, chunk bytea) -> bigint, kind a, volatility v, parallel u, strict f',
