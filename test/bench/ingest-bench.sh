@@ -142,6 +142,8 @@ if [ "$PRELOADED" = true ]; then
 	q "SELECT cpht_create($CAP, name => 'ingest_seed')" >/dev/null
 	q "SELECT cpht_fop_agg(cpht_open('ingest_seen'), id) FROM ingest_events" >/dev/null
 	echo "== shared table: $(q "SELECT cpht_info(cpht_open('ingest_seen'))->>'device'"), $(q "SELECT cpht_count(cpht_open('ingest_seen'))") keys"
+	# the worker probes the GPU when a table first asks for one
+	GPU=$(q "SELECT coalesce(cpht_worker_info()->'gpu'->>'name', 'none: ' || coalesce(cpht_worker_info()->'gpu'->>'reason', 'not probed'))")
 	SETUP_SHARED="SELECT cpht_open('ingest_seen') AS h, cpht_open('ingest_seed') AS hs \\gset"
 fi
 # psql variable :p, a private table holding the seen ids
