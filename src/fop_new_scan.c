@@ -47,8 +47,6 @@
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "catalog/pg_language.h"
-#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
@@ -70,7 +68,6 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
-#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
 #include "cpht_table.h"
@@ -146,18 +143,7 @@ typedef struct NewKeysState
 bool
 cpht_is_fop_new_relation(Oid funcid)
 {
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
-	bool		is_c;
-	FmgrInfo	finfo;
-
-	if (!HeapTupleIsValid(tup))
-		return false;
-	is_c = ((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId;
-	ReleaseSysCache(tup);
-	if (!is_c)
-		return false;
-	fmgr_info(funcid, &finfo);
-	return finfo.fn_addr == cpht_fop_new_relation;
+	return cpht_function_is(funcid, cpht_fop_new_relation);
 }
 
 bool

@@ -70,6 +70,24 @@ static char *leader_shared_tables = NULL;
 
 #define LEADER_SETTING "cpht.leader_shared_tables"
 
+bool
+cpht_function_is(Oid funcid, PGFunction fn)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+	bool		is_c;
+	FmgrInfo	finfo;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	is_c = ((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId;
+	ReleaseSysCache(tup);
+	/* only a C function can be ours; fmgr_info of others is not needed */
+	if (!is_c)
+		return false;
+	fmgr_info(funcid, &finfo);
+	return finfo.fn_addr == fn;
+}
+
 /* Whether an aggregate is cpht_fop_agg, whatever schema holds it: its
  * transition function is ours. */
 static bool
@@ -77,23 +95,12 @@ is_fop_agg(Oid aggfnoid)
 {
 	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
 	Oid			transfn;
-	bool		is_c;
-	FmgrInfo	finfo;
 
 	if (!HeapTupleIsValid(tup))
 		return false;
 	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
 	ReleaseSysCache(tup);
-	/* only a C function can be ours; fmgr_info of others is not needed */
-	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(transfn));
-	if (!HeapTupleIsValid(tup))
-		return false;
-	is_c = ((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId;
-	ReleaseSysCache(tup);
-	if (!is_c)
-		return false;
-	fmgr_info(transfn, &finfo);
-	return finfo.fn_addr == cpht_fop_agg_step;
+	return cpht_function_is(transfn, cpht_fop_agg_step);
 }
 
 /* ---- planning ------------------------------------------------------------ */

@@ -6,6 +6,7 @@
 #ifndef CPHT_PARALLEL_PLAN_H
 #define CPHT_PARALLEL_PLAN_H
 
+#include "fmgr.h"
 #include "nodes/params.h"
 
 /* Installs the planner and executor hooks and the setting that carries
@@ -16,6 +17,10 @@ extern void cpht_parallel_init(void);
  * handle under the same handle, unless already done; ERROR when the
  * leader had no shared table of that handle. */
 extern void cpht_parallel_adopt_handle(int32 handle);
+
+/* Whether funcid is the C function fn of this library, whatever schema
+ * holds its SQL declaration. */
+extern bool cpht_function_is(Oid funcid, PGFunction fn);
 
 /* The value of type that expr has for every row, where the plan can tell:
  * a constant, or a parameter a custom plan is made for. */
