@@ -542,9 +542,9 @@ new_keys_exec(CustomScanState *node)
 
 /*
  * Sends the rest of this participant's keys without returning them: the
- * node is ending before its scan did.  Runs at shutdown, while a Gather's
- * shared memory (the parallel scan) is still there, and again at the end,
- * where it has nothing left to do unless no shutdown came first.
+ * node is ending before its scan did.  Runs at the end, and before it at
+ * shutdown under a Gather that set up shared memory (the parallel scan,
+ * gone once the Gather shuts down).
  */
 static void
 new_keys_finish_rest(NewKeysState *ns)
@@ -558,10 +558,19 @@ new_keys_finish_rest(NewKeysState *ns)
 		new_keys_advance(ns);
 }
 
+/*
+ * A plan run for a number of rows (execute_once false: a portal fetched
+ * from in parts, a SQL function's query read one row per call) is shut
+ * down after every part and read again, always without workers, so
+ * without shared memory: the rest of the keys wait for the end there.
+ */
 static void
 new_keys_shutdown(CustomScanState *node)
 {
-	new_keys_finish_rest((NewKeysState *) node);
+	NewKeysState *ns = (NewKeysState *) node;
+
+	if (ns->shared != NULL)
+		new_keys_finish_rest(ns);
 }
 
 static void
