@@ -2,14 +2,14 @@
 -- in the ways a plan may be run besides a plain query: row by row from a
 -- SQL function (the executor called for one row at a time, without
 -- workers), PL/pgSQL loops that stop early, a scrollable cursor, EXPLAIN
--- ANALYZE; relations of no rows and of whole batches; a durable table; an
--- error in a parallel worker; another transaction's uncommitted keys; a
--- relation that stops qualifying between planning and execution; a
--- cancel.  Shared tables are created in dblink session a (autocommit);
--- sessions b and c hold transactions and run the statements that wait or
--- are canceled.
+-- ANALYZE, a sort with a LIMIT; relations of no rows, of whole batches,
+-- with a dropped column; a durable table; errors in a parallel worker;
+-- another transaction's uncommitted keys; a relation that stops
+-- qualifying between planning and execution; a cancel.  Shared tables are
+-- created in dblink session a (autocommit); sessions b and c hold
+-- transactions and run the statements that wait or are canceled.
 BEGIN;
-SELECT plan(40);
+SELECT plan(47);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -110,7 +110,7 @@ DECLARE
 	t0 timestamptz;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 40);
+		RETURN NEXT skip(why, 47);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('a');
@@ -195,6 +195,36 @@ BEGIN
 	RETURN NEXT ok(pg_temp.has_node(pg_temp.plan(q)), 'a durable table: the node');
 	RETURN NEXT is(pg_temp.value(q), new_ids::text, 'every new id');
 	RETURN NEXT is(cpht_count(h), new_ids, 'every id is in the table');
+
+	-- sorted, the first hundred (whichever plan: every key still goes in)
+	h := pg_temp.shared('nkr_sorted');
+	q := format('SELECT array_agg(k) FROM (SELECT k FROM cpht_fop_new_relation(%s, %L) k ORDER BY k LIMIT 100) s',
+				h, 'nkr_src');
+	RETURN NEXT is(pg_temp.value(q), (SELECT array_agg(g)::text FROM generate_series(1, 100) g),
+		'the first new keys in order: ids 1 to 100');
+	RETURN NEXT is(cpht_count(h), new_ids, 'every id is in the table');
+
+	-- a key column after a dropped column; a NULL relation
+	CREATE TABLE nkr_dropped (junk int, id bigint);
+	INSERT INTO nkr_dropped SELECT g, g FROM generate_series(1, 3000) g;
+	ALTER TABLE nkr_dropped DROP COLUMN junk;
+	h := pg_temp.shared('nkr_dropped');
+	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', h, 'nkr_dropped');
+	RETURN NEXT ok(pg_temp.has_node(pg_temp.plan(q)), 'after a dropped column: the node');
+	RETURN NEXT is(pg_temp.value(q), '3000', 'every id');
+	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, NULL)', h);
+	RETURN NEXT is(pg_temp.value(q) || ' ' || pg_temp.has_node(pg_temp.plan(q)), '0 false',
+		'a NULL relation: no row, by the function scan');
+
+	-- cpht.max_memory too small for a parallel worker's stream: 53400
+	PERFORM set_config('parallel_leader_participation', 'off', true);
+	h := pg_temp.shared('nkr_memory');
+	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', h, 'nkr_src');
+	PERFORM set_config('cpht.max_memory', '20kB', true);
+	RETURN NEXT throws_ok(q, '53400', NULL, 'a worker''s stream over cpht.max_memory: 53400');
+	PERFORM set_config('cpht.max_memory', '0', true);
+	RETURN NEXT is(cpht_count(h), 0::bigint, 'no key went in');
+	PERFORM set_config('parallel_leader_participation', 'on', true);
 
 	-- A key outside the table's key_bits, met by a parallel worker: its
 	-- error reaches the caller, nothing of the call stays, no worker lives
@@ -314,7 +344,7 @@ BEGIN
 	PERFORM dblink_exec('a', 'DROP TABLE nkr_src_a');
 	PERFORM pg_temp.remote('a', format('SELECT cpht_drop(cpht_open(%L))', t.name))
 	FROM unnest(ARRAY['nkr_lazy', 'nkr_lazy_limit', 'nkr_return_query', 'nkr_for_loop', 'nkr_scroll',
-					  'nkr_explain', 'nkr_sizes', 'nkr_durable', 'nkr_bits', 'nkr_wait_commit',
+					  'nkr_explain', 'nkr_sizes', 'nkr_durable', 'nkr_sorted', 'nkr_dropped', 'nkr_memory', 'nkr_bits', 'nkr_wait_commit',
 					  'nkr_wait_rollback', 'nkr_fallback']) AS t(name);
 	PERFORM dblink_disconnect('b');
 	PERFORM dblink_disconnect('a');
