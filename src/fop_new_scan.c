@@ -38,7 +38,9 @@
  *
  * If the relation no longer qualifies when the plan runs, the leader reads
  * it through the query route of relscan.c and returns the new keys from a
- * tuplestore, as the function would; the workers return nothing.
+ * tuplestore, as the function would; the workers return nothing.  A
+ * leader that reads no rows of the plan (parallel_leader_participation
+ * off) cannot do that: such a run fails before it puts any key.
  */
 #include "postgres.h"
 
@@ -569,8 +571,24 @@ new_keys_shutdown(CustomScanState *node)
 {
 	NewKeysState *ns = (NewKeysState *) node;
 
-	if (ns->shared != NULL)
-		new_keys_finish_rest(ns);
+	if (ns->shared == NULL)
+		return;
+
+	/*
+	 * The query route returns its keys from the leader alone.  A Gather
+	 * that ran without reading rows in the leader (the workers launched,
+	 * parallel_leader_participation off) never asked for them: putting the
+	 * keys now would report them new to nobody.
+	 */
+	if (ns->leader_only && !ns->started && !ns->null_arg && ns->rel != NULL &&
+		!IsParallelWorker())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("relation \"%s\" changed after cpht_fop_new_relation was planned to read it in parallel workers",
+						RelationGetRelationName(ns->rel)),
+				 errdetail("The relation is now read by a query in the leader, which reads no rows of this plan while parallel_leader_participation is off."),
+				 errhint("Run the statement again.")));
+	new_keys_finish_rest(ns);
 }
 
 static void
