@@ -38,7 +38,9 @@
  *
  * If the relation no longer qualifies when the plan runs, the leader reads
  * it through the query route of relscan.c and returns the new keys from a
- * tuplestore, as the function would; the workers return nothing.
+ * tuplestore, as the function would; the workers return nothing.  A
+ * leader that reads no rows of the plan (parallel_leader_participation
+ * off) cannot do that: such a run fails before it puts any key.
  */
 #include "postgres.h"
 
@@ -528,9 +530,9 @@ new_keys_exec(CustomScanState *node)
 
 /*
  * Sends the rest of this participant's keys without returning them: the
- * node is ending before its scan did.  Runs at shutdown, while a Gather's
- * shared memory (the parallel scan) is still there, and again at the end,
- * where it has nothing left to do unless no shutdown came first.
+ * node is ending before its scan did.  Runs at the end, and before it at
+ * shutdown under a Gather that set up shared memory (the parallel scan,
+ * gone once the Gather shuts down).
  */
 static void
 new_keys_finish_rest(NewKeysState *ns)
@@ -544,10 +546,35 @@ new_keys_finish_rest(NewKeysState *ns)
 		new_keys_advance(ns);
 }
 
+/*
+ * A plan run for a number of rows (execute_once false: a portal fetched
+ * from in parts, a SQL function's query read one row per call) is shut
+ * down after every part and read again, always without workers, so
+ * without shared memory: the rest of the keys wait for the end there.
+ */
 static void
 new_keys_shutdown(CustomScanState *node)
 {
-	new_keys_finish_rest((NewKeysState *) node);
+	NewKeysState *ns = (NewKeysState *) node;
+
+	if (ns->shared == NULL)
+		return;
+
+	/*
+	 * The query route returns its keys from the leader alone.  A Gather
+	 * that ran without reading rows in the leader (the workers launched,
+	 * parallel_leader_participation off) never asked for them: putting the
+	 * keys now would report them new to nobody.
+	 */
+	if (ns->leader_only && !ns->started && !ns->null_arg && ns->rel != NULL &&
+		!IsParallelWorker())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("relation \"%s\" changed after cpht_fop_new_relation was planned to read it in parallel workers",
+						RelationGetRelationName(ns->rel)),
+				 errdetail("The relation is now read by a query in the leader, which reads no rows of this plan while parallel_leader_participation is off."),
+				 errhint("Run the statement again.")));
+	new_keys_finish_rest(ns);
 }
 
 static void
