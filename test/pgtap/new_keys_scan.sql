@@ -11,6 +11,7 @@ SELECT plan(37);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
+\ir include/new_keys.psql
 
 SET LOCAL cpht.batch_size = 1024;
 
@@ -22,47 +23,6 @@ CREATE TABLE nk_src AS
 	FROM generate_series(1, 60000) g;
 ANALYZE nk_src;
 CREATE TEMP TABLE nk_oracle AS SELECT DISTINCT id FROM nk_src WHERE id IS NOT NULL;
-
--- The plan of a query, as text.
-CREATE FUNCTION pg_temp.plan(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	line text;
-	r text := '';
-BEGIN
-	FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || sql
-	LOOP
-		r := r || line || E'\n';
-	END LOOP;
-	RETURN r;
-END $$;
-
--- Whether a plan has the node.
-CREATE FUNCTION pg_temp.has_node(plan text) RETURNS boolean LANGUAGE sql AS $$
-	SELECT plan ~ 'Parallel Custom Scan \(cpht new keys\)'
-$$;
-
--- The one value of a query, as text.
-CREATE FUNCTION pg_temp.value(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	r text;
-BEGIN
-	EXECUTE sql INTO r;
-	RETURN r;
-END $$;
-
--- Its handle in session a.
-CREATE FUNCTION pg_temp.handle_in_a(name text) RETURNS int LANGUAGE plpgsql AS $$
-BEGIN
-	RETURN (SELECT v FROM dblink('a', format('SELECT cpht_open(%L)', name)) AS t(v int));
-END $$;
-
--- A shared table created in session a; its handle here.
-CREATE FUNCTION pg_temp.shared(name text, transactional boolean) RETURNS int LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pg_temp.remote('a', format('SELECT cpht_create(100000, name => %L, transactional => %L)',
-									   name, transactional));
-	RETURN cpht_open(name);
-END $$;
 
 CREATE FUNCTION pg_temp.node_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
@@ -83,7 +43,7 @@ BEGIN
 
 	-- a count over a transactional shared table that holds the ids below
 	-- 10000 (put by this transaction)
-	h := pg_temp.shared('nk_txn', true);
+	h := pg_temp.shared('nk_txn');
 	PERFORM cpht_put(h, ARRAY(SELECT id FROM nk_oracle WHERE id < 10000));
 	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', h, 'nk_src');
 	RETURN NEXT ok(pg_temp.has_node(pg_temp.plan(q)) AND pg_temp.plan(q) ~ 'Partial Aggregate',
@@ -96,7 +56,7 @@ BEGIN
 	RETURN NEXT is(cpht_count(h), new_ids, 'every id is in the table');
 
 	-- the keys themselves, each once across the participants
-	h := pg_temp.shared('nk_keys', false);
+	h := pg_temp.shared('nk_keys', ', transactional => false');
 	q := format('SELECT array_agg(k ORDER BY k) FROM cpht_fop_new_relation(%s, %L) k', h, 'nk_src');
 	RETURN NEXT ok(pg_temp.has_node(pg_temp.plan(q)), 'the new keys themselves: the node under a Gather');
 	RETURN NEXT is(pg_temp.value(q), (SELECT array_agg(id ORDER BY id) FROM nk_oracle)::text,
@@ -105,7 +65,7 @@ BEGIN
 
 	-- a filter above the node: only the rows it keeps come back, every key
 	-- goes in
-	h := pg_temp.shared('nk_filter', true);
+	h := pg_temp.shared('nk_filter');
 	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L) k WHERE k %% 3 = 0', h, 'nk_src');
 	RETURN NEXT ok(pg_temp.has_node(pg_temp.plan(q)), 'a filtered count: the node');
 	RETURN NEXT is(pg_temp.value(q), (SELECT count(*) FROM nk_oracle WHERE id % 3 = 0)::text,
@@ -114,7 +74,7 @@ BEGIN
 
 	-- the leader does not run the node: the workers read every page
 	PERFORM set_config('parallel_leader_participation', 'off', true);
-	h := pg_temp.shared('nk_workers', true);
+	h := pg_temp.shared('nk_workers');
 	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', h, 'nk_src');
 	RETURN NEXT ok(pg_temp.has_node(pg_temp.plan(q)), 'without the leader: the node');
 	RETURN NEXT is(pg_temp.value(q), new_ids::text, 'the workers alone: every new id');
@@ -122,7 +82,7 @@ BEGIN
 
 	-- no worker to be had: the leader alone reads the parallel scan
 	PERFORM set_config('max_parallel_workers', '0', true);
-	h := pg_temp.shared('nk_leader', true);
+	h := pg_temp.shared('nk_leader');
 	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', h, 'nk_src');
 	before := pg_temp.scans('nk_src');
 	RETURN NEXT is(pg_temp.value(q), new_ids::text, 'no worker launched: the leader alone, every new id');
@@ -130,13 +90,13 @@ BEGIN
 	PERFORM set_config('max_parallel_workers', '8', true);
 
 	-- an integer key column, NULLs skipped
-	h := pg_temp.shared('nk_small', true);
+	h := pg_temp.shared('nk_small');
 	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L, %L)', h, 'nk_src', 'small_id');
 	RETURN NEXT ok(pg_temp.has_node(pg_temp.plan(q)), 'an integer column: the node');
 	RETURN NEXT is(pg_temp.value(q), '3000', 'every distinct integer once');
 
 	-- a rolled-back subtransaction takes the workers' keys with it
-	h := pg_temp.shared('nk_savepoint', true);
+	h := pg_temp.shared('nk_savepoint');
 	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', h, 'nk_src');
 	BEGIN
 		n := pg_temp.value(q)::bigint;
@@ -155,14 +115,14 @@ BEGIN
 	RETURN NEXT ok(NOT pg_temp.has_node(pg_temp.plan(q)) AND pg_temp.plan(q) ~ 'Function Scan',
 		'a private table, which workers cannot reach: the function scan');
 	RETURN NEXT is(pg_temp.value(q), new_ids::text, '(with the same answer)');
-	h := pg_temp.shared('nk_generic', true);
+	h := pg_temp.shared('nk_generic');
 	EXECUTE 'PREPARE nk_q(int) AS SELECT count(*) FROM cpht_fop_new_relation($1, ''nk_src'')';
 	PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
 	RETURN NEXT ok(pg_temp.plan(format('EXECUTE nk_q(%s)', h)) ~ 'Function Scan',
 		'a generic plan, whose handle is not known: the function scan');
 	RETURN NEXT is(pg_temp.value(format('EXECUTE nk_q(%s)', h)), new_ids::text, '(with the same answer)');
 	PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
-	h := pg_temp.shared('nk_custom', true);
+	h := pg_temp.shared('nk_custom');
 	RETURN NEXT ok(pg_temp.has_node(pg_temp.plan(format('EXECUTE nk_q(%s)', h))),
 		'a custom plan for the handle: the node');
 	RETURN NEXT is(pg_temp.value(format('EXECUTE nk_q(%s)', h)), new_ids::text, '(with the same answer)');
@@ -175,7 +135,7 @@ BEGIN
 	EXECUTE format('GRANT %I TO nk_reader', current_user);
 	CREATE TABLE nk_secret AS SELECT id FROM nk_src;
 	ALTER TABLE nk_secret OWNER TO nk_owner;
-	h := pg_temp.shared('nk_privs', true);
+	h := pg_temp.shared('nk_privs');
 	SET LOCAL ROLE nk_reader;
 	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', h, 'nk_secret');
 	RETURN NEXT ok(pg_temp.has_node(pg_temp.plan(q)), 'a relation the role may not read: planned as the node');
@@ -189,7 +149,7 @@ BEGIN
 	ALTER TABLE nk_rls ENABLE ROW LEVEL SECURITY;
 	ALTER TABLE nk_rls FORCE ROW LEVEL SECURITY;
 	CREATE POLICY nk_low ON nk_rls USING (id <= 5000);
-	h := pg_temp.shared('nk_rls', true);
+	h := pg_temp.shared('nk_rls');
 	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', h, 'nk_rls');
 	EXECUTE 'PREPARE nk_r AS ' || q;
 	RETURN NEXT ok(pg_temp.has_node(pg_temp.plan('EXECUTE nk_r')), 'for a superuser: the node');
@@ -204,15 +164,11 @@ BEGIN
 	-- committed relations, read in session a
 	PERFORM dblink_exec('a', 'CREATE TABLE nk_src_a AS SELECT (g * 7919 % 25000 + 1)::bigint AS id FROM generate_series(1, 60000) g');
 	PERFORM dblink_exec('a', 'ANALYZE nk_src_a');
-	PERFORM dblink_exec('a', 'SET max_parallel_workers_per_gather = 2');
-	PERFORM dblink_exec('a', 'SET min_parallel_table_scan_size = 0');
-	PERFORM dblink_exec('a', 'SET parallel_setup_cost = 0');
-	PERFORM dblink_exec('a', 'SET parallel_tuple_cost = 0');
-	PERFORM dblink_exec('a', 'SET cpht.batch_size = 1024');
+	PERFORM pg_temp.forced_in('a');
 
 	-- a LIMIT: five rows come back, every key goes in
-	h := pg_temp.shared('nk_limit', true);
-	q := format('SELECT k FROM cpht_fop_new_relation(%s, %L) k LIMIT 5', pg_temp.handle_in_a('nk_limit'), 'nk_src_a');
+	h := pg_temp.shared('nk_limit');
+	q := format('SELECT k FROM cpht_fop_new_relation(%s, %L) k LIMIT 5', pg_temp.handle_in('a', 'nk_limit'), 'nk_src_a');
 	RETURN NEXT ok((SELECT string_agg(v, E'\n') FROM dblink('a', 'EXPLAIN (COSTS OFF) ' || q) AS t(v text))
 				   ~ 'Limit.*Gather.*Parallel Custom Scan \(cpht new keys\)',
 		'a LIMIT over the node');
@@ -221,9 +177,9 @@ BEGIN
 
 	-- a join: the function scan, in the leader of a parallel plan, in a
 	-- fresh transaction (whose id the leader assigns before parallel mode)
-	h := pg_temp.shared('nk_join', true);
+	h := pg_temp.shared('nk_join');
 	q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L) k JOIN nk_src_a s ON s.id = k',
-				pg_temp.handle_in_a('nk_join'), 'nk_src_a');
+				pg_temp.handle_in('a', 'nk_join'), 'nk_src_a');
 	RETURN NEXT ok((SELECT string_agg(v, E'\n') FROM dblink('a', 'EXPLAIN (COSTS OFF) ' || q) AS t(v text))
 				   ~ 'Gather.*Function Scan|Function Scan.*Gather',
 		'a join: the function scan in a parallel plan');

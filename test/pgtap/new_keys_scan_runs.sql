@@ -13,6 +13,7 @@ SELECT plan(52);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
+\ir include/new_keys.psql
 
 SET LOCAL cpht.batch_size = 1024;
 
@@ -21,56 +22,6 @@ CREATE TABLE nkr_src AS
 	SELECT CASE WHEN g % 120 = 0 THEN NULL ELSE (g * 7919 % 25000 + 1)::bigint END AS id
 	FROM generate_series(1, 60000) g;
 ANALYZE nkr_src;
-
--- The plan of a query, as text, explained with options.
-CREATE FUNCTION pg_temp.plan(sql text, options text DEFAULT 'COSTS OFF') RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	line text;
-	r text := '';
-BEGIN
-	FOR line IN EXECUTE format('EXPLAIN (%s) ', options) || sql
-	LOOP
-		r := r || line || E'\n';
-	END LOOP;
-	RETURN r;
-END $$;
-
-CREATE FUNCTION pg_temp.has_node(plan text) RETURNS boolean LANGUAGE sql AS $$
-	SELECT plan ~ 'Parallel Custom Scan \(cpht new keys\)'
-$$;
-
-CREATE FUNCTION pg_temp.value(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	r text;
-BEGIN
-	EXECUTE sql INTO r;
-	RETURN r;
-END $$;
-
--- A shared table created in session a (with the options given as SQL);
--- its handle here.
-CREATE FUNCTION pg_temp.shared(name text, options text DEFAULT '', capacity bigint DEFAULT 100000)
-RETURNS int LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pg_temp.remote('a', format('SELECT cpht_create(%s, name => %L%s)', capacity, name, options));
-	RETURN cpht_open(name);
-END $$;
-
--- Its handle in session conn.
-CREATE FUNCTION pg_temp.handle_in(conn text, name text) RETURNS int LANGUAGE plpgsql AS $$
-BEGIN
-	RETURN (SELECT v FROM dblink(conn, format('SELECT cpht_open(%L)', name)) AS t(v int));
-END $$;
-
--- Forced parallel plans in dblink session conn.
-CREATE FUNCTION pg_temp.forced_in(conn text) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM dblink_exec(conn, 'SET max_parallel_workers_per_gather = 2');
-	PERFORM dblink_exec(conn, 'SET min_parallel_table_scan_size = 0');
-	PERFORM dblink_exec(conn, 'SET parallel_setup_cost = 0');
-	PERFORM dblink_exec(conn, 'SET parallel_tuple_cost = 0');
-	PERFORM dblink_exec(conn, 'SET cpht.batch_size = 1024');
-END $$;
 
 -- Whether process p or a parallel worker of it waits for a transaction's
 -- lock; false after 30 s.
