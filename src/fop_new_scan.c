@@ -8,11 +8,11 @@
  * function scan stores every row in a tuplestore and reads it back, and
  * whatever the query does with the rows runs in that backend too.  Over a
  * shared table, which parallel workers reach (parallel_plan.c), the
- * planner hook below replaces the function scan by a parallel-aware scan
- * node, "cpht new keys": every participant of a Gather (the workers and
- * the leader) takes pages of the relation from one parallel heap scan,
- * sends their keys to the table in batches of its own stream, and returns
- * the keys the table reported new as its rows.  Aggregates above it run
+ * planner hook below offers, in place of the function scan, a
+ * parallel-aware scan node, "cpht new keys": every participant of a
+ * Gather (the workers and the leader) takes pages of the relation from
+ * one parallel heap scan, sends their keys to the table in batches of its
+ * own stream, and returns the keys the table reported new as its rows.  Aggregates above it run
  * partially in the workers, so a count of the new keys moves no row
  * between processes.  The table sees the same keys as from the function,
  * once each, and answers each new key to exactly one participant.
@@ -25,9 +25,9 @@
  * parallel scan reads as a query would (cpht_relscan_reads_all) with at
  * least one worker to give it.  The planner then weighs the node under a
  * Gather against the function scan (see the costs below).
- * cpht_fop_new_relation is PARALLEL
- * RESTRICTED for this: a function scan of it still runs only in the
- * leader.  A plan made for a role is made again for another
+ * cpht_fop_new_relation is PARALLEL RESTRICTED for this: a function scan
+ * of it still runs only in the leader.  A plan made for a role that the
+ * relation's policies do not bind is made again for another role
  * (dependsOnRole, as row-level security needs); a change to the relation
  * invalidates it (relationOids).
  *
