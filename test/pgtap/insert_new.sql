@@ -256,11 +256,10 @@ DECLARE
 	canceled int;
 	t0 timestamptz;
 BEGIN
-	IF NOT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'dblink') THEN
-		RETURN NEXT skip('dblink is not installed', 3);
+	IF pg_temp.why_no_dblink() IS NOT NULL THEN
+		RETURN NEXT skip(pg_temp.why_no_dblink(), 3);
 		RETURN;
 	END IF;
-	CREATE EXTENSION IF NOT EXISTS dblink;
 	PERFORM pg_temp.connect('c');
 	PERFORM dblink_exec('c', $q$CREATE TABLE in_cancel_src AS
 		SELECT (g * 2654435761 % 4000000)::bigint AS id, g AS payload FROM generate_series(1, 1000000) g$q$);
@@ -278,13 +277,9 @@ BEGIN
 	PERFORM dblink_exec('c', 'ROLLBACK');
 	FOREACH ms IN ARRAY ARRAY[greatest(whole / 2, 1), greatest(whole / 4, 1), greatest(whole / 8, 1)]::int[] LOOP
 		PERFORM pg_temp.remote('c', format('SELECT cpht_put(%s, ARRAY[1, 2, 3]::bigint[])', h));
-		PERFORM dblink_exec('c', format('SET statement_timeout = %s', ms));
-		BEGIN
-			PERFORM pg_temp.remote('c', format('SELECT cpht_insert_new(%s, %L, %L)', h, 'in_cancel_src', 'in_cancel_dst'));
-		EXCEPTION WHEN query_canceled THEN
+		IF pg_temp.canceled_by_timeout('c', format('SELECT cpht_insert_new(%s, %L, %L)', h, 'in_cancel_src', 'in_cancel_dst'), ms) THEN
 			canceled := ms;
-		END;
-		PERFORM dblink_exec('c', 'SET statement_timeout = 0');
+		END IF;
 		EXIT WHEN canceled IS NOT NULL;
 		-- it finished first: back to the three rows and keys
 		PERFORM dblink_exec('c', 'DELETE FROM in_cancel_dst WHERE id > 3');

@@ -23,25 +23,6 @@ CREATE TABLE nkr_src AS
 	FROM generate_series(1, 60000) g;
 ANALYZE nkr_src;
 
--- Whether process p or a parallel worker of it waits for a transaction's
--- lock; false after 30 s.
-CREATE FUNCTION pg_temp.await_group_lock_wait(p int) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-	t0 timestamptz := clock_timestamp();
-BEGIN
-	LOOP
-		PERFORM pg_stat_clear_snapshot();
-		IF EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-				   WHERE (a.pid = p OR a.leader_pid = p) AND l.locktype = 'transactionid' AND NOT l.granted) THEN
-			RETURN true;
-		END IF;
-		IF clock_timestamp() > t0 + interval '30 seconds' THEN
-			RETURN false;
-		END IF;
-		PERFORM pg_sleep(0.005);
-	END LOOP;
-END $$;
-
 CREATE FUNCTION pg_temp.run_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	why text := pg_temp.why_skip();
@@ -212,7 +193,7 @@ BEGIN
 	RETURN NEXT ok((SELECT string_agg(v, E'\n') FROM dblink('a', 'EXPLAIN (COSTS OFF) ' || q) AS t(v text))
 				   ~ 'Parallel Custom Scan \(cpht new keys\)', 'the node, in session a');
 	PERFORM dblink_send_query('a', q);
-	RETURN NEXT ok(pg_temp.await_group_lock_wait(a_pid), 'waits for that transaction');
+	RETURN NEXT ok(pg_temp.await_lock_wait(a_pid, 'group'), 'waits for that transaction');
 	PERFORM dblink_exec('b', 'COMMIT');
 	RETURN NEXT is(pg_temp.result('a'), '24500', 'which commits: its ids are not new');
 	RETURN NEXT is(cpht_count(h), 25000::bigint, 'every id is in the table once');
@@ -223,7 +204,7 @@ BEGIN
 		pg_temp.handle_in('b', 'nkr_wait_rollback')));
 	PERFORM dblink_send_query('a', format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)',
 		pg_temp.handle_in('a', 'nkr_wait_rollback'), 'nkr_src_a'));
-	RETURN NEXT ok(pg_temp.await_group_lock_wait(a_pid), 'another transaction''s keys: waits for it');
+	RETURN NEXT ok(pg_temp.await_lock_wait(a_pid, 'group'), 'another transaction''s keys: waits for it');
 	PERFORM dblink_exec('b', 'ROLLBACK');
 	RETURN NEXT is(pg_temp.result('a'), '25000', 'which rolls back: every id is new');
 
@@ -295,13 +276,9 @@ BEGIN
 		PERFORM pg_temp.remote('a', format('SELECT cpht_put(cpht_open(%L), ARRAY[1, 2, 3]::bigint[])',
 										   'nkr_cancel_' || ms));
 		q := format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', pg_temp.handle_in('c', 'nkr_cancel_' || ms), 'nkr_big');
-		PERFORM dblink_exec('c', format('SET statement_timeout = %s', ms));
-		BEGIN
-			PERFORM pg_temp.remote('c', q);
-		EXCEPTION WHEN query_canceled THEN
+		IF pg_temp.canceled_by_timeout('c', q, ms) THEN
 			canceled := ms;
-		END;
-		PERFORM dblink_exec('c', 'SET statement_timeout = 0');
+		END IF;
 		EXIT WHEN canceled IS NOT NULL OR ms = greatest(whole / 8, 1)::int;
 		PERFORM pg_temp.remote('a', format('SELECT cpht_drop(cpht_open(%L))', 'nkr_cancel_' || ms));
 	END LOOP;

@@ -208,11 +208,10 @@ DECLARE
 	r text;
 	t0 timestamptz;
 BEGIN
-	IF NOT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'dblink') THEN
-		RETURN NEXT skip('dblink is not installed', 4);
+	IF pg_temp.why_no_dblink() IS NOT NULL THEN
+		RETURN NEXT skip(pg_temp.why_no_dblink(), 4);
 		RETURN;
 	END IF;
-	CREATE EXTENSION IF NOT EXISTS dblink;
 	PERFORM pg_temp.connect('c');
 	c_pid := (SELECT v FROM dblink('c', 'SELECT pg_backend_pid()') AS t(v int));
 	PERFORM dblink_exec('c', $q$CREATE TABLE ri_cancel_src AS
@@ -230,13 +229,9 @@ BEGIN
 	FOREACH ms IN ARRAY ARRAY[greatest(whole / 2, 1), greatest(whole / 4, 1), greatest(whole / 8, 1)]::int[] LOOP
 		h := (SELECT v FROM dblink('c', 'SELECT cpht_create(5000000)') AS t(v int));
 		PERFORM pg_temp.remote('c', format('SELECT cpht_put(%s, ARRAY[1, 2, 3]::bigint[])', h));
-		PERFORM dblink_exec('c', format('SET statement_timeout = %s', ms));
-		BEGIN
-			PERFORM pg_temp.remote('c', format('SELECT cpht_fop_relation(%s, %L)', h, 'ri_cancel_src'));
-		EXCEPTION WHEN query_canceled THEN
+		IF pg_temp.canceled_by_timeout('c', format('SELECT cpht_fop_relation(%s, %L)', h, 'ri_cancel_src'), ms) THEN
 			canceled := ms;
-		END;
-		PERFORM dblink_exec('c', 'SET statement_timeout = 0');
+		END IF;
 		EXIT WHEN canceled IS NOT NULL;
 		PERFORM pg_temp.remote('c', format('SELECT cpht_drop(%s)', h));
 	END LOOP;

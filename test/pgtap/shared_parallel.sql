@@ -11,26 +11,6 @@ SELECT plan(24);
 
 \ir include/shared_sessions.psql
 
--- Waits until a parallel worker of leader p waits for a transaction's
--- lock; false after 30 s.
-CREATE FUNCTION pg_temp.await_worker_wait(p int) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-	t0 timestamptz := clock_timestamp();
-BEGIN
-	LOOP
-		PERFORM pg_stat_clear_snapshot();
-		IF EXISTS (SELECT 1 FROM pg_stat_activity
-				   WHERE leader_pid = p AND pid <> p
-				     AND wait_event_type = 'Lock' AND wait_event = 'transactionid') THEN
-			RETURN true;
-		END IF;
-		IF clock_timestamp() > t0 + interval '30 seconds' THEN
-			RETURN false;
-		END IF;
-		PERFORM pg_sleep(0.005);
-	END LOOP;
-END $$;
-
 -- One value of a query in a dblink session, as text.
 CREATE FUNCTION pg_temp.value(conn text, sql text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
@@ -147,7 +127,7 @@ BEGIN
 	PERFORM dblink_exec('b', 'BEGIN');
 	PERFORM pg_temp.value('b', format($q$SELECT cpht_fop(cpht_open(%L), '{11}')$q$, 'par_6'));
 	PERFORM dblink_send_query('a', format(agg, ha[6]));
-	RETURN NEXT ok(pg_temp.await_worker_wait(pa), 'a parallel worker meeting another transaction''s key waits for it');
+	RETURN NEXT ok(pg_temp.await_lock_wait(pa, 'workers'), 'a parallel worker meeting another transaction''s key waits for it');
 	PERFORM dblink_exec('b', 'COMMIT');
 	RETURN NEXT is(pg_temp.result('a'), '24999', 'and goes on once it committed: the key is not new');
 
@@ -155,7 +135,7 @@ BEGIN
 	PERFORM dblink_exec('b', 'BEGIN');
 	PERFORM pg_temp.value('b', format($q$SELECT cpht_fop(cpht_open(%L), '{12}')$q$, 'par_7'));
 	PERFORM dblink_send_query('a', format(agg, ha[7]));
-	PERFORM pg_temp.await_worker_wait(pa);
+	PERFORM pg_temp.await_lock_wait(pa, 'workers');
 	PERFORM pg_cancel_backend(pa);
 	r := pg_temp.result('a');
 	PERFORM dblink_exec('b', 'ROLLBACK');
