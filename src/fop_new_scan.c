@@ -80,11 +80,6 @@
 
 #define NODE_NAME "cpht new keys"
 
-/* Rows a participant reads from the heap between handing keys to its
- * stream, at most (and at most a batch, so that the first rows come back
- * after a batch rather than after a whole share of the relation). */
-#define SCAN_CHUNK 65536
-
 /* the function the node stands for (fop_relation.c) */
 extern Datum cpht_fop_new_relation(PG_FUNCTION_ARGS);
 
@@ -128,8 +123,7 @@ typedef struct NewKeysState
 	bool		returning;		/* false once the node ends early: keys are only sent */
 	TableScanDesc scan;
 	TupleTableSlot *heap_slot;
-	uint64	   *chunk;
-	int			chunk_rows;
+	int			chunk_rows;		/* rows read into feed.chunk between hand-overs */
 	RelFeed		feed;
 	/* new keys to return: out[pos..n), or the query route's tuplestore */
 	uint64	   *out;
@@ -444,8 +438,9 @@ new_keys_start(NewKeysState *ns)
 		MemoryContextSwitchTo(old);
 		return;
 	}
-	ns->chunk_rows = Min(SCAN_CHUNK, ns->feed.stream->batch_keys);
-	ns->chunk = palloc(sizeof(uint64) * ns->chunk_rows);
+	/* at most a batch, so that the first rows come back after a batch
+	 * rather than after a whole share of the relation */
+	ns->chunk_rows = Min(CPHT_RELSCAN_CHUNK_ROWS, ns->feed.stream->batch_keys);
 	ns->heap_slot = table_slot_create(ns->rel, NULL);
 	if (ns->shared != NULL)
 		ns->scan = table_beginscan_parallel(ns->rel, SHARED_PSCAN(ns->shared));
@@ -469,10 +464,10 @@ new_keys_advance(NewKeysState *ns)
 		Datum		d = slot_getattr(ns->heap_slot, ns->attno, &isnull);
 
 		if (!isnull)
-			ns->chunk[n++] = cpht_relscan_key_value(d, ns->typlen);
+			ns->feed.chunk[n++] = cpht_relscan_key_value(d, ns->typlen);
 	}
 	if (n > 0)
-		cpht_relfeed_put(&ns->feed, ns->chunk, n);
+		cpht_relfeed_put(&ns->feed, ns->feed.chunk, n);
 	if (!more)
 	{
 		cpht_relfeed_finish(&ns->feed);

@@ -72,8 +72,8 @@
 #include "stream.h"
 #include "waits.h"
 
-/* Rows a worker sends to the leader per message. */
-#define CHUNK_ROWS 65536
+/* Rows a worker sends to the leader per message (relscan.h). */
+#define CHUNK_ROWS CPHT_RELSCAN_CHUNK_ROWS
 
 /* Each worker's queue holds a few chunks of (key, tid) rows, so a worker
  * scans on while the leader is in a table call. */

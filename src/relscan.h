@@ -15,6 +15,10 @@
 
 typedef struct RelFeed RelFeed;
 
+/* Rows a scan collects before it hands them on: a worker's message to the
+ * leader, the leader's own rows (RelFeed.chunk). */
+#define CPHT_RELSCAN_CHUNK_ROWS 65536
+
 /*
  * Called with each batch once the table has answered it: keys[i] had
  * status[i]; tids[i] is the row's tid (packed as by cpht_relscan_tid)
@@ -39,7 +43,8 @@ struct RelFeed
 	uint64		inserted;		/* keys the table reported new */
 	RelFeedTake take;			/* NULL: count only */
 	void	   *arg;			/* the caller's, for take */
-	/* rows of the leader's own scan not yet in a batch */
+	/* rows of the leader's own scan not yet in a batch
+	 * (CPHT_RELSCAN_CHUNK_ROWS of one word, or two with tids) */
 	uint64	   *chunk;
 	int			chunk_rows;
 };
