@@ -538,6 +538,17 @@ int			cpht_host_register(void *ptr, size_t len, char *errbuf, size_t errlen);
  */
 void		cpht_parallel_memcpy(void *dst, const void *src, size_t bytes, int threads);
 
+/* A key and the index (or other word) a sort carries with it. */
+typedef struct cpht_key_index
+{
+	uint64_t	key;
+	uint64_t	index;
+} cpht_key_index;
+
+/* Sorts items by key, ascending and stable (an LSD radix sort, on the
+ * calling thread).  0, or -1 when its n-item buffer could not be had. */
+int			cpht_sort_key_index(cpht_key_index *items, size_t n);
+
 /*
  * The span of a batch of keys: the OR of the keys and the OR of their
  * zigzag folds, from which a table without key_bits reads the width of

@@ -261,7 +261,7 @@ cuckoo_fop_batch(cpht_table *t, const uint64_t *keys, size_t n,
 		items[i].key = keys[i];
 		items[i].index = i;
 	}
-	if (radix_sort_key_index(items, n) != 0)
+	if (cpht_sort_key_index(items, n) != 0)
 		goto nomem;
 
 	/* One representative per distinct key: its first occurrence. */

@@ -35,13 +35,8 @@ void		cpu_parallel_for(int threads, size_t n, cpu_range_fn fn, void *ctx);
 void		cpu_parallel_for_min(int threads, size_t n, size_t min_per_thread,
 								 cpu_range_fn fn, void *ctx);
 
-/* Sort keys ascending, carrying its index with each (LSD radix). */
-typedef struct key_index
-{
-	uint64_t	key;
-	uint64_t	index;
-} key_index;
-int			radix_sort_key_index(key_index *items, size_t n);
+/* cpht_table.h's pair of a key and what its sort carries. */
+typedef cpht_key_index key_index;
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,10 @@
 /*
- * radix_sort.c — LSD radix sort of (key, index) pairs, used by the cuckoo
- * table's sort-based find-or-put to group duplicate keys.  Stable, so the
- * first occurrence of a key in the input stays first in its run.  Passes
- * whose byte is the same in every key (the high bytes of small keys) are
- * skipped.
+ * radix_sort.c — LSD radix sort of (key, index) pairs: the cuckoo table's
+ * sort-based find-or-put groups duplicate keys with it, and cpht_insert_new
+ * orders the new rows by key and fetches them in heap order with it.
+ * Stable, so the first occurrence of a key in the input stays first in its
+ * run.  Passes whose byte is the same in every key (the high bytes of small
+ * keys) are skipped.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 #include "cpu_ops.h"
 
 int
-radix_sort_key_index(key_index *items, size_t n)
+cpht_sort_key_index(cpht_key_index *items, size_t n)
 {
 	key_index  *tmp;
 	key_index  *src = items;

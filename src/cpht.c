@@ -21,6 +21,7 @@
 #include "memcap.h"
 #include "parallel_plan.h"
 #include "protocol.h"
+#include "rows_by_tid.h"
 #include "stream.h"
 #include "txn.h"
 #include "waits.h"
@@ -225,6 +226,7 @@ _PG_init(void)
 	/* cpht_fop_agg over shared tables in parallel workers */
 	cpht_parallel_init();
 	cpht_new_keys_init();
+	cpht_rows_by_tid_init();
 
 	MarkGUCPrefixReserved("cpht");
 

@@ -9,18 +9,19 @@
  * Fast path, for a source that relscan.c's parallel scan reads as a query
  * would (a plain heap table, no children, no row-level security for the
  * caller): the scan's workers send each row's key and tid; the leader hands
- * the keys to the table in batches and keeps the tids of the rows whose key
- * the table reported new (once per new key, within a batch and across
- * batches).  When the scan is over, and parallel mode with it, the tids are
- * sorted into heap order and
+ * the keys to the table in batches and keeps the key and tid of each row
+ * whose key the table reported new (once per new key, within a batch and
+ * across batches).  When the scan is over, and parallel mode with it, the
+ * rows are sorted into the order they go into target, and
  *     INSERT INTO target SELECT * FROM ONLY source WHERE ctid = ANY ($1)
- * runs once per TID_CHUNK of them: a TID scan under the scan's snapshot,
- * so it reads exactly the rows the scan saw.  Into a target with a B-tree
- * index led by the key, the statement adds ORDER BY key (see
- * target_indexed_by_key).  The INSERT is an ordinary
- * one: target's typmods, domains, defaults, constraints, triggers, indexes
- * and policies apply, and it belongs to the caller's (sub)transaction, as
- * the table's keys do.
+ * runs once per chunk of them, under the scan's snapshot, so it reads
+ * exactly the rows the scan saw.  The scan under it is rows_by_tid.c's
+ * node, which returns the rows in the order of $1.  Into a target with a
+ * B-tree index led by the key (target_indexed_by_key) that order is the
+ * keys' order, in chunks that are ranges of keys; else it is heap order.
+ * The INSERT is an ordinary one: target's typmods, domains, defaults,
+ * constraints, triggers, indexes and policies apply, and it belongs to the
+ * caller's (sub)transaction, as the table's keys do.
  *
  * Any other source runs the cpht_fop_rows statement above.
  *
@@ -39,6 +40,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -49,25 +51,28 @@
 
 #include "cpht_table.h"
 #include "relscan.h"
+#include "rows_by_tid.h"
 
-/* Tids per INSERT of the fast path (an array of 24 MB). */
+/* Rows per INSERT of the fast path, at most (an array of 24 MB). */
 #define TID_CHUNK (1 << 22)
 
-/* Packed tids in ascending order. */
-#define ST_SORT sort_packed_tids
-#define ST_ELEMENT_TYPE uint64
-#define ST_COMPARE(a, b) (*(a) < *(b) ? -1 : *(a) > *(b) ? 1 : 0)
-#define ST_SCOPE static
-#define ST_DECLARE
-#define ST_DEFINE
-#include "lib/sort_template.h"
+/* Rows per INSERT in key order, at least: the node under it holds a
+ * chunk's rows in memory (about work_mem of them), and each chunk reads
+ * its rows' pages again. */
+#define KEY_ORDER_MIN_CHUNK (1 << 16)
 
-/* The tids of the rows to insert, counted against cpht.max_memory. */
+/*
+ * The rows to insert, counted against cpht.max_memory: each as the word it
+ * is sorted by (the key, as a signed number, when they go in key order;
+ * else the packed tid) and its packed tid.
+ */
 typedef struct NewRows
 {
-	uint64	   *tids;
+	bool		key_order;
+	cpht_key_index *rows;
 	uint64		n;
 	uint64		cap;
+	uint64		seen;			/* rows the scan read */
 } NewRows;
 
 static void
@@ -76,19 +81,26 @@ take_new_rows(RelFeed *f, const uint64 *keys, const uint64 *tids,
 {
 	NewRows    *rows = f->arg;
 
+	rows->seen += n;
 	if (rows->n + n > rows->cap)
 	{
 		uint64		cap = Max(rows->cap * 2, rows->n + n);
 
-		cpht_stream_reserve(f->stream, sizeof(uint64) * (cap - rows->cap),
+		cpht_stream_reserve(f->stream, sizeof(cpht_key_index) * (cap - rows->cap),
 							"cpht_insert_new row list");
-		rows->tids = rows->tids ? repalloc_huge(rows->tids, sizeof(uint64) * cap) :
-			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint64) * cap);
+		rows->rows = rows->rows ? repalloc_huge(rows->rows, sizeof(cpht_key_index) * cap) :
+			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(cpht_key_index) * cap);
 		rows->cap = cap;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (status[i] == CPHT_PUT)
-			rows->tids[rows->n++] = tids[i];
+		{
+			cpht_key_index *r = &rows->rows[rows->n++];
+
+			/* the sign bit flipped: unsigned order is then bigint order */
+			r->key = rows->key_order ? keys[i] ^ ((uint64) 1 << 63) : tids[i];
+			r->index = tids[i];
+		}
 }
 
 /* A relation's name, schema-qualified and quoted. */
@@ -184,47 +196,82 @@ target_indexed_by_key(Relation source, AttrNumber attno, Oid target_id)
 	return found;
 }
 
-/* The fast path: the new rows' tids from relscan.c, then the TID scans. */
+/*
+ * Rows per INSERT in key order: about work_mem of rows held by the node
+ * under it, judged by the source's bytes per row (its pages over the rows
+ * the scan read), plus the node's bookkeeping per row.
+ */
+static uint64
+key_order_chunk(Relation source, uint64 seen)
+{
+	uint64		bytes = (uint64) RelationGetNumberOfBlocks(source) * BLCKSZ;
+	uint64		per_row = bytes / Max(seen, 1) + 3 * sizeof(cpht_key_index);
+	uint64		rows = (uint64) work_mem * 1024 / per_row;
+
+	return Min(Max(rows, KEY_ORDER_MIN_CHUNK), TID_CHUNK);
+}
+
+/* The fast path: the new rows from relscan.c, sorted, then the INSERTs. */
 static uint64
 insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 {
-	/* into an index on the key: in key order (a sort of each TID scan's rows) */
-	char	   *order = target_indexed_by_key(source, attno, target)
-		? psprintf(" ORDER BY %s", quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(source), attno - 1)->attname)))
-		: "";
-	char	   *sql = psprintf("INSERT INTO %s SELECT * FROM ONLY %s WHERE ctid = ANY ($1)%s",
+	char	   *sql = psprintf("INSERT INTO %s SELECT * FROM ONLY %s WHERE ctid = ANY ($1)",
 							   qualified_name(target),
-							   qualified_name(RelationGetRelid(source)), order);
-	SPIPlanPtr	plan = plan_and_check(sql, TIDARRAYOID);
+							   qualified_name(RelationGetRelid(source)));
 	Snapshot	snapshot = RegisterSnapshot(GetActiveSnapshot());
 	NewRows		rows = {0};
 	RelFeed		f;
-	uint64		inserted = 0;
+	volatile uint64 inserted = 0;
+	uint64		chunk;
 	ArrayType  *array;
+	SPIPlanPtr	plan;
+	Oid			prev_plan_for;
 
-	cpht_relfeed_begin(&f, handle, true, true, take_new_rows, &rows);
-	cpht_relscan_scan(&f, source, attno, 8);
-	cpht_relfeed_finish(&f);
-
-	/* in heap order the TID scans read each page once */
-	sort_packed_tids(rows.tids, rows.n);
-	array = palloc0(ARR_OVERHEAD_NONULLS(1) + sizeof(ItemPointerData) * Min(rows.n, TID_CHUNK));
-	array->ndim = 1;
-	array->dataoffset = 0;
-	array->elemtype = TIDOID;
-	ARR_LBOUND(array)[0] = 1;
-	for (uint64 done = 0; done < rows.n; done += TID_CHUNK)
+	/* into an index on the key: in key order */
+	rows.key_order = target_indexed_by_key(source, attno, target);
+	/* the planner puts the node that keeps $1's order under the INSERT */
+	prev_plan_for = cpht_rows_by_tid_plan_for(RelationGetRelid(source));
+	PG_TRY();
 	{
-		int			n = (int) Min(rows.n - done, TID_CHUNK);
-		ItemPointer tids = (ItemPointer) ARR_DATA_PTR(array);
+		plan = plan_and_check(sql, TIDARRAYOID);
 
-		CHECK_FOR_INTERRUPTS();
-		SET_VARSIZE(array, ARR_OVERHEAD_NONULLS(1) + sizeof(ItemPointerData) * n);
-		ARR_DIMS(array)[0] = n;
-		for (int i = 0; i < n; i++)
-			cpht_relscan_set_tid(&tids[i], rows.tids[done + i]);
-		inserted += run_insert(plan, PointerGetDatum(array), snapshot);
+		cpht_relfeed_begin(&f, handle, true, true, take_new_rows, &rows);
+		cpht_relscan_scan(&f, source, attno, 8);
+		cpht_relfeed_finish(&f);
+
+		/* the sort's buffer is counted while it lives */
+		cpht_stream_reserve(f.stream, sizeof(cpht_key_index) * rows.n, "cpht_insert_new sort");
+		if (cpht_sort_key_index(rows.rows, rows.n) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("Sorting the %llu new rows failed.", (unsigned long long) rows.n)));
+		cpht_stream_release(f.stream, sizeof(cpht_key_index) * rows.n);
+		chunk = rows.key_order ? key_order_chunk(source, rows.seen) : TID_CHUNK;
+
+		array = palloc0(ARR_OVERHEAD_NONULLS(1) + sizeof(ItemPointerData) * Min(rows.n, chunk));
+		array->ndim = 1;
+		array->dataoffset = 0;
+		array->elemtype = TIDOID;
+		ARR_LBOUND(array)[0] = 1;
+		for (uint64 done = 0; done < rows.n; done += chunk)
+		{
+			int			n = (int) Min(rows.n - done, chunk);
+			ItemPointer tids = (ItemPointer) ARR_DATA_PTR(array);
+
+			CHECK_FOR_INTERRUPTS();
+			SET_VARSIZE(array, ARR_OVERHEAD_NONULLS(1) + sizeof(ItemPointerData) * n);
+			ARR_DIMS(array)[0] = n;
+			for (int i = 0; i < n; i++)
+				cpht_relscan_set_tid(&tids[i], rows.rows[done + i].index);
+			inserted += run_insert(plan, PointerGetDatum(array), snapshot);
+		}
 	}
+	PG_FINALLY();
+	{
+		cpht_rows_by_tid_plan_for(prev_plan_for);
+	}
+	PG_END_TRY();
 	UnregisterSnapshot(snapshot);
 	return inserted;
 }

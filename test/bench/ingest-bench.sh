@@ -41,6 +41,7 @@
 : "${CPHT_BENCH_DEVICE:=auto}"      # cpht.device of the tables: auto, gpu or cpu
 : "${CPHT_BENCH_SKIP:=}"            # patterns not to run, such as "on_conflict unnest_fop"
 : "${CPHT_BENCH_ONLY:=}"            # only these patterns, such as "load_floor_plain load_insert_new on_conflict"
+: "${CPHT_BENCH_WORK_MEM:=1GB}"    # work_mem of the timed sessions
 : "${CPHT_BENCH_KEEP_DATA:=0}"      # 1: reuse the data of an earlier run of the same size
 : "${CPHT_BENCH_OUT:=}"             # default test/bench/results/ingest-<date>.csv
 set -euo pipefail
@@ -160,19 +161,25 @@ printf '%-22s %10s %10s %8s  %s\n' pattern median_s min_s x_count answer
 # after it; EXPECTED, when not empty, is the answer every rep must give.
 # A rolled-back insert leaves its entries dead in the primary key of
 # events, where they would slow every later load: the loads vacuum events
-# before each rep, so each starts from the same index.
+# before each rep, so each starts from the same index.  As a superuser the
+# loads also start from a checkpoint: each rep writes a WAL volume that
+# would otherwise start one in the middle of a later rep.
+CHECKPOINT_SQL=""
+if [ "$(q "SELECT rolsuper FROM pg_roles WHERE rolname = current_user")" = t ]; then
+	CHECKPOINT_SQL="CHECKPOINT;"
+fi
 run() {
 	local name=$1 workers=$2 expected=$3 sql=$4 setup=${5:-} out times answer stats vacuum=""
 	if skipped "$name"; then
 		return
 	fi
 	case $name in
-		load_*_unkeyed) vacuum='VACUUM ingest_events_unkeyed;' ;;
-		load_* | on_conflict) vacuum='VACUUM ingest_events;' ;;
+		load_*_unkeyed) vacuum="VACUUM ingest_events_unkeyed; $CHECKPOINT_SQL" ;;
+		load_* | on_conflict) vacuum="VACUUM ingest_events; $CHECKPOINT_SQL" ;;
 	esac
 	out=$(psql -X -q -v ON_ERROR_STOP=1 -At 2>&1 <<SQL
 SET max_parallel_workers_per_gather = $workers;
-SET work_mem = '1GB';
+SET work_mem = '$CPHT_BENCH_WORK_MEM';
 $SETUP_SHARED
 $setup
 $(for _ in $(seq 1 "$CPHT_BENCH_REPS"); do printf '%s\nBEGIN;\n\\timing on\n%s;\n\\timing off\nROLLBACK;\n' "$vacuum" "$sql"; done)

@@ -6,7 +6,7 @@
 -- security; the sources read through cpht_fop_rows; shared tables
 -- (transactional or not) when cpht is preloaded.
 BEGIN;
-SELECT plan(79);
+SELECT plan(84);
 
 \ir include/shared_sessions.psql
 
@@ -195,6 +195,39 @@ SELECT ok((SELECT bool_and(k < next) FROM (SELECT k, lead(k) OVER (ORDER BY ctid
 SELECT is(cpht_insert_new(:ho2, 'in_ordered_src', 'in_ordered_plain'), 5000::bigint, 'into a table with no index on the key');
 SELECT ok((SELECT bool_and(k > next) FROM (SELECT k, lead(k) OVER (ORDER BY ctid) AS next FROM in_ordered_plain) x),
 	'its rows went in in the source''s order');
+
+-- Key order is bigint order, negative keys first; many new rows go in as
+-- several INSERTs (about work_mem of rows each, 65536 at least), each a
+-- range of keys, so the whole load is in key order.  The rows' other
+-- columns come through whole whatever their length (some stored out of
+-- line).
+CREATE TABLE in_signed_src (id bigint, payload int);
+INSERT INTO in_signed_src SELECT 2500 - g, g FROM generate_series(1, 5000) g;
+CREATE TABLE in_signed_keyed (k bigint PRIMARY KEY, p int);
+SELECT cpht_create(100000) AS ho3 \gset
+SELECT is(cpht_insert_new(:ho3, 'in_signed_src', 'in_signed_keyed'), 5000::bigint, 'negative and positive keys');
+SELECT ok((SELECT bool_and(k < next) FROM (SELECT k, lead(k) OVER (ORDER BY ctid) AS next FROM in_signed_keyed) x),
+	'went in in bigint order');
+CREATE TABLE in_wide_src (id bigint, payload text);
+INSERT INTO in_wide_src
+SELECT hashint8(g)::bigint * 1000 + g % 1000,
+	CASE WHEN g % 5000 = 0 THEN repeat(md5(g::text), 200) ELSE repeat('x', g % 90) END
+FROM generate_series(1, 200000) g;
+INSERT INTO in_wide_src SELECT id, 'a repeat' FROM in_wide_src WHERE id % 7 = 0;
+-- (n numbers the rows as they go in: the rows' sizes differ, so a later
+-- row may take the space an earlier page had left)
+CREATE TABLE in_wide_keyed (k bigint, p text, n bigserial);
+CREATE INDEX ON in_wide_keyed (k);
+SELECT cpht_create(400000) AS ho4 \gset
+SET work_mem = '64kB';
+SELECT is(cpht_insert_new(:ho4, 'in_wide_src', 'in_wide_keyed'), (SELECT count(DISTINCT id) FROM in_wide_src),
+	'more new rows than one INSERT takes');
+RESET work_mem;
+SELECT ok((SELECT bool_and(k < next) FROM (SELECT k, lead(k) OVER (ORDER BY n) AS next FROM in_wide_keyed) x),
+	'went in in key order across the INSERTs');
+SELECT is((SELECT count(*) FROM in_wide_keyed t
+	WHERE NOT EXISTS (SELECT 1 FROM in_wide_src s WHERE s.id = t.k AND s.payload = t.p)), 0::bigint,
+	'each a row of the source, whole');
 
 -- privileges and row-level security
 CREATE ROLE in_loader;
