@@ -6,7 +6,7 @@
 -- security; the sources read through cpht_fop_rows; shared tables
 -- (transactional or not) when cpht is preloaded.
 BEGIN;
-SELECT plan(84);
+SELECT plan(87);
 
 \ir include/shared_sessions.psql
 
@@ -197,8 +197,9 @@ SELECT ok((SELECT bool_and(k > next) FROM (SELECT k, lead(k) OVER (ORDER BY ctid
 	'its rows went in in the source''s order');
 
 -- Key order is bigint order, negative keys first; many new rows go in as
--- several INSERTs (about work_mem of rows each, 65536 at least), each a
--- range of keys, so the whole load is in key order.  The rows' other
+-- several INSERTs (as many rows each as the larger of work_mem and
+-- maintenance_work_mem holds, 65536 at least), each a range of keys, so the
+-- whole load is in key order.  The rows' other
 -- columns come through whole whatever their length (some stored out of
 -- line).
 CREATE TABLE in_signed_src (id bigint, payload int);
@@ -218,10 +219,32 @@ INSERT INTO in_wide_src SELECT id, 'a repeat' FROM in_wide_src WHERE id % 7 = 0;
 -- row may take the space an earlier page had left)
 CREATE TABLE in_wide_keyed (k bigint, p text, n bigserial);
 CREATE INDEX ON in_wide_keyed (k);
+CREATE TABLE in_wide_statements (target text);
+CREATE FUNCTION pg_temp.count_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO in_wide_statements VALUES (TG_TABLE_NAME);
+	RETURN NULL;
+END $$;
+CREATE TRIGGER in_wide_count AFTER INSERT ON in_wide_keyed
+	FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.count_statement();
 SELECT cpht_create(400000) AS ho4 \gset
 SET work_mem = '64kB';
+SET maintenance_work_mem = '1MB';
 SELECT is(cpht_insert_new(:ho4, 'in_wide_src', 'in_wide_keyed'), (SELECT count(DISTINCT id) FROM in_wide_src),
 	'more new rows than one INSERT takes');
+SELECT cmp_ok((SELECT count(*) FROM in_wide_statements WHERE target = 'in_wide_keyed'), '>=', 3::bigint,
+	'in several INSERTs');
+-- maintenance_work_mem alone makes room for them all
+CREATE TABLE in_wide_keyed2 (LIKE in_wide_keyed INCLUDING DEFAULTS INCLUDING INDEXES);
+CREATE TRIGGER in_wide_count AFTER INSERT ON in_wide_keyed2
+	FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.count_statement();
+SELECT cpht_create(400000) AS ho5 \gset
+SET maintenance_work_mem = '256MB';
+SELECT is(cpht_insert_new(:ho5, 'in_wide_src', 'in_wide_keyed2'), (SELECT count(DISTINCT id) FROM in_wide_src),
+	'the same rows at a larger maintenance_work_mem');
+SELECT is((SELECT count(*) FROM in_wide_statements WHERE target = 'in_wide_keyed2'), 1::bigint,
+	'in one INSERT');
+RESET maintenance_work_mem;
 RESET work_mem;
 SELECT ok((SELECT bool_and(k < next) FROM (SELECT k, lead(k) OVER (ORDER BY n) AS next FROM in_wide_keyed) x),
 	'went in in key order across the INSERTs');
