@@ -227,8 +227,9 @@ COMMENT ON FUNCTION cpht_fop_new_relation(int, regclass, name) IS
 -- INSERT INTO target SELECT * FROM cpht_fop_rows(handle, NULL::source,
 -- 'SELECT * FROM source', key_column) puts them, with the new rows picked by
 -- the parallel scan of cpht_fop_relation (row tids rather than rows) and
--- inserted by one TID scan.  Sources that scan cannot read as a query
--- would run that cpht_fop_rows statement instead.
+-- inserted by INSERTs that read them by tid (in key order into a target
+-- indexed by the key).  Sources that scan cannot read as a query would run
+-- that cpht_fop_rows statement instead.
 CREATE FUNCTION cpht_insert_new(handle int, source regclass, target regclass,
 								key_column name DEFAULT 'id')
 RETURNS bigint

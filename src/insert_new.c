@@ -202,7 +202,7 @@ target_indexed_by_key(Relation source, AttrNumber attno, Oid target_id)
  * per row (its pages over the rows the scan read) plus the node's
  * bookkeeping per row.  maintenance_work_mem counts because the node sorts
  * the rows for an index, as CREATE INDEX does, once per call: at the
- * default work_mem (4MB) 3.75M new rows took 57 INSERTs, each reading its
+ * default work_mem (4MB) 3.75M new rows took 58 INSERTs, each reading its
  * rows' pages of source again.
  */
 static uint64

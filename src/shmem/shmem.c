@@ -169,7 +169,7 @@ cpht_shmem_init(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("cpht.transfer_windows",
 							"Windows of the shared memory arena that carry keys to the cpht worker.",
-							"Each call on a shared table holds one window while it runs, a call larger than a window two when a second is free.",
+							"Each call on a shared table holds one window while it runs, a call larger than a window up to four when they are free.",
 							&cpht_transfer_windows,
 							4, 1, 64,
 							PGC_POSTMASTER, 0,
