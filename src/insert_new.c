@@ -229,12 +229,12 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 	uint64		chunk;
 	ArrayType  *array;
 	SPIPlanPtr	plan;
-	Oid			prev_plan_for;
+	RowsByTidInsert prev_plan_for;
 
 	/* into an index on the key: in key order */
 	rows.key_order = target_indexed_by_key(source, attno, target);
 	/* the planner puts the node that keeps $1's order under the INSERT */
-	prev_plan_for = cpht_rows_by_tid_plan_for(RelationGetRelid(source));
+	prev_plan_for = cpht_rows_by_tid_plan_for((RowsByTidInsert) {RelationGetRelid(source), target});
 	PG_TRY();
 	{
 		plan = plan_and_check(sql, TIDARRAYOID);
@@ -268,11 +268,17 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 			ARR_DIMS(array)[0] = n;
 			for (int i = 0; i < n; i++)
 				cpht_relscan_set_tid(&tids[i], rows.rows[done + i].index);
+			/* the node reads at the scan's command id, not at the INSERT's:
+			 * what a trigger or an earlier part of the calling statement
+			 * changed in source takes no row away */
+			cpht_rows_by_tid_read_under(snapshot);
 			inserted += run_insert(plan, PointerGetDatum(array), snapshot);
+			cpht_rows_by_tid_read_under(InvalidSnapshot);
 		}
 	}
 	PG_FINALLY();
 	{
+		cpht_rows_by_tid_read_under(InvalidSnapshot);
 		cpht_rows_by_tid_plan_for(prev_plan_for);
 	}
 	PG_END_TRY();

@@ -19,8 +19,9 @@
  * in heap order into memory (counted against cpht.max_memory), and then
  * returns the rows by position.  Tids in heap order are fetched and
  * returned one by one, as a TID scan does.  Like a TID scan it returns
- * each tid's row once, under the query's snapshot, and skips a tid whose
- * row is not visible or does not exist.
+ * each tid's row once, under the query's snapshot (or the one
+ * cpht_rows_by_tid_read_under left for it), and skips a tid whose row is
+ * not visible or does not exist.
  */
 #include "postgres.h"
 
@@ -36,6 +37,7 @@
 #include "optimizer/pathnode.h"
 #include "optimizer/paths.h"
 #include "optimizer/restrictinfo.h"
+#include "parser/parsetree.h"
 #include "storage/bufmgr.h"
 #include "utils/array.h"
 #include "utils/memutils.h"
@@ -48,7 +50,8 @@
 
 #define NODE_NAME "cpht rows by tid"
 
-static Oid	plan_for_relid = InvalidOid;
+static RowsByTidInsert plan_for = {InvalidOid, InvalidOid};
+static Snapshot next_snapshot = InvalidSnapshot;
 
 static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
 
@@ -81,6 +84,7 @@ typedef struct RowsByTidState
 	ItemPointerData *tids;
 	int			ntids;
 	int			next;
+	Snapshot	snapshot;		/* the rows' */
 	BlockNumber nblocks;		/* of the relation when the node started */
 	TupleTableSlot *fetch_slot;
 	/* tids not in heap order: the rows fetched up front, by position */
@@ -93,13 +97,33 @@ typedef struct RowsByTidState
 	MemoryContextCallback releaser;
 } RowsByTidState;
 
-Oid
-cpht_rows_by_tid_plan_for(Oid relid)
+RowsByTidInsert
+cpht_rows_by_tid_plan_for(RowsByTidInsert insert)
 {
-	Oid			prev = plan_for_relid;
+	RowsByTidInsert prev = plan_for;
 
-	plan_for_relid = relid;
+	plan_for = insert;
 	return prev;
+}
+
+Snapshot
+cpht_rows_by_tid_read_under(Snapshot snapshot)
+{
+	Snapshot	prev = next_snapshot;
+
+	next_snapshot = snapshot;
+	return prev;
+}
+
+/* Whether root plans the INSERT that plan_for names. */
+static bool
+planning_the_insert(PlannerInfo *root)
+{
+	Query	   *parse = root->parse;
+
+	return root->query_level == 1 && parse->commandType == CMD_INSERT &&
+		parse->resultRelation > 0 &&
+		rt_fetch(parse->resultRelation, parse->rtable)->relid == plan_for.target;
 }
 
 /* ---- planning ------------------------------------------------------------ */
@@ -134,8 +158,9 @@ rows_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *rte)
 	if (prev_set_rel_pathlist)
 		prev_set_rel_pathlist(root, rel, rti, rte);
 
-	if (!OidIsValid(plan_for_relid) || rel->reloptkind != RELOPT_BASEREL ||
-		rte->rtekind != RTE_RELATION || rte->relid != plan_for_relid || rte->inh ||
+	if (!OidIsValid(plan_for.source) || rel->reloptkind != RELOPT_BASEREL ||
+		rte->rtekind != RTE_RELATION || rte->relid != plan_for.source || rte->inh ||
+		!planning_the_insert(root) ||
 		list_length(rel->baserestrictinfo) != 1 ||
 		tid_list_clause(((RestrictInfo *) linitial(rel->baserestrictinfo))->clause, rti) == NULL)
 		return;
@@ -234,6 +259,9 @@ rows_begin(CustomScanState *node, EState *estate, int eflags)
 
 	rs->tids_expr = ExecInitExpr(linitial(cs->custom_exprs), &node->ss.ps);
 	rs->fetch_slot = table_slot_create(node->ss.ss_currentRelation, &estate->es_tupleTable);
+	/* the snapshot a caller left for this node, or the statement's */
+	rs->snapshot = next_snapshot != InvalidSnapshot ? next_snapshot : estate->es_snapshot;
+	next_snapshot = InvalidSnapshot;
 	rs->cxt = AllocSetContextCreate(CurrentMemoryContext, "cpht rows by tid",
 									ALLOCSET_DEFAULT_SIZES);
 	/* what is counted goes back however the query ends */
@@ -304,8 +332,7 @@ fetch_row(RowsByTidState *rs, ItemPointer tid)
 
 	if (!ItemPointerIsValid(tid) || ItemPointerGetBlockNumber(tid) >= rs->nblocks)
 		return false;
-	return table_tuple_fetch_row_version(rel, tid, rs->css.ss.ps.state->es_snapshot,
-										 rs->fetch_slot);
+	return table_tuple_fetch_row_version(rel, tid, rs->snapshot, rs->fetch_slot);
 }
 
 /* Room for a tuple of len bytes in the arena. */
