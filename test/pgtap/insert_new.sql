@@ -6,7 +6,7 @@
 -- security; the sources read through cpht_fop_rows; shared tables
 -- (transactional or not) when cpht is preloaded.
 BEGIN;
-SELECT plan(92);
+SELECT plan(93);
 
 \ir include/shared_sessions.psql
 
@@ -282,6 +282,20 @@ WITH gone AS (DELETE FROM in_gone_src WHERE id > 50 RETURNING id)
 SELECT is(cpht_insert_new(:ho7, 'in_gone_src', 'in_gone_keyed'), 100::bigint,
 	'rows the calling statement deleted, as its snapshot sees them')
 FROM (SELECT count(*) FROM gone) g;
+
+-- Under cpht.max_memory an INSERT holds no more rows than the cap leaves
+-- room for, though that is fewer than 65536: 66000 new rows of about 1kB
+-- (66MB in one INSERT of 65536) under a cap of 56MB.
+CREATE TABLE in_capped_src (id bigint, pad text);
+INSERT INTO in_capped_src SELECT hashint8(g)::bigint * 100000 + g, repeat('c', 1000) FROM generate_series(1, 66000) g;
+CREATE TABLE in_capped_keyed (k bigint PRIMARY KEY, pad text);
+SET cpht.device = 'cpu';
+SELECT cpht_create(100000) AS ho9 \gset
+RESET cpht.device;
+SET cpht.max_memory = '56MB';
+SELECT is(cpht_insert_new(:ho9, 'in_capped_src', 'in_capped_keyed'), 66000::bigint,
+	'rows too many for one INSERT under cpht.max_memory');
+RESET cpht.max_memory;
 
 -- Only the call's own INSERT gets the node: a statement planned while the
 -- call runs (here by a trigger on the target) that reads the source by
