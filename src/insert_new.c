@@ -237,12 +237,12 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 	uint64		chunk;
 	ArrayType  *array;
 	SPIPlanPtr	plan;
-	RowsByTidInsert prev_plan_for;
+	Oid			prev_plan_for;
 
 	/* into an index on the key: in key order */
 	rows.key_order = target_indexed_by_key(source, attno, target);
 	/* the planner puts the node that keeps $1's order under the INSERT */
-	prev_plan_for = cpht_rows_by_tid_plan_for((RowsByTidInsert) {RelationGetRelid(source), target});
+	prev_plan_for = cpht_rows_by_tid_plan_for(RelationGetRelid(source));
 	PG_TRY();
 	{
 		plan = plan_and_check(sql, TIDARRAYOID);

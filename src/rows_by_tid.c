@@ -37,7 +37,6 @@
 #include "optimizer/pathnode.h"
 #include "optimizer/paths.h"
 #include "optimizer/restrictinfo.h"
-#include "parser/parsetree.h"
 #include "storage/bufmgr.h"
 #include "utils/array.h"
 #include "utils/memutils.h"
@@ -50,7 +49,7 @@
 
 #define NODE_NAME "cpht rows by tid"
 
-static RowsByTidInsert plan_for = {InvalidOid, InvalidOid};
+static Oid	plan_for_relid = InvalidOid;
 static Snapshot next_snapshot = InvalidSnapshot;
 
 static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
@@ -97,12 +96,12 @@ typedef struct RowsByTidState
 	MemoryContextCallback releaser;
 } RowsByTidState;
 
-RowsByTidInsert
-cpht_rows_by_tid_plan_for(RowsByTidInsert insert)
+Oid
+cpht_rows_by_tid_plan_for(Oid relid)
 {
-	RowsByTidInsert prev = plan_for;
+	Oid			prev = plan_for_relid;
 
-	plan_for = insert;
+	plan_for_relid = relid;
 	return prev;
 }
 
@@ -115,15 +114,12 @@ cpht_rows_by_tid_read_under(Snapshot snapshot)
 	return prev;
 }
 
-/* Whether root plans the INSERT that plan_for names. */
+/* Whether root plans a top-level INSERT, as cpht_insert_new's is (into
+ * target, or what a rule or an updatable view makes of it). */
 static bool
-planning_the_insert(PlannerInfo *root)
+planning_an_insert(PlannerInfo *root)
 {
-	Query	   *parse = root->parse;
-
-	return root->query_level == 1 && parse->commandType == CMD_INSERT &&
-		parse->resultRelation > 0 &&
-		rt_fetch(parse->resultRelation, parse->rtable)->relid == plan_for.target;
+	return root->query_level == 1 && root->parse->commandType == CMD_INSERT;
 }
 
 /* ---- planning ------------------------------------------------------------ */
@@ -158,9 +154,9 @@ rows_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *rte)
 	if (prev_set_rel_pathlist)
 		prev_set_rel_pathlist(root, rel, rti, rte);
 
-	if (!OidIsValid(plan_for.source) || rel->reloptkind != RELOPT_BASEREL ||
-		rte->rtekind != RTE_RELATION || rte->relid != plan_for.source || rte->inh ||
-		!planning_the_insert(root) ||
+	if (!OidIsValid(plan_for_relid) || rel->reloptkind != RELOPT_BASEREL ||
+		rte->rtekind != RTE_RELATION || rte->relid != plan_for_relid || rte->inh ||
+		!planning_an_insert(root) ||
 		list_length(rel->baserestrictinfo) != 1 ||
 		tid_list_clause(((RestrictInfo *) linitial(rel->baserestrictinfo))->clause, rti) == NULL)
 		return;

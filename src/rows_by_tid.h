@@ -10,21 +10,15 @@
 #include "utils/snapshot.h"
 
 /*
- * The INSERT that gets the node: while source is set (InvalidOid: never),
- * the scan of source in the top-level statement
- *     INSERT INTO target SELECT ... FROM ONLY source WHERE ctid = ANY ($1)
- * with no other condition becomes the node: it returns the rows of the
- * tids in $1 in the array's order, where a TID scan would return them in
- * heap order.  No other statement planned meanwhile (by a trigger, say)
- * gets it.  Returns the value it replaces, for the caller to put back.
+ * While set to a relation (InvalidOid: never), a scan of that relation
+ * planned as  SELECT ... FROM ONLY rel WHERE ctid = ANY ($1)  with no other
+ * condition, in a top-level INSERT, becomes the node: it returns the rows
+ * of the tids in $1 in the array's order, where a TID scan would return
+ * them in heap order.  No other statement planned meanwhile (a trigger's
+ * query, say) gets it.  Returns the value it replaces, for the caller to
+ * put back.
  */
-typedef struct RowsByTidInsert
-{
-	Oid			source;
-	Oid			target;
-} RowsByTidInsert;
-
-extern RowsByTidInsert cpht_rows_by_tid_plan_for(RowsByTidInsert insert);
+extern Oid	cpht_rows_by_tid_plan_for(Oid relid);
 
 /*
  * The snapshot the next node to start reads under, in place of its
