@@ -434,7 +434,7 @@ rows_next(ScanState *ss)
 			tuple.t_self = rs->tids[pos];
 			tuple.t_tableOid = RelationGetRelid(rel);
 			tuple.t_data = (HeapTupleHeader) rs->rows[pos].data;
-			/* the slot's values point into the arena, which outlives them */
+			/* into the scan slot, a buffer heap tuple slot: it keeps a copy */
 			ExecForceStoreHeapTuple(&tuple, slot, false);
 		}
 		else
