@@ -50,15 +50,16 @@
 #include "utils/snapmgr.h"
 
 #include "cpht_table.h"
+#include "memcap.h"
 #include "relscan.h"
 #include "rows_by_tid.h"
 
 /* Rows per INSERT of the fast path, at most (an array of 24 MB). */
 #define TID_CHUNK (1 << 22)
 
-/* Rows per INSERT in key order, at least: the node under it holds a
- * chunk's rows in memory (see key_order_chunk), and each chunk reads its
- * rows' pages again. */
+/* Rows per INSERT in key order, at least (unless cpht.max_memory leaves
+ * less room): the node under it holds a chunk's rows in memory (see
+ * key_order_chunk), and each chunk reads its rows' pages again. */
 #define KEY_ORDER_MIN_CHUNK (1 << 16)
 
 /*
@@ -203,7 +204,10 @@ target_indexed_by_key(Relation source, AttrNumber attno, Oid target_id)
  * bookkeeping per row.  maintenance_work_mem counts because the node sorts
  * the rows for an index, as CREATE INDEX does, once per call: at the
  * default work_mem (4MB) 3.75M new rows took 58 INSERTs, each reading its
- * rows' pages of source again.
+ * rows' pages of source again.  The node counts what it holds against
+ * cpht.max_memory, so under a cap a chunk takes at most half of what the
+ * cap leaves (the rows' sizes vary, and its last block of rows is part
+ * empty), however few rows that is.
  */
 static uint64
 key_order_chunk(Relation source, uint64 seen)
@@ -211,8 +215,12 @@ key_order_chunk(Relation source, uint64 seen)
 	uint64		bytes = (uint64) RelationGetNumberOfBlocks(source) * BLCKSZ;
 	uint64		per_row = bytes / Max(seen, 1) + 3 * sizeof(cpht_key_index);
 	uint64		rows = (uint64) Max(work_mem, maintenance_work_mem) * 1024 / per_row;
+	uint64		budget = cpht_memory_budget();
 
-	return Min(Max(rows, KEY_ORDER_MIN_CHUNK), TID_CHUNK);
+	rows = Min(Max(rows, KEY_ORDER_MIN_CHUNK), TID_CHUNK);
+	if (budget != PG_UINT64_MAX)
+		rows = Min(rows, Max(budget / 2 / per_row, 1));
+	return rows;
 }
 
 /* The fast path: the new rows from relscan.c, sorted, then the INSERTs. */
@@ -268,11 +276,17 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 			ARR_DIMS(array)[0] = n;
 			for (int i = 0; i < n; i++)
 				cpht_relscan_set_tid(&tids[i], rows.rows[done + i].index);
+			/* the node reads at the scan's command id, not at the INSERT's:
+			 * what a trigger or an earlier part of the calling statement
+			 * changed in source takes no row away */
+			cpht_rows_by_tid_read_under(snapshot);
 			inserted += run_insert(plan, PointerGetDatum(array), snapshot);
+			cpht_rows_by_tid_read_under(InvalidSnapshot);
 		}
 	}
 	PG_FINALLY();
 	{
+		cpht_rows_by_tid_read_under(InvalidSnapshot);
 		cpht_rows_by_tid_plan_for(prev_plan_for);
 	}
 	PG_END_TRY();

@@ -19,8 +19,9 @@
  * in heap order into memory (counted against cpht.max_memory), and then
  * returns the rows by position.  Tids in heap order are fetched and
  * returned one by one, as a TID scan does.  Like a TID scan it returns
- * each tid's row once, under the query's snapshot, and skips a tid whose
- * row is not visible or does not exist.
+ * each tid's row once, under the query's snapshot (or the one
+ * cpht_rows_by_tid_read_under left for it), and skips a tid whose row is
+ * not visible or does not exist.
  */
 #include "postgres.h"
 
@@ -49,6 +50,7 @@
 #define NODE_NAME "cpht rows by tid"
 
 static Oid	plan_for_relid = InvalidOid;
+static Snapshot next_snapshot = InvalidSnapshot;
 
 static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
 
@@ -81,6 +83,7 @@ typedef struct RowsByTidState
 	ItemPointerData *tids;
 	int			ntids;
 	int			next;
+	Snapshot	snapshot;		/* the rows' */
 	BlockNumber nblocks;		/* of the relation when the node started */
 	TupleTableSlot *fetch_slot;
 	/* tids not in heap order: the rows fetched up front, by position */
@@ -100,6 +103,23 @@ cpht_rows_by_tid_plan_for(Oid relid)
 
 	plan_for_relid = relid;
 	return prev;
+}
+
+Snapshot
+cpht_rows_by_tid_read_under(Snapshot snapshot)
+{
+	Snapshot	prev = next_snapshot;
+
+	next_snapshot = snapshot;
+	return prev;
+}
+
+/* Whether root plans a top-level INSERT, as cpht_insert_new's is (into
+ * target, or what a rule or an updatable view makes of it). */
+static bool
+planning_an_insert(PlannerInfo *root)
+{
+	return root->query_level == 1 && root->parse->commandType == CMD_INSERT;
 }
 
 /* ---- planning ------------------------------------------------------------ */
@@ -136,6 +156,7 @@ rows_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *rte)
 
 	if (!OidIsValid(plan_for_relid) || rel->reloptkind != RELOPT_BASEREL ||
 		rte->rtekind != RTE_RELATION || rte->relid != plan_for_relid || rte->inh ||
+		!planning_an_insert(root) ||
 		list_length(rel->baserestrictinfo) != 1 ||
 		tid_list_clause(((RestrictInfo *) linitial(rel->baserestrictinfo))->clause, rti) == NULL)
 		return;
@@ -234,6 +255,9 @@ rows_begin(CustomScanState *node, EState *estate, int eflags)
 
 	rs->tids_expr = ExecInitExpr(linitial(cs->custom_exprs), &node->ss.ps);
 	rs->fetch_slot = table_slot_create(node->ss.ss_currentRelation, &estate->es_tupleTable);
+	/* the snapshot a caller left for this node, or the statement's */
+	rs->snapshot = next_snapshot != InvalidSnapshot ? next_snapshot : estate->es_snapshot;
+	next_snapshot = InvalidSnapshot;
 	rs->cxt = AllocSetContextCreate(CurrentMemoryContext, "cpht rows by tid",
 									ALLOCSET_DEFAULT_SIZES);
 	/* what is counted goes back however the query ends */
@@ -304,8 +328,7 @@ fetch_row(RowsByTidState *rs, ItemPointer tid)
 
 	if (!ItemPointerIsValid(tid) || ItemPointerGetBlockNumber(tid) >= rs->nblocks)
 		return false;
-	return table_tuple_fetch_row_version(rel, tid, rs->css.ss.ps.state->es_snapshot,
-										 rs->fetch_slot);
+	return table_tuple_fetch_row_version(rel, tid, rs->snapshot, rs->fetch_slot);
 }
 
 /* Room for a tuple of len bytes in the arena. */
@@ -411,7 +434,7 @@ rows_next(ScanState *ss)
 			tuple.t_self = rs->tids[pos];
 			tuple.t_tableOid = RelationGetRelid(rel);
 			tuple.t_data = (HeapTupleHeader) rs->rows[pos].data;
-			/* the slot's values point into the arena, which outlives them */
+			/* into the scan slot, a buffer heap tuple slot: it keeps a copy */
 			ExecForceStoreHeapTuple(&tuple, slot, false);
 		}
 		else

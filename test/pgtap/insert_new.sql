@@ -6,7 +6,7 @@
 -- security; the sources read through cpht_fop_rows; shared tables
 -- (transactional or not) when cpht is preloaded.
 BEGIN;
-SELECT plan(87);
+SELECT plan(93);
 
 \ir include/shared_sessions.psql
 
@@ -251,6 +251,81 @@ SELECT ok((SELECT bool_and(k < next) FROM (SELECT k, lead(k) OVER (ORDER BY n) A
 SELECT is((SELECT count(*) FROM in_wide_keyed t
 	WHERE NOT EXISTS (SELECT 1 FROM in_wide_src s WHERE s.id = t.k AND s.payload = t.p)), 0::bigint,
 	'each a row of the source, whole');
+
+-- Every INSERT reads the rows the scan saw, whatever the statements before
+-- it changed in the source: a statement trigger on the target that empties
+-- the source after each INSERT, and a delete earlier in the calling
+-- statement (which the call's snapshot does not see), take no row away.
+CREATE TABLE in_gone_src (id bigint);
+INSERT INTO in_gone_src SELECT g FROM generate_series(1, 70000) g;
+CREATE TABLE in_gone_keyed (k bigint PRIMARY KEY);
+CREATE FUNCTION pg_temp.empty_source() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	DELETE FROM in_gone_src;
+	RETURN NULL;
+END $$;
+CREATE TRIGGER in_gone_empty AFTER INSERT ON in_gone_keyed
+	FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.empty_source();
+SELECT cpht_create(100000) AS ho6 \gset
+SET work_mem = '64kB';
+SET maintenance_work_mem = '1MB';
+SELECT is(cpht_insert_new(:ho6, 'in_gone_src', 'in_gone_keyed'), 70000::bigint,
+	'a source emptied after each INSERT: every row');
+RESET maintenance_work_mem;
+RESET work_mem;
+SELECT is((SELECT count(*) FROM in_gone_keyed), 70000::bigint, 'all in the target');
+DROP TRIGGER in_gone_empty ON in_gone_keyed;
+TRUNCATE in_gone_keyed;
+INSERT INTO in_gone_src SELECT g FROM generate_series(1, 100) g;
+SELECT cpht_create(1000) AS ho7 \gset
+WITH gone AS (DELETE FROM in_gone_src WHERE id > 50 RETURNING id)
+SELECT is(cpht_insert_new(:ho7, 'in_gone_src', 'in_gone_keyed'), 100::bigint,
+	'rows the calling statement deleted, as its snapshot sees them')
+FROM (SELECT count(*) FROM gone) g;
+
+-- Under cpht.max_memory an INSERT holds no more rows than the cap leaves
+-- room for, though that is fewer than 65536: 66000 new rows of about 1kB
+-- (66MB in one INSERT of 65536) under a cap of 56MB.
+CREATE TABLE in_capped_src (id bigint, pad text);
+INSERT INTO in_capped_src SELECT hashint8(g)::bigint * 100000 + g, repeat('c', 1000) FROM generate_series(1, 66000) g;
+CREATE TABLE in_capped_keyed (k bigint PRIMARY KEY, pad text);
+SET cpht.device = 'cpu';
+SELECT cpht_create(100000) AS ho9 \gset
+RESET cpht.device;
+SET cpht.max_memory = '56MB';
+SELECT is(cpht_insert_new(:ho9, 'in_capped_src', 'in_capped_keyed'), 66000::bigint,
+	'rows too many for one INSERT under cpht.max_memory');
+RESET cpht.max_memory;
+
+-- Only the call's own INSERT gets the node: a statement planned while the
+-- call runs (here by a trigger on the target) that reads the source by
+-- ctid keeps PostgreSQL's TID scan, also when its plan is kept for later.
+CREATE TABLE in_lookup_dst (id bigint);
+CREATE FUNCTION pg_temp.prepare_lookup() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE 'PREPARE in_lookup(tid[]) AS SELECT count(*) FROM ONLY in_gone_src WHERE ctid = ANY ($1)';
+	EXECUTE 'EXECUTE in_lookup(''{}'')';
+	RETURN NULL;
+END $$;
+CREATE TRIGGER in_lookup_prepare AFTER INSERT ON in_lookup_dst
+	FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.prepare_lookup();
+CREATE FUNCTION pg_temp.plan_of(query text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	line text;
+	plan text := '';
+BEGIN
+	FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || query LOOP
+		plan := plan || line || E'\n';
+	END LOOP;
+	RETURN plan;
+END $$;
+SET plan_cache_mode = force_generic_plan;
+SELECT cpht_create(1000) AS ho8 \gset
+SELECT is(cpht_insert_new(:ho8, 'in_gone_src', 'in_lookup_dst'), 50::bigint, 'a target whose trigger plans a lookup');
+SELECT unalike(pg_temp.plan_of('EXECUTE in_lookup(''{"(0,1)"}'')'), '%cpht rows by tid%',
+	'the lookup''s kept plan is not the node');
+DEALLOCATE in_lookup;
+RESET plan_cache_mode;
 
 -- privileges and row-level security
 CREATE ROLE in_loader;
