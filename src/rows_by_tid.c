@@ -255,7 +255,9 @@ rows_begin(CustomScanState *node, EState *estate, int eflags)
 
 	rs->tids_expr = ExecInitExpr(linitial(cs->custom_exprs), &node->ss.ps);
 	rs->fetch_slot = table_slot_create(node->ss.ss_currentRelation, &estate->es_tupleTable);
-	/* the snapshot a caller left for this node, or the statement's */
+	/* the snapshot a caller left for this node, or the statement's (the
+	 * INSERT's node starts as its plan is set up, before any of the
+	 * INSERT's triggers can run a statement, so it is the one to take it) */
 	rs->snapshot = next_snapshot != InvalidSnapshot ? next_snapshot : estate->es_snapshot;
 	next_snapshot = InvalidSnapshot;
 	rs->cxt = AllocSetContextCreate(CurrentMemoryContext, "cpht rows by tid",

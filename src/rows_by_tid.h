@@ -14,9 +14,9 @@
  * planned as  SELECT ... FROM ONLY rel WHERE ctid = ANY ($1)  with no other
  * condition, in a top-level INSERT, becomes the node: it returns the rows
  * of the tids in $1 in the array's order, where a TID scan would return
- * them in heap order.  No other statement planned meanwhile (a trigger's
- * query, say) gets it.  Returns the value it replaces, for the caller to
- * put back.
+ * them in heap order.  A statement other than an INSERT planned meanwhile
+ * (a trigger's query, say) does not get it.  Returns the value it
+ * replaces, for the caller to put back.
  */
 extern Oid	cpht_rows_by_tid_plan_for(Oid relid);
 
