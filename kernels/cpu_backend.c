@@ -245,7 +245,7 @@ static cpht_status
 cuckoo_fop_batch(cpht_table *t, const uint64_t *keys, size_t n,
 				 uint8_t *status, uint64_t *homeless, size_t *nhomeless)
 {
-	key_index  *items = malloc((n ? n : 1) * sizeof(key_index));
+	cpht_key_index *items = malloc((n ? n : 1) * sizeof(cpht_key_index));
 	uint64_t   *distinct = malloc((n ? n : 1) * sizeof(uint64_t));
 	uint64_t   *first = malloc((n ? n : 1) * sizeof(uint64_t));
 	uint8_t    *found = malloc(n ? n : 1);

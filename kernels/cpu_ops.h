@@ -35,9 +35,6 @@ void		cpu_parallel_for(int threads, size_t n, cpu_range_fn fn, void *ctx);
 void		cpu_parallel_for_min(int threads, size_t n, size_t min_per_thread,
 								 cpu_range_fn fn, void *ctx);
 
-/* cpht_table.h's pair of a key and what its sort carries. */
-typedef cpht_key_index key_index;
-
 #ifdef __cplusplus
 }
 #endif

@@ -14,14 +14,14 @@
 int
 cpht_sort_key_index(cpht_key_index *items, size_t n)
 {
-	key_index  *tmp;
-	key_index  *src = items;
-	key_index  *dst;
+	cpht_key_index *tmp;
+	cpht_key_index *src = items;
+	cpht_key_index *dst;
 	size_t		counts[8][256];
 
 	if (n < 2)
 		return 0;
-	tmp = malloc(n * sizeof(key_index));
+	tmp = malloc(n * sizeof(cpht_key_index));
 	if (tmp == NULL)
 		return -1;
 	dst = tmp;
@@ -36,7 +36,7 @@ cpht_sort_key_index(cpht_key_index *items, size_t n)
 	{
 		size_t		offset = 0;
 		size_t		pos[256];
-		key_index  *swap;
+		cpht_key_index *swap;
 
 		if (counts[b][(items[0].key >> (8 * b)) & 0xff] == n)
 			continue;			/* every key has the same byte here */
@@ -52,7 +52,7 @@ cpht_sort_key_index(cpht_key_index *items, size_t n)
 		dst = swap;
 	}
 	if (src != items)
-		memcpy(items, src, n * sizeof(key_index));
+		memcpy(items, src, n * sizeof(cpht_key_index));
 	free(tmp);
 	return 0;
 }

@@ -281,7 +281,6 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 			 * changed in source takes no row away */
 			cpht_rows_by_tid_read_under(snapshot);
 			inserted += run_insert(plan, PointerGetDatum(array), snapshot);
-			cpht_rows_by_tid_read_under(InvalidSnapshot);
 		}
 	}
 	PG_FINALLY();
