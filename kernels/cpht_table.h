@@ -409,6 +409,10 @@ uint64_t	cpht_table_changes(cpht_table *table);
  * image_wait: every image_write is done.
  * image_finish: after the last image_write, the stash and counts; on
  *   failure (message in errbuf) the caller destroys the table.
+ *
+ * image_slots_from_v1: converts `bytes` of slots `slot_bits` wide, in host
+ *   memory, from version 1 of the slot encoding (layout.h), in place: what
+ *   a reader of images saved in that encoding applies before image_write.
  */
 typedef struct cpht_image_info
 {
@@ -437,6 +441,7 @@ cpht_status cpht_table_image_write(cpht_table *table, int level, uint64_t offset
 cpht_status cpht_table_image_wait(cpht_table *table);
 cpht_status cpht_table_image_finish(cpht_table *table, const cpht_image_info *info,
 									const uint64_t *stash, char *errbuf, size_t errlen);
+void		cpht_image_slots_from_v1(void *slots, uint64_t bytes, int slot_bits);
 
 /* Message of the last failed call on this table. */
 const char *cpht_table_error(const cpht_table *table);

@@ -128,7 +128,7 @@ gpu_lane_free(const gpu_lane<SW, B> &v)
 
 #pragma unroll
 	for (int t = 0; t < gpu_geom<SW, B>::S; t++)
-		m |= (unsigned) ((v.s[t] & 1) == 0) << t;
+		m |= (unsigned) !slot_is_live(v.s[t]) << t;
 	return m;
 }
 

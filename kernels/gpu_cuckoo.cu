@@ -193,7 +193,7 @@ struct ck_put : ck_base<SW, B>
 #pragma unroll
 				for (int u = 0; u < G::S; u++)
 				{
-					unsigned	l = (unsigned) (s.s[u] & 1);
+					unsigned	l = (unsigned) slot_is_live(s.s[u]);
 
 					live |= l << u;
 					from |= (l && g.rank * G::S + u >= at) << u;

@@ -15,7 +15,7 @@ scan_kernel(const T *slots, uint64_t n, unsigned long long *counts)
 	{
 		T			s = slots[i];
 
-		live += s & 1;
+		live += slot_is_live(s);
 		tomb += s == (T) CPHT_SLOT_TOMBSTONE;
 	}
 	for (int d = 16; d > 0; d >>= 1)

@@ -47,11 +47,18 @@
  * place a key is split or rebuilt applies it, and a key's width is that of
  * its folded pattern.
  *
- * Slot encoding.  0 is EMPTY.  A live slot is odd:
- *     slot = (remainder << (1 + choice_bits)) | (choice << 1) | 1
- * TOMBSTONE is 2: non-empty (so find-or-put never reuses it and the
- * "non-empty slots form a prefix" invariant of the paper survives deletes)
- * and even, so it equals no live slot.
+ * Slot encoding.  0 is EMPTY, 1 is TOMBSTONE, and a live slot is
+ *     slot = ((remainder << choice_bits) | choice) + 2
+ * TOMBSTONE is non-empty, so find-or-put never reuses it and the "non-empty
+ * slots form a prefix" invariant of the paper survives deletes, and it is
+ * below 2, so it equals no live slot.  Offsetting the code by the two state
+ * values, instead of spending a bit of every slot on "live", lets a slot of
+ * w bits hold any remainder up to 2^w - 3 (with no choice bits): one bit
+ * more than a live bit allows, and with a division split (whose largest
+ * remainder is (2^key_bits - 1) / buckets, no power of two) the fraction
+ * of a bit beyond that too.  slot_fits decides from that exact largest
+ * code.  Version 1 snapshot files hold the earlier encoding, with a live
+ * bit; slot_from_v1 converts their slots.
  */
 #ifndef CPHT_LAYOUT_H
 #define CPHT_LAYOUT_H
@@ -65,7 +72,8 @@
 #endif
 
 #define CPHT_SLOT_EMPTY		((uint64_t) 0)
-#define CPHT_SLOT_TOMBSTONE ((uint64_t) 2)
+#define CPHT_SLOT_TOMBSTONE ((uint64_t) 1)
+#define CPHT_SLOT_LIVE_FROM ((uint64_t) 2)	/* the smallest live slot */
 
 /* Shifts that are defined for a count of 64 (C leaves x >> 64 undefined). */
 CPHT_HD uint64_t
@@ -239,42 +247,114 @@ layout_key(layout_perm p, uint64_t address, uint64_t remainder)
 CPHT_HD uint64_t
 slot_encode(uint64_t remainder, int choice, int choice_bits)
 {
-	return (remainder << (1 + choice_bits)) | ((uint64_t) choice << 1) | 1;
+	return ((remainder << choice_bits) | (uint64_t) choice) + CPHT_SLOT_LIVE_FROM;
 }
 
 CPHT_HD int
 slot_is_live(uint64_t slot)
 {
-	return (int) (slot & 1);
+	return slot >= CPHT_SLOT_LIVE_FROM;
 }
 
 CPHT_HD uint64_t
 slot_remainder(uint64_t slot, int choice_bits)
 {
-	return slot >> (1 + choice_bits);
+	return (slot - CPHT_SLOT_LIVE_FROM) >> choice_bits;
 }
 
 CPHT_HD int
 slot_choice(uint64_t slot, int choice_bits)
 {
-	return (int) ((slot >> 1) & layout_mask(choice_bits));
+	return (int) ((slot - CPHT_SLOT_LIVE_FROM) & layout_mask(choice_bits));
 }
 
-/* Bits a slot needs: remainder, choice and the live bit.  floor_bits is
- * floor(log2) of the level's bucket count. */
-CPHT_HD int
-slot_bits_needed(int key_bits, int floor_bits, int choice_bits)
+/* A slot of version 1 of the encoding (EMPTY 0, TOMBSTONE 2, a live slot
+ * (remainder << (1 + choice_bits)) | (choice << 1) | 1) in this one. */
+CPHT_HD uint64_t
+slot_from_v1(uint64_t v1)
 {
-	int			rem = key_bits > floor_bits ? key_bits - floor_bits : 0;
-
-	return rem + choice_bits + 1;
+	if ((v1 & 1) == 0)
+		return v1 == 0 ? CPHT_SLOT_EMPTY : CPHT_SLOT_TOMBSTONE;
+	return (v1 >> 1) + CPHT_SLOT_LIVE_FROM;
 }
 
-/* Smallest of 16/32/64 that holds `needed` bits; 0 if none does. */
-CPHT_HD int
-slot_width_for(int needed)
+/*
+ * The largest remainder of a key below 2^key_bits in a level of `buckets`
+ * buckets: key >> floor(log2 buckets) for a power of two (the XOR split),
+ * key / buckets otherwise (the division split), at the largest key.
+ */
+CPHT_HD uint64_t
+slot_max_remainder(int key_bits, uint64_t buckets)
 {
-	return needed <= 16 ? 16 : needed <= 32 ? 32 : needed <= 64 ? 64 : 0;
+	uint64_t	top = layout_mask(key_bits);
+
+	if ((buckets & (buckets - 1)) == 0)
+		return top >> (layout_width(buckets) - 1);
+	return top / buckets;
+}
+
+/*
+ * Whether slots of slot_bits bits hold every key below 2^key_bits in a
+ * level of `buckets` buckets and `choices` hash choices (choice_bits bits
+ * of choice): whether the largest code, that of the largest remainder with
+ * the last choice, is below 2^slot_bits.
+ */
+CPHT_HD int
+slot_fits(int slot_bits, int key_bits, uint64_t buckets, int choices, int choice_bits)
+{
+	uint64_t	rem = slot_max_remainder(key_bits, buckets);
+
+	/* rem << choice_bits must not lose bits (only 64-bit keys in 64-bit
+	 * slots come near: a level has at least 8 buckets) */
+	if (choice_bits > 0 && rem > (UINT64_MAX >> choice_bits))
+		return 0;
+	rem = (rem << choice_bits) | (uint64_t) (choices - 1);
+	if (rem > UINT64_MAX - CPHT_SLOT_LIVE_FROM)
+		return 0;
+	return rem + CPHT_SLOT_LIVE_FROM <= layout_mask(slot_bits);
+}
+
+/*
+ * The fewest buckets at which slots of slot_bits bits hold every key below
+ * 2^key_bits (slot_fits): the largest remainder, floor((2^key_bits - 1) /
+ * buckets) with either split, must be at most the largest one such a slot
+ * holds.  0 when no slot of that width holds even a remainder of 0.
+ */
+CPHT_HD uint64_t
+slot_fewest_buckets(int slot_bits, int key_bits, int choices, int choice_bits)
+{
+	uint64_t	top = layout_mask(slot_bits),
+				spare = CPHT_SLOT_LIVE_FROM + (uint64_t) (choices - 1),
+				held;
+
+	if (top < spare)
+		return 0;
+	held = (top - spare) >> choice_bits;
+	if (held == UINT64_MAX)
+		return 1;
+	return layout_mask(key_bits) / (held + 1) + 1;
+}
+
+/* Smallest of 16/32/64 bits that holds every key below 2^key_bits (see
+ * slot_fits); 0 if none does. */
+CPHT_HD int
+slot_width_for(int key_bits, uint64_t buckets, int choices, int choice_bits)
+{
+	for (int w = 16; w <= 64; w *= 2)
+		if (slot_fits(w, key_bits, buckets, choices, choice_bits))
+			return w;
+	return 0;
+}
+
+/* The widest keys (bits, at most 64) slots of slot_bits bits hold. */
+CPHT_HD int
+slot_key_bits_held(int slot_bits, uint64_t buckets, int choices, int choice_bits)
+{
+	int			bits = 64;
+
+	while (bits > 0 && !slot_fits(slot_bits, bits, buckets, choices, choice_bits))
+		bits--;
+	return bits;
 }
 
 /*

@@ -192,6 +192,56 @@ table_iceberg_levels(cpht_params *p, double primary)
 	p->slots[0] = 16 * b;
 }
 
+/* The levels of `primary` buckets of the kind (iceberg as above; cuckoo
+ * 16-slot buckets, 8 at least). */
+static void
+kind_levels(cpht_params *p, double primary)
+{
+	if (p->kind == CPHT_ICEBERG)
+		table_iceberg_levels(p, primary);
+	else
+	{
+		p->bucket_slots[0] = 16;
+		p->slots[0] = 16 * (primary < 8 ? 8 : (uint64_t) primary);
+	}
+}
+
+/*
+ * The levels for at least `primary` primary buckets (or cuckoo buckets)
+ * that take the fewest bytes.  A slot holds a remainder, and a remainder is
+ * shorter the more buckets there are, so a somewhat larger level may take
+ * slots half as wide: 37-bit keys need 32-bit slots in 2^21 buckets and
+ * 16-bit ones in 2^21 + 65 (layout.h).  Such a level holds more keys in
+ * fewer bytes, and is taken instead wherever it is no larger.  With slot
+ * widths to resolve only (slot_bits 0), as creation and growth have them.
+ */
+void
+table_size_levels(cpht_params *p, double primary)
+{
+	int			choices = p->kind == CPHT_CUCKOO ? CPHT_CUCKOO_CHOICES : 1;
+	int			choice_bits = choices == 1 ? 0 : 2;
+	uint64_t	bytes;
+
+	kind_levels(p, primary);
+	bytes = cpht_params_table_bytes(p);
+	for (int w = 32; w >= 16 && bytes > 0; w /= 2)
+	{
+		uint64_t	fewest = slot_fewest_buckets(w, p->key_bits, choices, choice_bits);
+		cpht_params q = *p;
+		uint64_t	qbytes;
+
+		if (fewest <= (uint64_t) primary || fewest > MAX_BUCKETS)
+			continue;
+		kind_levels(&q, (double) fewest);
+		qbytes = cpht_params_table_bytes(&q);
+		if (qbytes > 0 && qbytes <= bytes)
+		{
+			*p = q;
+			bytes = qbytes;
+		}
+	}
+}
+
 /* Whether an iceberg table's levels are those table_iceberg_levels makes. */
 int
 table_iceberg_sized(const cpht_params *p)
@@ -229,32 +279,20 @@ cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 
 	out->kind = kind;
 	out->key_bits = key_bits;
-	if (kind == CPHT_ICEBERG)
-	{
-		double		want = buckets_for(capacity, 18.0 * ICEBERG_TARGET_FILL);
-
-		if (want > (double) MAX_BUCKETS)
-			return param_fail(errbuf, errlen, CPHT_ERR_NOMEM,
-							  "capacity %llu is larger than any table cpht can allocate",
-							  (unsigned long long) capacity);
-		table_iceberg_levels(out, want);
-	}
-	else
-	{
-		double		want = buckets_for(capacity, 16.0 * CUCKOO_TARGET_FILL);
-		uint64_t	b = want < 8 ? 8 : (uint64_t) want;
-
-		if (want > (double) MAX_BUCKETS)
-			return param_fail(errbuf, errlen, CPHT_ERR_NOMEM,
-							  "capacity %llu is larger than any table cpht can allocate",
-							  (unsigned long long) capacity);
-		out->bucket_slots[0] = 16;
-		out->slots[0] = 16 * b;
-	}
 	if (auto_bits)
 	{
 		out->auto_key_bits = 1;
 		out->key_bits = CPHT_AUTO_KEY_BITS_START;
+	}
+	{
+		double		want = kind == CPHT_ICEBERG ? buckets_for(capacity, 18.0 * ICEBERG_TARGET_FILL)
+			: buckets_for(capacity, 16.0 * CUCKOO_TARGET_FILL);
+
+		if (want > (double) MAX_BUCKETS)
+			return param_fail(errbuf, errlen, CPHT_ERR_NOMEM,
+							  "capacity %llu is larger than any table cpht can allocate",
+							  (unsigned long long) capacity);
+		table_size_levels(out, want);
 	}
 	return CPHT_OK;
 }
@@ -275,8 +313,7 @@ table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 	{
 		layout_level *lv = &t->level[l];
 		int			b = p->bucket_slots[l];
-		int			needed,
-					floor_bits;
+		int			floor_bits;
 
 		if (b != 4 && b != 8 && b != 16 && b != 32)
 			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
@@ -309,16 +346,16 @@ table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 
 		lv->choices = p->kind == CPHT_CUCKOO ? CPHT_CUCKOO_CHOICES : l == 0 ? 1 : CPHT_ICEBERG_CHOICES;
 		lv->choice_bits = lv->choices == 1 ? 0 : lv->choices == 2 ? 1 : 2;
-		needed = slot_bits_needed(p->key_bits, floor_bits, lv->choice_bits);
 		if (p->slot_bits[l] == 0)
-			p->slot_bits[l] = slot_width_for(needed);
+			p->slot_bits[l] = slot_width_for(p->key_bits, lv->buckets, lv->choices, lv->choice_bits);
 		if (p->slot_bits[l] != 16 && p->slot_bits[l] != 32 && p->slot_bits[l] != 64)
 			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
 							  "slot width of level %d must be 16, 32 or 64 bits, not %d", l + 1, p->slot_bits[l]);
-		if (needed > p->slot_bits[l])
+		if (!slot_fits(p->slot_bits[l], p->key_bits, lv->buckets, lv->choices, lv->choice_bits))
 			return param_fail(errbuf, errlen, CPHT_ERR_INVALID,
-							  "slots of level %d need %d bits for %d-bit keys, more than %d",
-							  l + 1, needed, p->key_bits, p->slot_bits[l]);
+							  "slots of level %d hold keys of at most %d bits, not %d",
+							  l + 1, slot_key_bits_held(p->slot_bits[l], lv->buckets, lv->choices, lv->choice_bits),
+							  p->key_bits);
 		lv->slot_bits = p->slot_bits[l];
 		lv->fold = p->signed_keys != 0;
 		for (int c = 0; c < 4; c++)
@@ -336,9 +373,8 @@ table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 }
 
 /*
- * The widest key (folded, with signed_keys) every level's slots hold: a
- * remainder is at most key >> floor(log2 buckets) (layout.h), and a slot
- * keeps slot_bits - 1 - choice_bits bits of it.
+ * The widest key (folded, with signed_keys) every level's slots hold
+ * (slot_fits in layout.h: the largest remainder's code must fit).
  */
 int
 table_slot_key_bits(const cpht_table *t)
@@ -348,7 +384,7 @@ table_slot_key_bits(const cpht_table *t)
 	for (int l = 0; l < t->levels; l++)
 	{
 		const layout_level *lv = &t->level[l];
-		int			hold = lv->slot_bits - 1 - lv->choice_bits + floor_log2(lv->buckets);
+		int			hold = slot_key_bits_held(lv->slot_bits, lv->buckets, lv->choices, lv->choice_bits);
 
 		if (hold < bits)
 			bits = hold;

@@ -235,19 +235,24 @@ table_grow(cpht_table *t, uint64_t min_keys)
 	scale = (double) min_keys / (safe_fill(t) * (double) total_slots(t));
 	if (scale < GROW_FACTOR)
 		scale = GROW_FACTOR;
+	for (int l = 0; l < t->levels; l++)
+		np.slot_bits[l] = 0;	/* longer addresses may leave narrower remainders */
+
 	/*
-	 * `scale` times the buckets.  An iceberg table sized by
-	 * cpht_params_for_capacity is sized again by the same rule, which
-	 * gives a table that grows past ICEBERG_WIDE_FROM primary buckets
-	 * 16-slot secondary buckets.
+	 * `scale` times the buckets.  A table sized by cpht_params_for_capacity
+	 * is sized again by the same rule: an iceberg table that grows past
+	 * ICEBERG_WIDE_FROM primary buckets gets 16-slot secondary buckets, and
+	 * a level somewhat larger than `scale` times is taken where its slots
+	 * are narrower and it takes fewer bytes (table_size_levels).
 	 */
-	if (table_iceberg_sized(&t->params))
+	if (table_iceberg_sized(&t->params) ||
+		(t->params.kind == CPHT_CUCKOO && t->params.bucket_slots[0] == 16))
 	{
 		double		scaled = (double) t->level[0].buckets * scale;
 
 		if (scaled > (double) ((uint64_t) 1 << 50))
 			scaled = (double) ((uint64_t) 1 << 50);	/* refused below, as too large */
-		table_iceberg_levels(&np, scaled);
+		table_size_levels(&np, t->params.kind == CPHT_CUCKOO ? scaled + 1 : scaled);
 	}
 	else
 		for (int l = 0; l < t->levels; l++)
@@ -258,8 +263,6 @@ table_grow(cpht_table *t, uint64_t min_keys)
 				scaled = (double) ((uint64_t) 1 << 50);	/* refused below, as too large */
 			np.slots[l] = ((uint64_t) scaled + 1) * (uint64_t) t->level[l].bucket_slots;
 		}
-	for (int l = 0; l < t->levels; l++)
-		np.slot_bits[l] = 0;	/* longer addresses may leave narrower remainders */
 	why[0] = '\0';
 	memset(&probe, 0, sizeof(probe));
 	probe.params = np;

@@ -199,3 +199,19 @@ cpht_table_from_image(const cpht_image_info *info, const void *const *levels,
 	*out = t;
 	return CPHT_OK;
 }
+
+void
+cpht_image_slots_from_v1(void *slots, uint64_t bytes, int slot_bits)
+{
+	uint64_t	n = bytes / (uint64_t) (slot_bits / 8);
+
+	if (slot_bits == 16)
+		for (uint64_t i = 0; i < n; i++)
+			((uint16_t *) slots)[i] = (uint16_t) slot_from_v1(((uint16_t *) slots)[i]);
+	else if (slot_bits == 32)
+		for (uint64_t i = 0; i < n; i++)
+			((uint32_t *) slots)[i] = (uint32_t) slot_from_v1(((uint32_t *) slots)[i]);
+	else
+		for (uint64_t i = 0; i < n; i++)
+			((uint64_t *) slots)[i] = slot_from_v1(((uint64_t *) slots)[i]);
+}

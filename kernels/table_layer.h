@@ -20,6 +20,9 @@ cpht_status table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen);
 #define ICEBERG_WIDE_FROM 64
 void		table_iceberg_levels(cpht_params *p, double primary);
 int			table_iceberg_sized(const cpht_params *p);
+/* table.c: the kind's levels for at least `primary` primary buckets that
+ * take the fewest bytes (more buckets where that narrows the slots) */
+void		table_size_levels(cpht_params *p, double primary);
 /* table.c: the widest key (folded with signed_keys) the slots hold */
 int			table_slot_key_bits(const cpht_table *t);
 

@@ -285,7 +285,12 @@ table_shards_create(const cpht_params *params, cpht_table **out,
 		cpht_params sp;
 		char		why[256];
 
-		shard_params(&t->params, s, &sp);
+		/*
+		 * From the parameters as given, not as resolved for the whole: a
+		 * shard has fewer buckets, so longer remainders, and picks its own
+		 * slot widths where none were given.
+		 */
+		shard_params(params, s, &sp);
 		why[0] = '\0';
 		rc = cpht_table_create(&sp, &t->shard[s], why, sizeof(why));
 		if (rc != CPHT_OK && errbuf && errlen)

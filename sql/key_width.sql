@@ -16,11 +16,14 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- The narrowest slot width (16, 32, 64) for keys of `bits` bits in a level
--- of `buckets` buckets with `choice_bits` bits of hash choice.
-CREATE FUNCTION pg_temp.narrowest(bits int, buckets bigint, choice_bits int) RETURNS int
+-- of `buckets` buckets with `choice_bits` bits of hash choice, the last
+-- choice being `last_choice`: the one whose largest slot fits.  A slot
+-- holds remainder * 2^choice_bits + choice + 2 (0 and 1 mark empty and
+-- deleted slots), and the largest remainder is (2^bits - 1) / buckets.
+CREATE FUNCTION pg_temp.narrowest(bits int, buckets bigint, choice_bits int, last_choice int) RETURNS int
 LANGUAGE sql IMMUTABLE AS $$
-	SELECT CASE WHEN need <= 16 THEN 16 WHEN need <= 32 THEN 32 ELSE 64 END
-	FROM (SELECT greatest(bits - floor(log(2, buckets::numeric))::int, 0) + choice_bits + 1 AS need) n
+	SELECT CASE WHEN code < 2::numeric ^ 16 THEN 16 WHEN code < 2::numeric ^ 32 THEN 32 ELSE 64 END
+	FROM (SELECT floor((2::numeric ^ bits - 1) / buckets) * 2::numeric ^ choice_bits + last_choice + 2 AS code) c
 $$;
 
 CREATE TEMP TABLE w AS
@@ -59,6 +62,7 @@ SELECT kind, pattern, (i->>'key_bits')::int AS key_bits, i->>'signed_keys' AS si
 	(i->>'slot_key_bits')::int >= (i->>'key_bits')::int AS slots_hold_keys,
 	bool_and((l->>'slot_bits')::int = pg_temp.narrowest((i->>'key_bits')::int,
 		(l->>'slots')::bigint / (l->>'bucket_slots')::int,
+		CASE WHEN kind = 'cuckoo' THEN 2 WHEN o = 2 THEN 1 ELSE 0 END,
 		CASE WHEN kind = 'cuckoo' THEN 2 WHEN o = 2 THEN 1 ELSE 0 END)) AS narrowest,
 	sum((l->>'slots')::bigint * (l->>'slot_bits')::int / 8) = (i->>'bytes')::bigint AS bytes,
 	(i->>'last_widen_ms')::float8 >= 0 AS timed

@@ -63,9 +63,11 @@
 #define KEY_ORDER_MIN_CHUNK (1 << 16)
 
 /*
- * The rows to insert, counted against cpht.max_memory: each as the word it
- * is sorted by (the key, as a signed number, when they go in key order;
- * else the packed tid) and its packed tid.
+ * The rows to insert: each as the word it is sorted by (the key, as a
+ * signed number, when they go in key order; else the packed tid) and its
+ * packed tid.  They live in their own memory context, whose reset gives
+ * back what they count against cpht.max_memory (`reserved`) however the
+ * call ends.
  */
 typedef struct NewRows
 {
@@ -74,7 +76,34 @@ typedef struct NewRows
 	uint64		n;
 	uint64		cap;
 	uint64		seen;			/* rows the scan read */
+	MemoryContext cxt;
+	uint64		reserved;
+	MemoryContextCallback releaser;
 } NewRows;
+
+static void
+release_new_rows(void *arg)
+{
+	NewRows    *rows = arg;
+
+	cpht_memory_release(rows->reserved);
+	rows->reserved = 0;
+}
+
+static void
+reserve_new_rows(NewRows *rows, uint64 bytes, const char *what)
+{
+	cpht_memory_reserve(bytes, what);
+	rows->reserved += bytes;
+}
+
+static void
+unreserve_new_rows(NewRows *rows, uint64 bytes)
+{
+	Assert(bytes <= rows->reserved);
+	cpht_memory_release(bytes);
+	rows->reserved -= bytes;
+}
 
 static void
 take_new_rows(RelFeed *f, const uint64 *keys, const uint64 *tids,
@@ -87,10 +116,9 @@ take_new_rows(RelFeed *f, const uint64 *keys, const uint64 *tids,
 	{
 		uint64		cap = Max(rows->cap * 2, rows->n + n);
 
-		cpht_stream_reserve(f->stream, sizeof(cpht_key_index) * (cap - rows->cap),
-							"cpht_insert_new row list");
+		reserve_new_rows(rows, sizeof(cpht_key_index) * (cap - rows->cap), "cpht_insert_new row list");
 		rows->rows = rows->rows ? repalloc_huge(rows->rows, sizeof(cpht_key_index) * cap) :
-			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(cpht_key_index) * cap);
+			MemoryContextAllocHuge(rows->cxt, sizeof(cpht_key_index) * cap);
 		rows->cap = cap;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -231,7 +259,11 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 							   qualified_name(target),
 							   qualified_name(RelationGetRelid(source)));
 	Snapshot	snapshot = RegisterSnapshot(GetActiveSnapshot());
-	NewRows		rows = {0};
+	MemoryContext rows_cxt,
+				scan_cxt,
+				old;
+	NewRows    *rows;
+	bool		key_order;
 	RelFeed		f;
 	volatile uint64 inserted = 0;
 	uint64		chunk;
@@ -240,48 +272,67 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 	Oid			prev_plan_for;
 
 	/* into an index on the key: in key order */
-	rows.key_order = target_indexed_by_key(source, attno, target);
+	key_order = target_indexed_by_key(source, attno, target);
 	/* the planner puts the node that keeps $1's order under the INSERT */
 	prev_plan_for = cpht_rows_by_tid_plan_for(RelationGetRelid(source));
 	PG_TRY();
 	{
 		plan = plan_and_check(sql, TIDARRAYOID);
 
-		cpht_relfeed_begin(&f, handle, true, true, take_new_rows, &rows);
+		/*
+		 * The scan's stream, with its batch buffers, lives in a context of
+		 * its own, deleted once the scan is done: what the buffers count
+		 * against cpht.max_memory is then free for the INSERTs.
+		 */
+		rows_cxt = AllocSetContextCreate(CurrentMemoryContext, "cpht_insert_new rows",
+										 ALLOCSET_DEFAULT_SIZES);
+		rows = MemoryContextAllocZero(rows_cxt, sizeof(NewRows));
+		rows->cxt = rows_cxt;
+		rows->key_order = key_order;
+		rows->releaser.func = release_new_rows;
+		rows->releaser.arg = rows;
+		MemoryContextRegisterResetCallback(rows_cxt, &rows->releaser);
+		scan_cxt = AllocSetContextCreate(CurrentMemoryContext, "cpht_insert_new scan",
+										 ALLOCSET_DEFAULT_SIZES);
+		old = MemoryContextSwitchTo(scan_cxt);
+		cpht_relfeed_begin(&f, handle, true, true, take_new_rows, rows);
 		cpht_relscan_scan(&f, source, attno, 8);
 		cpht_relfeed_finish(&f);
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(scan_cxt);
 
 		/* the sort's buffer is counted while it lives */
-		cpht_stream_reserve(f.stream, sizeof(cpht_key_index) * rows.n, "cpht_insert_new sort");
-		if (cpht_sort_key_index(rows.rows, rows.n) != 0)
+		reserve_new_rows(rows, sizeof(cpht_key_index) * rows->n, "cpht_insert_new sort");
+		if (cpht_sort_key_index(rows->rows, rows->n) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory"),
-					 errdetail("Sorting the %llu new rows failed.", (unsigned long long) rows.n)));
-		cpht_stream_release(f.stream, sizeof(cpht_key_index) * rows.n);
-		chunk = rows.key_order ? key_order_chunk(source, rows.seen) : TID_CHUNK;
+					 errdetail("Sorting the %llu new rows failed.", (unsigned long long) rows->n)));
+		unreserve_new_rows(rows, sizeof(cpht_key_index) * rows->n);
+		chunk = rows->key_order ? key_order_chunk(source, rows->seen) : TID_CHUNK;
 
-		array = palloc0(ARR_OVERHEAD_NONULLS(1) + sizeof(ItemPointerData) * Min(rows.n, chunk));
+		array = palloc0(ARR_OVERHEAD_NONULLS(1) + sizeof(ItemPointerData) * Min(rows->n, chunk));
 		array->ndim = 1;
 		array->dataoffset = 0;
 		array->elemtype = TIDOID;
 		ARR_LBOUND(array)[0] = 1;
-		for (uint64 done = 0; done < rows.n; done += chunk)
+		for (uint64 done = 0; done < rows->n; done += chunk)
 		{
-			int			n = (int) Min(rows.n - done, chunk);
+			int			n = (int) Min(rows->n - done, chunk);
 			ItemPointer tids = (ItemPointer) ARR_DATA_PTR(array);
 
 			CHECK_FOR_INTERRUPTS();
 			SET_VARSIZE(array, ARR_OVERHEAD_NONULLS(1) + sizeof(ItemPointerData) * n);
 			ARR_DIMS(array)[0] = n;
 			for (int i = 0; i < n; i++)
-				cpht_relscan_set_tid(&tids[i], rows.rows[done + i].index);
+				cpht_relscan_set_tid(&tids[i], rows->rows[done + i].index);
 			/* the node reads at the scan's command id, not at the INSERT's:
 			 * what a trigger or an earlier part of the calling statement
 			 * changed in source takes no row away */
 			cpht_rows_by_tid_read_under(snapshot);
 			inserted += run_insert(plan, PointerGetDatum(array), snapshot);
 		}
+		MemoryContextDelete(rows_cxt);
 	}
 	PG_FINALLY();
 	{

@@ -87,7 +87,9 @@ extern const char *cpht_wal_payload(XLogReaderState *record, uint8 *info);
 /* ---- snapshot files (snapshot.c) ------------------------------------------ */
 
 #define CPHT_SNAPSHOT_DIR "pg_cpht"
-#define CPHT_SNAPSHOT_VERSION 1
+/* Version 2 keeps slots in the encoding without a live bit (layout.h);
+ * version 1 files, whose slots have one, are read and converted. */
+#define CPHT_SNAPSHOT_VERSION 2
 
 /* Open transactions' changes a snapshot keeps: one segment per writing
  * (sub)transaction, entries as the undo list has them. */
@@ -138,6 +140,7 @@ typedef struct CphtSnapshotFile
 	XLogRecPtr	snapshot_lsn;	/* from its header */
 	uint64		nsegments;
 	uint64		nentries;
+	uint32		version;		/* the file's format version */
 } CphtSnapshotFile;
 
 /*

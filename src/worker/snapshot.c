@@ -8,6 +8,8 @@
  *               the WAL position the file is consistent with, the image
  *               parameters (layout, counts) and the sizes of what follows
  *   levels      each level's slot array, raw, as the table holds it
+ *               (version 1: in the slot encoding before, which the reader
+ *               converts)
  *   stash       the cuckoo stash, sorted keys
  *   segments    changes of transactions open when it was taken: per
  *               segment its (sub)transaction id, its entry count, the
@@ -41,7 +43,7 @@ typedef struct CphtSnapshotHeader
 	uint32		version;
 	Oid			dboid;
 	NameData	name;
-	/* version 1 */
+	/* versions 1 and 2 */
 	uint32		header_bytes;
 	Oid			owner;
 	bool		transactional;
@@ -328,9 +330,9 @@ cpht_snapshot_open(const char *path, CphtSnapshotFile *r, CphtSnapshot *out,
 	out->name = h.name;
 	out->name.data[NAMEDATALEN - 1] = '\0';
 	*name_known = true;
-	if (h.version != CPHT_SNAPSHOT_VERSION)
+	if (h.version != CPHT_SNAPSHOT_VERSION && h.version != 1)
 	{
-		snprintf(why, whylen, "it has snapshot format version %u, and this cpht reads version %d",
+		snprintf(why, whylen, "it has snapshot format version %u, and this cpht reads versions 1 to %d",
 				 h.version, CPHT_SNAPSHOT_VERSION);
 		goto fail;
 	}
@@ -360,6 +362,7 @@ cpht_snapshot_open(const char *path, CphtSnapshotFile *r, CphtSnapshot *out,
 	r->snapshot_lsn = h.snapshot_lsn;
 	r->nsegments = h.nsegments;
 	r->nentries = h.nentries;
+	r->version = h.version;
 	(void) posix_fadvise(fileno(r->f), 0, 0, POSIX_FADV_SEQUENTIAL);
 	return true;
 
@@ -403,6 +406,9 @@ load_levels(CphtSnapshotFile *r, const cpht_image_info *image, cpht_table *t,
 				ok = false;
 				break;
 			}
+			/* version 1 has the same layout with the slot encoding before */
+			if (r->version == 1)
+				cpht_image_slots_from_v1(buf[cur], n, image->params.slot_bits[l]);
 			/* the copy of the other buffer, started before that read */
 			st = cpht_table_image_wait(t);
 			if (st == CPHT_OK)

@@ -2,13 +2,15 @@
  * test_image.c — a table's image restores it exactly: the same layout
  * (after growth too), the same keys, the same count, tombstones and cuckoo
  * stash, whether restored whole or a piece at a time (as a snapshot file
- * is read); an image that does not fit its parameters is refused.  Runs on the
+ * is read), or read in version 1 of the slot encoding and converted (as a
+ * version 1 snapshot file is); an image that does not fit its parameters is refused.  Runs on the
  * CPU, and on the GPU where one is usable (images taken on one device
  * restore on the other: the slot arrays are the same bytes).
  */
 #include <string.h>
 
 #include "cpht_table.h"
+#include "layout.h"
 #include "unit.h"
 #include "unit_tables.h"
 
@@ -37,9 +39,56 @@ free_image(const cpht_image_info *info, void **levels, uint64_t *stash)
 	free(stash);
 }
 
-/* Image of t restored on device `to`; NULL on failure. */
+/* Slot i of a level, and its store. */
+static uint64_t
+slot_at(const void *slots, int bits, uint64_t i)
+{
+	return bits == 16 ? ((const uint16_t *) slots)[i] : bits == 32 ? ((const uint32_t *) slots)[i] : ((const uint64_t *) slots)[i];
+}
+
+static void
+slot_set(void *slots, int bits, uint64_t i, uint64_t v)
+{
+	if (bits == 16)
+		((uint16_t *) slots)[i] = (uint16_t) v;
+	else if (bits == 32)
+		((uint32_t *) slots)[i] = (uint32_t) v;
+	else
+		((uint64_t *) slots)[i] = v;
+}
+
+/*
+ * A level's slots rewritten in version 1 of the slot encoding (EMPTY 0,
+ * TOMBSTONE 2, a live slot (code << 1) | 1, code being what this encoding
+ * keeps above its two state values), then converted back the way a
+ * version 1 snapshot is read.  Returns how many slots the version 1 form
+ * changed, so a caller knows the conversion had work to do.
+ */
+static uint64_t
+through_v1(void *slots, uint64_t bytes, int bits)
+{
+	uint64_t	n = bytes / (uint64_t) (bits / 8),
+				changed = 0;
+
+	for (uint64_t i = 0; i < n; i++)
+	{
+		uint64_t	s = slot_at(slots, bits, i);
+		uint64_t	v1 = s == CPHT_SLOT_EMPTY ? 0 : s == CPHT_SLOT_TOMBSTONE ? 2 : ((s - 2) << 1) | 1;
+
+		/* (every slot of these tests' tables has a spare top bit) */
+		CHECK(bits == 64 || v1 >> bits == 0, "slot %llu has no version 1 form in %d bits",
+			  (unsigned long long) s, bits);
+		changed += v1 != s;
+		slot_set(slots, bits, i, v1);
+	}
+	cpht_image_slots_from_v1(slots, bytes, bits);
+	return changed;
+}
+
+/* Image of t restored on device `to` (through version 1 of the slot
+ * encoding when v1); NULL on failure. */
 static cpht_table *
-roundtrip(cpht_table *t, cpht_device to, cpht_image_info *info)
+roundtrip(cpht_table *t, cpht_device to, cpht_image_info *info, int v1)
 {
 	void	   *levels[CPHT_MAX_LEVELS] = {NULL, NULL};
 	uint64_t   *stash;
@@ -48,6 +97,14 @@ roundtrip(cpht_table *t, cpht_device to, cpht_image_info *info)
 	cpht_status st;
 
 	read_image(t, to, info, levels, &stash);
+	if (v1)
+	{
+		uint64_t	changed = 0;
+
+		for (int l = 0; l < info->levels; l++)
+			changed += through_v1(levels[l], info->level_bytes[l], info->params.slot_bits[l]);
+		CHECK(changed > 0, "version 1 slots differ from these");
+	}
 	st = cpht_table_from_image(info, (const void *const *) levels, stash, &r, err, sizeof(err));
 	CHECK(st == CPHT_OK, "from image: %s", err);
 	free_image(info, levels, stash);
@@ -131,9 +188,9 @@ same_table(cpht_kind kind, cpht_device from, cpht_device to, int key_bits)
 	CHECK(cpht_table_stats(t, &st) == CPHT_OK, "stats");
 	CHECK(st.grows > 0, "%s: the table grew (%llu times)", what, (unsigned long long) st.grows);
 
-	for (int way = 0; way < 2; way++)
+	for (int way = 0; way < 3; way++)
 	{
-		r = way == 0 ? roundtrip(t, to, &info) : roundtrip_pieces(t, to, &info);
+		r = way == 1 ? roundtrip_pieces(t, to, &info) : roundtrip(t, to, &info, way == 2);
 		if (r == NULL)
 			goto out;
 		CHECK(cpht_table_stats(r, &sr) == CPHT_OK, "stats of the restored table");

@@ -204,7 +204,7 @@ main(void)
 		CHECK(ok, "4096 sequential keys left their 4096-bucket block");
 	}
 
-	/* Slot encoding round-trips, live slots are odd, EMPTY and TOMBSTONE are not live. */
+	/* Slot encoding round-trips, live slots are 2 and above, EMPTY and TOMBSTONE are not live. */
 	for (int cb = 0; cb <= 2; cb++)
 		for (int i = 0; i < 1000; i++)
 		{
@@ -216,8 +216,76 @@ main(void)
 				  s != CPHT_SLOT_TOMBSTONE && s != CPHT_SLOT_EMPTY, "slot round trip");
 		}
 	CHECK(!slot_is_live(CPHT_SLOT_EMPTY) && !slot_is_live(CPHT_SLOT_TOMBSTONE), "state values");
-	CHECK(slot_width_for(slot_bits_needed(37, 24, 0)) == 16, "37-bit keys, 2^24 buckets: 16-bit slots");
-	CHECK(slot_width_for(slot_bits_needed(37, 22, 1)) == 32, "37-bit keys, 2^22 buckets, 2 choices: 32-bit");
-	CHECK(slot_width_for(slot_bits_needed(64, 20, 0)) == 64, "64-bit keys: 64-bit slots");
+	CHECK(slot_encode(0, 0, 0) == 2 && slot_encode(65533, 0, 0) == 65535, "a 16-bit slot holds remainders 0..65533");
+
+	/* Version 1 slots (live bit) convert to the same remainder and choice. */
+	for (int cb = 0; cb <= 2; cb++)
+		for (int i = 0; i < 1000; i++)
+		{
+			uint64_t	r = unit_rand(&rng) >> (3 + cb);
+			int			c = (int) (unit_rand(&rng) % (uint64_t) (1 << cb));
+			uint64_t	v1 = (r << (1 + cb)) | ((uint64_t) c << 1) | 1;
+
+			CHECK(slot_from_v1(v1) == slot_encode(r, c, cb), "v1 slot %llu", (unsigned long long) v1);
+		}
+	CHECK(slot_from_v1(0) == CPHT_SLOT_EMPTY && slot_from_v1(2) == CPHT_SLOT_TOMBSTONE, "v1 state values");
+
+	/*
+	 * The largest remainder is the largest layout_remainder over every key
+	 * (all keys of up to 20 bits, both splits), and the narrowest fitting
+	 * width holds its code while the next narrower one does not.
+	 */
+	{
+		const uint64_t bucket_counts[] = {8, 12, 64, 100, 1000, 4096, 6000};
+
+		for (int bi = 0; bi < 7; bi++)
+			for (int kb = 8; kb <= 20; kb += 4)
+			{
+				uint64_t	b = bucket_counts[bi];
+				layout_level lv = {0};
+				layout_perm p;
+				uint64_t	seen = 0;
+
+				lv.buckets = b;
+				lv.addr_bits = (b & (b - 1)) == 0 ? layout_width(b) - 1 : layout_width(b);
+				lv.recip = (b & (b - 1)) == 0 ? 0 : UINT64_MAX / b;
+				lv.seeds[0] = 17;
+				p = layout_level_perm(&lv, kb, 0);
+				for (uint64_t k = 0; k < ((uint64_t) 1 << kb); k++)
+					if (layout_remainder(p, k) > seen)
+						seen = layout_remainder(p, k);
+				CHECK(slot_max_remainder(kb, b) == seen, "%llu buckets, %d-bit keys: largest remainder %llu, not %llu",
+					  (unsigned long long) b, kb, (unsigned long long) seen,
+					  (unsigned long long) slot_max_remainder(kb, b));
+			}
+	}
+	for (int cb = 0; cb <= 2; cb++)
+		for (int i = 0; i < 2000; i++)
+		{
+			int			kb = 8 + (int) (unit_rand(&rng) % 57);
+			uint64_t	b = 8 + (unit_rand(&rng) >> (unit_rand(&rng) % 60 + 4));
+			int			choices = cb == 0 ? 1 : cb == 1 ? 2 : 3;
+			int			w = slot_width_for(kb, b, choices, cb);
+			uint64_t	top = slot_max_remainder(kb, b);
+
+			/* the top code in 128 bits, so that no shift can wrap */
+			unsigned __int128 code = (((unsigned __int128) top << cb) | (unsigned) (choices - 1)) + 2;
+
+			CHECK(w != 0 && code <= (((unsigned __int128) 1 << w) - 1) &&
+				  (w == 16 || code > (((unsigned __int128) 1 << (w / 2)) - 1)),
+				  "%d-bit keys, %llu buckets, %d choices: %d-bit slots", kb, (unsigned long long) b, choices, w);
+			CHECK(slot_key_bits_held(w, b, choices, cb) >= kb &&
+				  (slot_key_bits_held(w, b, choices, cb) == 64 ||
+				   !slot_fits(w, slot_key_bits_held(w, b, choices, cb) + 1, b, choices, cb)),
+				  "%d-bit slots, %llu buckets: widest keys held", w, (unsigned long long) b);
+		}
+	/* 37-bit keys: 16-bit primary slots from about 2^21 buckets (a live
+	 * bit would need 2^22), 32-bit secondary slots with two choices. */
+	CHECK(slot_width_for(37, (uint64_t) 1 << 22, 1, 0) == 16, "37-bit keys, 2^22 buckets: 16-bit slots");
+	CHECK(slot_width_for(37, ((uint64_t) 1 << 21) + 65, 1, 0) == 16, "37-bit keys, 2^21 + 65 buckets: 16-bit slots");
+	CHECK(slot_width_for(37, ((uint64_t) 1 << 21) + 64, 1, 0) == 32, "37-bit keys, 2^21 + 64 buckets: 32-bit slots");
+	CHECK(slot_width_for(37, (uint64_t) 1 << 22, 2, 1) == 32, "37-bit keys, 2^22 buckets, 2 choices: 32-bit");
+	CHECK(slot_width_for(64, (uint64_t) 1 << 20, 1, 0) == 64, "64-bit keys: 64-bit slots");
+	CHECK(slot_width_for(64, 8, 3, 2) == 64, "64-bit keys in 8 buckets of 3 choices: 64-bit slots");
 	UNIT_DONE();
 }

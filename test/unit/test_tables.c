@@ -366,6 +366,31 @@ check_params(void)
 	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "any bucket count: %s", err);
 	if (t)
 		cpht_table_destroy(t);
+
+	/*
+	 * Sized for 20M 37-bit keys, an iceberg table of 1388896 primary
+	 * buckets needs 32-bit slots; from 2^21 + 65 buckets on, 16-bit ones
+	 * hold the keys, in fewer bytes: creation takes those.  For 5M keys
+	 * the narrower slots would cost more, and the sizing is left as it is.
+	 */
+	{
+		cpht_params exact;
+		uint64_t	b = (uint64_t) (20000000 / (18 * 0.8)) + 1;
+
+		b = (b + 7) / 8 * 8;
+		CHECK(cpht_params_for_capacity(CPHT_ICEBERG, 20000000, 37, &p, err, sizeof(err)) == CPHT_OK, "20M: %s", err);
+		exact = p;
+		exact.slots[0] = 16 * b;
+		exact.slots[1] = 16 * (b / 8);
+		CHECK(p.slots[0] / 16 >= ((uint64_t) 1 << 21) + 65 &&
+			  cpht_params_table_bytes(&p) < cpht_params_table_bytes(&exact),
+			  "20M 37-bit keys: %llu primary buckets in %llu bytes, %llu in %llu", (unsigned long long) p.slots[0] / 16,
+			  (unsigned long long) cpht_params_table_bytes(&p), (unsigned long long) b,
+			  (unsigned long long) cpht_params_table_bytes(&exact));
+		CHECK(cpht_params_for_capacity(CPHT_ICEBERG, 5000000, 37, &p, err, sizeof(err)) == CPHT_OK, "5M: %s", err);
+		CHECK(p.slots[0] / 16 < ((uint64_t) 1 << 20), "5M 37-bit keys: %llu primary buckets",
+			  (unsigned long long) p.slots[0] / 16);
+	}
 }
 
 int

@@ -94,8 +94,8 @@ expect_narrowest(cpht_table *t, const char *what)
 
 	for (int l = 0; l < t->levels; l++)
 	{
-		int			floor_bits = layout_width(t->level[l].buckets) - 1;
-		int			want = slot_width_for(slot_bits_needed(s.key_bits, floor_bits, t->level[l].choice_bits));
+		const layout_level *lv = &t->level[l];
+		int			want = slot_width_for(s.key_bits, lv->buckets, lv->choices, lv->choice_bits);
 
 		CHECK(s.slot_bits[l] == want, "%s: level %d has %d-bit slots for %d-bit keys, narrowest is %d",
 			  what, l + 1, s.slot_bits[l], s.key_bits, want);
