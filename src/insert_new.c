@@ -280,9 +280,10 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 		plan = plan_and_check(sql, TIDARRAYOID);
 
 		/*
-		 * The scan's stream, with its batch buffers, lives in a context of
-		 * its own, deleted once the scan is done: what the buffers count
-		 * against cpht.max_memory is then free for the INSERTs.
+		 * The rows go to a context of their own (NewRows).  The scan's
+		 * stream, with its batch buffers, lives in another, deleted once
+		 * the scan is done: what the buffers count against cpht.max_memory
+		 * is then free for the INSERTs.
 		 */
 		rows_cxt = AllocSetContextCreate(CurrentMemoryContext, "cpht_insert_new rows",
 										 ALLOCSET_DEFAULT_SIZES);
