@@ -346,15 +346,27 @@ slot_width_for(int key_bits, uint64_t buckets, int choices, int choice_bits)
 	return 0;
 }
 
-/* The widest keys (bits, at most 64) slots of slot_bits bits hold. */
+/*
+ * The widest keys (bits, at most 64) slots of slot_bits bits hold: keys
+ * below 2^k fit while floor((2^k - 1) / buckets) <= held, the largest
+ * remainder a slot holds (slot_fewest_buckets), that is while 2^k <=
+ * (held + 1) * buckets, so k = floor(log2((held + 1) * buckets)).  In
+ * closed form: find and erase ask it for every key of an automatic width
+ * table (table_key_fits).  0 when no slot of that width holds a key.
+ */
 CPHT_HD int
 slot_key_bits_held(int slot_bits, uint64_t buckets, int choices, int choice_bits)
 {
-	int			bits = 64;
+	uint64_t	top = layout_mask(slot_bits),
+				spare = CPHT_SLOT_LIVE_FROM + (uint64_t) (choices - 1),
+				held;
 
-	while (bits > 0 && !slot_fits(slot_bits, bits, buckets, choices, choice_bits))
-		bits--;
-	return bits;
+	if (top < spare)
+		return 0;
+	held = (top - spare) >> choice_bits;
+	if (held == UINT64_MAX || layout_mulhi(held + 1, buckets) != 0)
+		return 64;
+	return layout_width((held + 1) * buckets) - 1;
 }
 
 /*

@@ -213,7 +213,7 @@ kind_levels(cpht_params *p, double primary)
  * slots half as wide: 37-bit keys need 32-bit slots in 2^21 buckets and
  * 16-bit ones in 2^21 + 65 (layout.h).  Such a level holds more keys in
  * fewer bytes, and is taken instead wherever it is no larger.  With slot
- * widths to resolve only (slot_bits 0), as creation and growth have them.
+ * widths to resolve only (slot_bits 0), as growth has them.
  */
 void
 table_size_levels(cpht_params *p, double primary)
@@ -292,7 +292,13 @@ cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 			return param_fail(errbuf, errlen, CPHT_ERR_NOMEM,
 							  "capacity %llu is larger than any table cpht can allocate",
 							  (unsigned long long) capacity);
-		table_size_levels(out, want);
+		/*
+		 * Sized for the capacity, without table_size_levels' larger,
+		 * narrower layout: shards are set after this, and a shard, with a
+		 * share of the buckets, would need the wider slots again, on more
+		 * buckets.  Growth, a shard's too, takes that layout (table_grow).
+		 */
+		kind_levels(out, want);
 	}
 	return CPHT_OK;
 }

@@ -282,15 +282,18 @@ table_shards_create(const cpht_params *params, cpht_table **out,
 	t->shard_seed = layout_mix64(params->seed ^ 0x5348415244534545ULL);
 	for (int s = 0; rc == CPHT_OK && s < t->nshards; s++)
 	{
-		cpht_params sp;
+		cpht_params given = *params,
+					sp;
 		char		why[256];
 
 		/*
-		 * From the parameters as given, not as resolved for the whole: a
-		 * shard has fewer buckets, so longer remainders, and picks its own
-		 * slot widths where none were given.
+		 * Slot widths as given, not as resolved for the whole: a shard has
+		 * fewer buckets, so longer remainders, and picks its own widths
+		 * where none were given.  The CPU threads as resolved (one per core
+		 * for 0), shared out over the shards.
 		 */
-		shard_params(params, s, &sp);
+		given.cpu_threads = t->params.cpu_threads;
+		shard_params(&given, s, &sp);
 		why[0] = '\0';
 		rc = cpht_table_create(&sp, &t->shard[s], why, sizeof(why));
 		if (rc != CPHT_OK && errbuf && errlen)

@@ -279,6 +279,20 @@ main(void)
 				   !slot_fits(w, slot_key_bits_held(w, b, choices, cb) + 1, b, choices, cb)),
 				  "%d-bit slots, %llu buckets: widest keys held", w, (unsigned long long) b);
 		}
+	/* the closed form of the widest keys held is the widest that slot_fits */
+	for (int i = 0; i < 3000; i++)
+	{
+		int			cb = (int) (unit_rand(&rng) % 3);
+		int			choices = cb == 0 ? 1 : cb == 1 ? 2 : 3;
+		int			w = 16 << (unit_rand(&rng) % 3);
+		uint64_t	b = 8 + (unit_rand(&rng) >> (unit_rand(&rng) % 60 + 4));
+		int			widest = 64;
+
+		while (widest > 0 && !slot_fits(w, widest, b, choices, cb))
+			widest--;
+		CHECK(slot_key_bits_held(w, b, choices, cb) == widest, "%d-bit slots, %llu buckets, %d choices: %d, not %d",
+			  w, (unsigned long long) b, choices, slot_key_bits_held(w, b, choices, cb), widest);
+	}
 	/* 37-bit keys: 16-bit primary slots from about 2^21 buckets (a live
 	 * bit would need 2^22), 32-bit secondary slots with two choices. */
 	CHECK(slot_width_for(37, (uint64_t) 1 << 22, 1, 0) == 16, "37-bit keys, 2^22 buckets: 16-bit slots");

@@ -38,6 +38,7 @@
 
 #include "cpht_table.h"
 #include "reference_set.h"
+#include "table_internal.h"
 #include "table_faults.h"
 #include "unit.h"
 #include "unit_tables.h"
@@ -774,12 +775,38 @@ run_pipeline_stop(cpht_kind kind, int shards, int logging, int fault)
 	free(st);
 }
 
+/*
+ * The CPU threads of a table (0: one per core, at most 16) are shared out
+ * over its shards, at least one each.  (On a machine of fewer cores than
+ * twice the shards every shard has one thread either way.)
+ */
+static void
+run_shard_threads(void)
+{
+	for (int shards = 2; shards <= 4; shards++)
+	{
+		cpht_table *t = make(CPHT_ICEBERG, 64, 100000, CPHT_DEVICE_CPU, shards, 0);
+
+		if (t == NULL)
+			return;
+		for (int s = 0; s < t->nshards; s++)
+		{
+			int			want = t->params.cpu_threads / shards > 0 ? t->params.cpu_threads / shards : 1;
+
+			CHECK(t->shard[s]->params.cpu_threads == want, "%d shards of a table of %d CPU threads: shard %d has %d",
+				  shards, t->params.cpu_threads, s, t->shard[s]->params.cpu_threads);
+		}
+		cpht_table_destroy(t);
+	}
+}
+
 int
 main(void)
 {
 	char		why[256];
 	int			gpu = cpht_gpu_usable(why, sizeof(why));
 
+	run_shard_threads();
 	run_shards_to_fit(CPHT_ICEBERG, 64);
 	run_shards_to_fit(CPHT_CUCKOO, 40);
 	run_shards_to_fit(CPHT_ICEBERG, 0);
