@@ -350,9 +350,8 @@ slot_width_for(int key_bits, uint64_t buckets, int choices, int choice_bits)
  * The widest keys (bits, at most 64) slots of slot_bits bits hold: keys
  * below 2^k fit while floor((2^k - 1) / buckets) <= held, the largest
  * remainder a slot holds (slot_fewest_buckets), that is while 2^k <=
- * (held + 1) * buckets, so k = floor(log2((held + 1) * buckets)).  In
- * closed form: find and erase ask it for every key of an automatic width
- * table (table_key_fits).  0 when no slot of that width holds a key.
+ * (held + 1) * buckets, so k = floor(log2((held + 1) * buckets)).  0
+ * when no slot of that width holds a key.
  */
 CPHT_HD int
 slot_key_bits_held(int slot_bits, uint64_t buckets, int choices, int choice_bits)

@@ -40,7 +40,7 @@ cpht_status table_relayout(cpht_table *t, const cpht_params *np, int widen);
  * the table's width (a wider one is absent); key_fits one key */
 cpht_status table_widen_for(cpht_table *t, const uint64_t *keys, size_t n);
 int			table_keys_fit(const cpht_table *t, const uint64_t *keys, size_t n);
-int			table_key_fits(const cpht_table *t, uint64_t key);
+int			table_key_fits(const cpht_table *t, uint64_t key, int held);
 
 
 /* table_stream.c: wait for a stream's running batch; cut streams loose */

@@ -256,6 +256,7 @@ fitting_keys(cpht_table *t, const uint64_t *keys, size_t n, const uint64_t **fit
 {
 	uint64_t   *sub;
 	size_t		m = 0;
+	int			held;
 
 	*fit = keys;
 	*at = NULL;
@@ -271,8 +272,9 @@ fitting_keys(cpht_table *t, const uint64_t *keys, size_t n, const uint64_t **fit
 		table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
 		return SIZE_MAX;
 	}
+	held = table_slot_key_bits(t);
 	for (size_t i = 0; i < n; i++)
-		if (table_key_fits(t, keys[i]))
+		if (table_key_fits(t, keys[i], held))
 		{
 			sub[m] = keys[i];
 			(*at)[m++] = i;

@@ -129,12 +129,6 @@ cpht_copy_keys_spanned(uint64_t *dst, const uint64_t *src, size_t n, int threads
 	span->folded = job.span.folded;
 }
 
-static int
-key_width(const cpht_table *t, uint64_t key)
-{
-	return layout_width(t->params.signed_keys ? layout_fold(key) : key);
-}
-
 /* Every 64-bit key fits already: no pass over the batch. */
 static int
 widest(const cpht_table *t)
@@ -143,11 +137,13 @@ widest(const cpht_table *t)
 }
 
 /* A sharded table's shards follow their own keys' width, each in its
- * own calls: the table over them lets every key through. */
+ * own calls: the table over them lets every key through.  held is
+ * table_slot_key_bits(t), asked once per batch by the caller. */
 int
-table_key_fits(const cpht_table *t, uint64_t key)
+table_key_fits(const cpht_table *t, uint64_t key, int held)
 {
-	return t->nshards || !t->params.auto_key_bits || key_width(t, key) <= table_slot_key_bits(t);
+	return t->nshards || !t->params.auto_key_bits ||
+		layout_shr(t->params.signed_keys ? layout_fold(key) : key, held) == 0;
 }
 
 int
