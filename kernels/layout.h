@@ -294,45 +294,38 @@ slot_max_remainder(int key_bits, uint64_t buckets)
 }
 
 /*
+ * The largest remainder a slot of slot_bits bits (16, 32 or 64) holds in
+ * a level of `choices` hash choices (choice_bits bits of choice): the one
+ * whose code with the last choice, (remainder << choice_bits | choices -
+ * 1) + 2, is 2^slot_bits - 1 or below.
+ */
+CPHT_HD uint64_t
+slot_held_remainder(int slot_bits, int choices, int choice_bits)
+{
+	return (layout_mask(slot_bits) - CPHT_SLOT_LIVE_FROM - (uint64_t) (choices - 1)) >> choice_bits;
+}
+
+/*
  * Whether slots of slot_bits bits hold every key below 2^key_bits in a
- * level of `buckets` buckets and `choices` hash choices (choice_bits bits
- * of choice): whether the largest code, that of the largest remainder with
- * the last choice, is below 2^slot_bits.
+ * level of `buckets` buckets: whether the largest remainder is one they
+ * hold.
  */
 CPHT_HD int
 slot_fits(int slot_bits, int key_bits, uint64_t buckets, int choices, int choice_bits)
 {
-	uint64_t	rem = slot_max_remainder(key_bits, buckets);
-
-	/* rem << choice_bits must not lose bits (only 64-bit keys in 64-bit
-	 * slots come near: a level has at least 8 buckets) */
-	if (choice_bits > 0 && rem > (UINT64_MAX >> choice_bits))
-		return 0;
-	rem = (rem << choice_bits) | (uint64_t) (choices - 1);
-	if (rem > UINT64_MAX - CPHT_SLOT_LIVE_FROM)
-		return 0;
-	return rem + CPHT_SLOT_LIVE_FROM <= layout_mask(slot_bits);
+	return slot_max_remainder(key_bits, buckets) <= slot_held_remainder(slot_bits, choices, choice_bits);
 }
 
 /*
  * The fewest buckets at which slots of slot_bits bits hold every key below
- * 2^key_bits (slot_fits): the largest remainder, floor((2^key_bits - 1) /
- * buckets) with either split, must be at most the largest one such a slot
- * holds.  0 when no slot of that width holds even a remainder of 0.
+ * 2^key_bits (slot_fits): floor((2^key_bits - 1) / buckets) <= held, the
+ * largest remainder they hold, from buckets = floor((2^key_bits - 1) /
+ * (held + 1)) + 1 on.  (held + 1 cannot wrap: held < 2^64 - 2.)
  */
 CPHT_HD uint64_t
 slot_fewest_buckets(int slot_bits, int key_bits, int choices, int choice_bits)
 {
-	uint64_t	top = layout_mask(slot_bits),
-				spare = CPHT_SLOT_LIVE_FROM + (uint64_t) (choices - 1),
-				held;
-
-	if (top < spare)
-		return 0;
-	held = (top - spare) >> choice_bits;
-	if (held == UINT64_MAX)
-		return 1;
-	return layout_mask(key_bits) / (held + 1) + 1;
+	return layout_mask(key_bits) / (slot_held_remainder(slot_bits, choices, choice_bits) + 1) + 1;
 }
 
 /* Smallest of 16/32/64 bits that holds every key below 2^key_bits (see
@@ -349,21 +342,15 @@ slot_width_for(int key_bits, uint64_t buckets, int choices, int choice_bits)
 /*
  * The widest keys (bits, at most 64) slots of slot_bits bits hold: keys
  * below 2^k fit while floor((2^k - 1) / buckets) <= held, the largest
- * remainder a slot holds (slot_fewest_buckets), that is while 2^k <=
- * (held + 1) * buckets, so k = floor(log2((held + 1) * buckets)).  0
- * when no slot of that width holds a key.
+ * remainder they hold, that is while 2^k <= (held + 1) * buckets, so
+ * k = floor(log2((held + 1) * buckets)).
  */
 CPHT_HD int
 slot_key_bits_held(int slot_bits, uint64_t buckets, int choices, int choice_bits)
 {
-	uint64_t	top = layout_mask(slot_bits),
-				spare = CPHT_SLOT_LIVE_FROM + (uint64_t) (choices - 1),
-				held;
+	uint64_t	held = slot_held_remainder(slot_bits, choices, choice_bits);
 
-	if (top < spare)
-		return 0;
-	held = (top - spare) >> choice_bits;
-	if (held == UINT64_MAX || layout_mulhi(held + 1, buckets) != 0)
+	if (layout_mulhi(held + 1, buckets) != 0)
 		return 64;
 	return layout_width((held + 1) * buckets) - 1;
 }
