@@ -56,8 +56,8 @@
  * w bits hold any remainder up to 2^w - 3 (with no choice bits): one bit
  * more than a live bit allows, and with a division split (whose largest
  * remainder is (2^key_bits - 1) / buckets, no power of two) the fraction
- * of a bit beyond that too.  slot_fits decides from that exact largest
- * code.  Version 1 snapshot files hold the earlier encoding, with a live
+ * of a bit beyond that too.  slot_fits compares that exact largest
+ * remainder with the largest a slot holds.  Version 1 snapshot files hold the earlier encoding, with a live
  * bit; slot_from_v1 converts their slots.
  */
 #ifndef CPHT_LAYOUT_H
