@@ -50,18 +50,8 @@ typedef struct KeyReader
 	size_t		n;
 	bool		held;			/* the first piece was read, not handed out */
 	bool		done;
-	uint64		reserved;		/* counted against cpht.max_memory */
-	MemoryContextCallback release;
+	CphtReserved reserved;		/* its buffer, against cpht.max_memory */
 } KeyReader;
-
-static void
-reader_release(void *arg)
-{
-	KeyReader  *r = arg;
-
-	cpht_memory_release(r->reserved);
-	r->reserved = 0;
-}
 
 /* The next piece from the table, empty ones skipped; false at the end. */
 static bool
@@ -108,11 +98,8 @@ reader_begin(MemoryContext cxt, int32 handle, CphtKeyFileHeader *header,
 	r->handle = h->handle;
 	r->max = (size_t) cpht_batch_size;
 	bytes = (uint64) r->max * (sizeof(uint64) + caller_bytes_per_key);
-	cpht_memory_reserve(bytes, "cpht export buffer");
-	r->reserved = bytes;
-	r->release.func = reader_release;
-	r->release.arg = r;
-	MemoryContextRegisterResetCallback(cxt, &r->release);
+	cpht_reserved_init(&r->reserved, cxt);
+	cpht_reserved_add(&r->reserved, bytes, "cpht export buffer");
 	r->keys = MemoryContextAllocHuge(cxt, sizeof(uint64) * r->max);
 
 	r->done = !reader_fetch(r);

@@ -66,8 +66,8 @@
  * The rows to insert: each as the word it is sorted by (the key, as a
  * signed number, when they go in key order; else the packed tid) and its
  * packed tid.  They live in their own memory context, whose reset gives
- * back what they count against cpht.max_memory (`reserved`) however the
- * call ends.
+ * back what they count against cpht.max_memory (`reserved`, with the
+ * sort's buffer while it lives) however the call ends.
  */
 typedef struct NewRows
 {
@@ -77,33 +77,8 @@ typedef struct NewRows
 	uint64		cap;
 	uint64		seen;			/* rows the scan read */
 	MemoryContext cxt;
-	uint64		reserved;
-	MemoryContextCallback releaser;
+	CphtReserved reserved;
 } NewRows;
-
-static void
-release_new_rows(void *arg)
-{
-	NewRows    *rows = arg;
-
-	cpht_memory_release(rows->reserved);
-	rows->reserved = 0;
-}
-
-static void
-reserve_new_rows(NewRows *rows, uint64 bytes, const char *what)
-{
-	cpht_memory_reserve(bytes, what);
-	rows->reserved += bytes;
-}
-
-static void
-unreserve_new_rows(NewRows *rows, uint64 bytes)
-{
-	Assert(bytes <= rows->reserved);
-	cpht_memory_release(bytes);
-	rows->reserved -= bytes;
-}
 
 static void
 take_new_rows(RelFeed *f, const uint64 *keys, const uint64 *tids,
@@ -116,7 +91,7 @@ take_new_rows(RelFeed *f, const uint64 *keys, const uint64 *tids,
 	{
 		uint64		cap = Max(rows->cap * 2, rows->n + n);
 
-		reserve_new_rows(rows, sizeof(cpht_key_index) * (cap - rows->cap), "cpht_insert_new row list");
+		cpht_reserved_add(&rows->reserved, sizeof(cpht_key_index) * (cap - rows->cap), "cpht_insert_new row list");
 		rows->rows = rows->rows ? repalloc_huge(rows->rows, sizeof(cpht_key_index) * cap) :
 			MemoryContextAllocHuge(rows->cxt, sizeof(cpht_key_index) * cap);
 		rows->cap = cap;
@@ -290,9 +265,7 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 		rows = MemoryContextAllocZero(rows_cxt, sizeof(NewRows));
 		rows->cxt = rows_cxt;
 		rows->key_order = key_order;
-		rows->releaser.func = release_new_rows;
-		rows->releaser.arg = rows;
-		MemoryContextRegisterResetCallback(rows_cxt, &rows->releaser);
+		cpht_reserved_init(&rows->reserved, rows_cxt);
 		scan_cxt = AllocSetContextCreate(CurrentMemoryContext, "cpht_insert_new scan",
 										 ALLOCSET_DEFAULT_SIZES);
 		old = MemoryContextSwitchTo(scan_cxt);
@@ -303,13 +276,13 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 		MemoryContextDelete(scan_cxt);
 
 		/* the sort's buffer is counted while it lives */
-		reserve_new_rows(rows, sizeof(cpht_key_index) * rows->n, "cpht_insert_new sort");
+		cpht_reserved_add(&rows->reserved, sizeof(cpht_key_index) * rows->n, "cpht_insert_new sort");
 		if (cpht_sort_key_index(rows->rows, rows->n) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory"),
 					 errdetail("Sorting the %llu new rows failed.", (unsigned long long) rows->n)));
-		unreserve_new_rows(rows, sizeof(cpht_key_index) * rows->n);
+		cpht_reserved_sub(&rows->reserved, sizeof(cpht_key_index) * rows->n);
 		chunk = rows->key_order ? key_order_chunk(source, rows->seen) : TID_CHUNK;
 
 		array = palloc0(ARR_OVERHEAD_NONULLS(1) + sizeof(ItemPointerData) * Min(rows->n, chunk));

@@ -256,6 +256,39 @@ cpht_memory_release(uint64 bytes)
 	cpht_memory_sync();
 }
 
+static void
+reserved_release(void *arg)
+{
+	CphtReserved *r = arg;
+
+	cpht_memory_release(r->bytes);
+	r->bytes = 0;
+}
+
+void
+cpht_reserved_init(CphtReserved *r, MemoryContext cxt)
+{
+	r->bytes = 0;
+	r->release.func = reserved_release;
+	r->release.arg = r;
+	MemoryContextRegisterResetCallback(cxt, &r->release);
+}
+
+void
+cpht_reserved_add(CphtReserved *r, uint64 bytes, const char *what)
+{
+	cpht_memory_reserve(bytes, what);
+	r->bytes += bytes;
+}
+
+void
+cpht_reserved_sub(CphtReserved *r, uint64 bytes)
+{
+	Assert(bytes <= r->bytes);
+	cpht_memory_release(bytes);
+	r->bytes -= bytes;
+}
+
 void
 cpht_memory_worker_delta(int64 delta)
 {

@@ -33,6 +33,25 @@ extern void cpht_memory_check(uint64 bytes, const char *what);
 extern void cpht_memory_reserve(uint64 bytes, const char *what);
 extern void cpht_memory_release(uint64 bytes);
 
+/*
+ * Bytes counted against cpht.max_memory for as long as a memory context
+ * lives: cpht_reserved_init registers a callback on cxt that gives back
+ * whatever is still counted when cxt is reset or deleted, however the
+ * statement ends (after a reset, init again to keep counting).  The
+ * struct must live as long as cxt: in it, or in a context that outlives it.
+ */
+typedef struct CphtReserved
+{
+	uint64		bytes;
+	MemoryContextCallback release;
+} CphtReserved;
+
+extern void cpht_reserved_init(CphtReserved *r, MemoryContext cxt);
+/* cpht_memory_reserve of bytes more (53400 beyond the cap), or giving
+ * back bytes of what r counts. */
+extern void cpht_reserved_add(CphtReserved *r, uint64 bytes, const char *what);
+extern void cpht_reserved_sub(CphtReserved *r, uint64 bytes);
+
 /* Bytes the cpht worker's kernels took (positive) or gave back for this
  * session's tables there: counted as its undo logs are. */
 extern void cpht_memory_worker_delta(int64 delta);

@@ -92,8 +92,7 @@ typedef struct RowsByTidState
 	char	   *block;			/* the arena's last block */
 	Size		block_used;
 	MemoryContext cxt;			/* the tids, rows and arena */
-	uint64		reserved;		/* bytes counted against cpht.max_memory */
-	MemoryContextCallback releaser;
+	CphtReserved reserved;		/* what cxt holds, against cpht.max_memory */
 } RowsByTidState;
 
 Oid
@@ -231,20 +230,9 @@ rows_create_state(CustomScan *cs)
 }
 
 static void
-release_reserved(void *arg)
-{
-	RowsByTidState *rs = arg;
-
-	if (rs->reserved > 0)
-		cpht_memory_release(rs->reserved);
-	rs->reserved = 0;
-}
-
-static void
 reserve(RowsByTidState *rs, uint64 bytes)
 {
-	cpht_memory_reserve(bytes, "cpht_insert_new row buffer");
-	rs->reserved += bytes;
+	cpht_reserved_add(&rs->reserved, bytes, "cpht_insert_new row buffer");
 }
 
 static void
@@ -263,9 +251,7 @@ rows_begin(CustomScanState *node, EState *estate, int eflags)
 	rs->cxt = AllocSetContextCreate(CurrentMemoryContext, "cpht rows by tid",
 									ALLOCSET_DEFAULT_SIZES);
 	/* what is counted goes back however the query ends */
-	rs->releaser.func = release_reserved;
-	rs->releaser.arg = rs;
-	MemoryContextRegisterResetCallback(rs->cxt, &rs->releaser);
+	cpht_reserved_init(&rs->reserved, rs->cxt);
 }
 
 /* Forgets the tids and rows of a run. */
@@ -273,8 +259,8 @@ static void
 rows_reset(RowsByTidState *rs)
 {
 	MemoryContextReset(rs->cxt);
-	/* the reset ran the callback, which is registered again */
-	MemoryContextRegisterResetCallback(rs->cxt, &rs->releaser);
+	/* the reset gave the bytes back and dropped the callback */
+	cpht_reserved_init(&rs->reserved, rs->cxt);
 	rs->started = false;
 	rs->fetched = false;
 	rs->tids = NULL;
