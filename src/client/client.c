@@ -74,8 +74,8 @@ cpht_client_can_send(void)
 	return cpht_control != NULL && !detached && MyProc != NULL;
 }
 
-static void
-attach(void)
+void
+cpht_client_attach(void)
 {
 	CphtSlot   *slot;
 
@@ -124,7 +124,7 @@ worker_pgprocno(void)
 CphtRequest *
 cpht_client_request(void)
 {
-	attach();
+	cpht_client_attach();
 	memset(&my_slot()->req, 0, sizeof(CphtRequest));
 	my_slot()->req.memory_budget = PG_UINT64_MAX;
 	my_slot()->req.inject_device_fault = cpht_inject_device_fault;
@@ -369,7 +369,7 @@ cpht_client_window_acquire(void)
 {
 	int			w;
 
-	attach();
+	cpht_client_attach();
 	while ((w = take_free_window()) < 0)
 		ConditionVariableSleep(&cpht_control->window_cv, PG_WAIT_EXTENSION);
 	ConditionVariableCancelSleep();
@@ -379,7 +379,7 @@ cpht_client_window_acquire(void)
 int
 cpht_client_window_try_acquire(void)
 {
-	attach();
+	cpht_client_attach();
 	return take_free_window();
 }
 

@@ -20,6 +20,15 @@ typedef struct CphtSharedRef
  * in the message. */
 extern void cpht_client_require_preload(const char *what);
 
+/*
+ * Takes this backend's request slot (once per backend; ERROR without
+ * preload).  Requests attach on their own; a leader whose parallel
+ * workers write for its transaction attaches before they start, so that
+ * its transaction's end reaches the worker although the leader itself
+ * never sent a request (xact_end.c).
+ */
+extern void cpht_client_attach(void);
+
 /* This backend's request, zeroed, to fill and pass to cpht_client_send. */
 extern CphtRequest *cpht_client_request(void);
 

@@ -35,6 +35,13 @@ cpht_xact_end_note_write(TransactionId top_xid, TransactionId sub_xid)
 	/* a parallel worker writes for its leader, which ends the transaction */
 	if (IsParallelWorker())
 		return;
+
+	/*
+	 * The end goes through this backend's request slot.  A leader whose
+	 * parallel workers alone write never sent a request of its own: it
+	 * takes its slot now, while it still may raise.
+	 */
+	cpht_client_attach();
 	written_top = top_xid;
 	last_write = sub_xid;
 }
