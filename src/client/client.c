@@ -185,6 +185,30 @@ pass_cancel(void)
 		pg_atomic_write_u32(&my_slot()->cancel, 1);
 }
 
+/*
+ * A cancel or terminate request that arrived while this backend's request
+ * is still waiting for the worker to take it (the worker busy with other
+ * requests, stopped, or not serving yet after a restart): the request is
+ * withdrawn and PostgreSQL raises the cancel at once; the worker never saw
+ * it, so nothing is left to undo.  Where interrupts are held (a
+ * transaction's end) nothing is withdrawn.  If PostgreSQL declines to
+ * raise (a cancel it ignores), the request is submitted again and the
+ * wait goes on.  Returns false when the worker had already taken it.
+ */
+static bool
+withdraw_on_cancel(int worker)
+{
+	uint32		expected = CPHT_SLOT_SUBMITTED;
+
+	if (!(QueryCancelPending || ProcDiePending) || !INTERRUPTS_CAN_BE_PROCESSED())
+		return false;
+	if (!pg_atomic_compare_exchange_u32(&my_slot()->state, &expected, CPHT_SLOT_IDLE))
+		return false;
+	CHECK_FOR_INTERRUPTS();
+	submit(worker);
+	return true;
+}
+
 /* After the reply came: the slot is free for the next request. */
 static void
 take_reply(void)
@@ -203,6 +227,8 @@ submit_and_wait(int worker)
 	submit(worker);
 	while (pg_atomic_read_u32(&slot->state) != CPHT_SLOT_DONE)
 	{
+		if (withdraw_on_cancel(worker))
+			continue;
 		pass_cancel();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 1000, PG_WAIT_EXTENSION);
@@ -281,6 +307,8 @@ cpht_client_stream_wait(uint64 *ran)
 			*ran = pg_atomic_read_u64(&slot->ran);
 			return true;
 		}
+		if (withdraw_on_cancel(stream_worker))
+			continue;
 		pass_cancel();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 1000, PG_WAIT_EXTENSION);

@@ -24,10 +24,18 @@
 
 #include "cpht_table.h"
 
-/* Slot states */
+/*
+ * Slot states.  IDLE -> SUBMITTED (the backend), SUBMITTED -> RUNNING (the
+ * worker takes it, by compare-and-swap), RUNNING -> DONE (the worker
+ * answers), DONE -> IDLE (the backend read the reply).  A backend canceled
+ * while its request is still SUBMITTED withdraws it, SUBMITTED -> IDLE by
+ * compare-and-swap, so a cancel never waits for a worker that is busy with
+ * other requests, stopped or starting: of the two swaps exactly one wins.
+ */
 #define CPHT_SLOT_IDLE		0
 #define CPHT_SLOT_SUBMITTED 1
 #define CPHT_SLOT_DONE		2
+#define CPHT_SLOT_RUNNING	3
 
 /* Operations a request asks for. */
 typedef enum CphtOp

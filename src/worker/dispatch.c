@@ -800,6 +800,18 @@ serve_one(int s)
 	reply(s);
 }
 
+/*
+ * Takes slot s's submitted request (SUBMITTED -> RUNNING); false when there
+ * is none, or when its backend withdrew it on a cancel first.
+ */
+bool
+cpht_worker_take_slot(int s)
+{
+	uint32		expected = CPHT_SLOT_SUBMITTED;
+
+	return pg_atomic_compare_exchange_u32(&cpht_slots[s].state, &expected, CPHT_SLOT_RUNNING);
+}
+
 void
 cpht_worker_serve(void)
 {
@@ -815,8 +827,7 @@ cpht_worker_serve(void)
 			int			s = w * 64 + b;
 
 			bits &= bits - 1;
-			if (s < cpht_control->nslots &&
-				pg_atomic_read_u32(&cpht_slots[s].state) == CPHT_SLOT_SUBMITTED)
+			if (s < cpht_control->nslots && cpht_worker_take_slot(s))
 				serve_one(s);
 		}
 	}
@@ -840,7 +851,8 @@ cpht_worker_shutdown(const char *reason, int errcode)
 	{
 		CphtSlot   *slot = &cpht_slots[s];
 
-		if (pg_atomic_read_u32(&slot->state) != CPHT_SLOT_SUBMITTED)
+		/* the request this worker was running, and those not yet taken */
+		if (s != serving && !cpht_worker_take_slot(s))
 			continue;
 		memset(&slot->rep, 0, sizeof(CphtReply));
 		slot->rep.sqlerrcode = errcode;
