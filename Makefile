@@ -71,6 +71,9 @@ else ifneq ($(filter-out test demo deps unit test/unit/%.bin,$(or $(MAKECMDGOALS
 $(error PostgreSQL server headers not found ($(PG_CONFIG) --pgxs): install postgresql-server-dev-15, or run test/install-deps.sh)
 endif
 
+# every header of src/: a struct that changes (a handle, say) must not meet
+# objects built with its old layout
+$(OBJS): $(wildcard src/*.h src/*/*.h)
 $(OBJS): src/shmem/protocol.h kernels/cpht_table.h kernels/layout.h kernels/table_internal.h kernels/table_layer.h kernels/table_faults.h
 $(KERNEL_C:.c=.o): $(wildcard kernels/*.h)
 

@@ -27,6 +27,8 @@ typedef struct CphtHandle
 	bool		shared;
 	int32		shared_entry;	/* its catalog index, -1 once dropped here */
 	uint64		shared_table_id;
+	uint64		shared_generation;	/* the cpht worker's generation when
+									 * opened (protocol.h) */
 	CphtTable  *shared_access;	/* the operations on it (access.h) */
 } CphtHandle;
 

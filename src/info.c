@@ -222,6 +222,8 @@ cpht_tables(PG_FUNCTION_ARGS)
 
 	if (cpht_control == NULL)
 		return (Datum) 0;
+	/* durable tables are listed once the worker restored them */
+	cpht_shared_wait_restored();
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
 		CphtCatalogEntry e;

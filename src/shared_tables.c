@@ -86,6 +86,9 @@ register_handle(int32 entry, const CphtCatalogEntry *e, int32 at_handle)
 	h.shared = true;
 	h.shared_entry = entry;
 	h.shared_table_id = e->table_id;
+	SpinLockAcquire(&cpht_control->mutex);
+	h.shared_generation = cpht_control->generation;
+	SpinLockRelease(&cpht_control->mutex);
 	h.kind = e->kind;
 	h.device = e->device;
 	h.key_bits = e->key_bits;
@@ -145,10 +148,38 @@ cpht_shared_ref(int32 handle, char *name, Oid *owner)
 
 	if (copy.table_id != h->shared_table_id ||
 		(copy.state != CPHT_ENTRY_LIVE && copy.state != CPHT_ENTRY_LOST))
+	{
+		uint64		generation;
+
+		SpinLockAcquire(&cpht_control->mutex);
+		generation = cpht_control->generation;
+		SpinLockRelease(&cpht_control->mutex);
+
+		/*
+		 * The worker that held the table exited.  A durable table is back
+		 * under a new table id (ids are never reused while the server
+		 * runs), reached by opening it again; any other was lost, and the
+		 * catalog entry may hold another table by now.
+		 */
+		if (generation != h->shared_generation)
+			ereport(ERROR,
+					(errcode(ERRCODE_SYSTEM_ERROR),
+					 errmsg("cpht table %d was opened before the cpht worker restarted", handle),
+					 errdetail("Handles of shared tables do not outlive the cpht worker; a durable table is restored by the new worker and reached through a new handle."),
+					 errhint("Open the table again with cpht_open().")));
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("cpht table %d does not exist", handle),
 				 errdetail("The shared table it named was dropped.")));
+	}
+	/* a durable table whose worker exited comes back under a new id */
+	if (copy.state == CPHT_ENTRY_LOST && copy.durable)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("cpht table %d was opened before the cpht worker restarted", handle),
+				 errdetail("Durable shared table \"%s\" is restored by the new worker and reached through a new handle.",
+						   NameStr(copy.name)),
+				 errhint("Open the table again with cpht_open('%s').", NameStr(copy.name))));
 	if (copy.state == CPHT_ENTRY_LOST)
 		lost_error(&copy);
 	check_privileges(NameStr(copy.name), copy.owner);
@@ -268,6 +299,9 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	params.seed = cpht_new_seed();
 	params.cpu_threads = cpht_cpu_threads;
 
+	/* the worker creates durable tables only once it restored the others */
+	if (durable)
+		cpht_shared_wait_restored();
 	req = cpht_client_request();
 	req->op = CPHT_OP_CREATE;
 	req->params = params;
@@ -318,14 +352,15 @@ find_by_name(const char *name, CphtCatalogEntry *copy)
 /*
  * Right after a start or a worker restart the worker is still restoring
  * durable tables: a name it has not reached yet is missing, or lost from
- * the previous worker.  cpht_open waits for the restore (cancelably, at
- * most DURABLE_WAIT_MS) rather than answering that.  A standby restores
+ * the previous worker.  cpht_open, cpht_tables() and the creation of a
+ * durable table wait for the restore (cancelably, at most DURABLE_WAIT_MS)
+ * rather than answering that.  A standby restores
  * nothing until it is promoted, so there it does not wait.
  */
 #define DURABLE_WAIT_MS 60000
 
-static void
-wait_for_durable_tables(void)
+void
+cpht_shared_wait_restored(void)
 {
 	CphtControl *ctl = cpht_control;
 	TimestampTz until;
@@ -354,7 +389,7 @@ cpht_open(PG_FUNCTION_ARGS)
 	entry = find_by_name(name, &copy);
 	if (entry < 0 || copy.state == CPHT_ENTRY_LOST)
 	{
-		wait_for_durable_tables();
+		cpht_shared_wait_restored();
 		entry = find_by_name(name, &copy);
 	}
 	if (entry < 0)

@@ -39,4 +39,11 @@ extern int	cpht_shared_open_handles(const int32 **handles);
  */
 extern void cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id);
 
+/*
+ * Waits (cancelably, up to a minute) until the cpht worker has restored the
+ * durable tables after a start or a restart of the worker; returns at once
+ * on a standby, which restores nothing.
+ */
+extern void cpht_shared_wait_restored(void);
+
 #endif							/* CPHT_SHARED_TABLES_H */

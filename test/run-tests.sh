@@ -30,7 +30,8 @@
 #                                          no pg_regress, no upgrade check; the
 #                                          checks after the preloaded pass
 #                                          (loaders, worker restart) run only
-#                                          when named too: "loaders", "restart"
+#                                          when named too: "loaders", "restart",
+#                                          "durable", "worker_restart"
 #   CPHT_TEST_SHARDS=N test/run-tests.sh   every table created without
 #                                          shards => N has N shards: the
 #                                          server runs with cpht.shards = N
@@ -232,6 +233,12 @@ run_both_modes() {
 	if only_has durable; then
 		echo "== durable shared tables: restarts, damaged snapshots, crashes"
 		test/durable.sh
+	fi
+	if only_has worker_restart; then
+		echo "== restarts of the cpht worker alone under concurrent loaders"
+		if ! test/worker_restart.sh; then
+			return 1
+		fi
 	fi
 	if [ -n "$CPHT_TEST_SHARDED_PASS" ]; then
 		echo "== the preloaded suite once more, every table of $CPHT_TEST_SHARDED_PASS shards (CPHT_TEST_SHARDED_PASS)"

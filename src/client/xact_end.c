@@ -67,7 +67,7 @@ tell_worker(CphtOp op, TransactionId sub_xid)
 	if (rep == NULL)
 		ereport(WARNING,
 				(errmsg("the cpht worker could not be told that transaction %u ended", written_top),
-				 errdetail("No cpht worker runs: the shared tables it changed were lost with the worker.")));
+				 errdetail("No cpht worker runs now: the next one keeps or undoes the transaction's changes of durable shared tables as the transaction ended; other shared tables were lost with the worker.")));
 	else if (rep->sqlerrcode != 0)
 		ereport(WARNING,
 				(errmsg("the cpht worker failed to end transaction %u: %s", written_top, rep->message)));

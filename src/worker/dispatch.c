@@ -53,6 +53,10 @@ typedef struct CallPieces
 static cpht_table **tables = NULL;	/* by catalog index */
 static uint64 *table_ids = NULL;
 static int	serving = -1;		/* slot of the request being served */
+
+/* The first table id this worker gives (ids are never reused while the
+ * server runs). */
+static uint64 first_table_id = 0;
 static MemoryContext request_cxt = NULL;
 
 /* The cancel flag of the call running now, read by the kernels. */
@@ -79,6 +83,7 @@ cpht_worker_tables_init(void)
 
 	/* What a previous worker held is gone with its memory. */
 	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
+	first_table_id = ctl->next_table_id;
 	for (int i = 0; i < ctl->max_tables; i++)
 	{
 		CphtCatalogEntry *e = &cpht_catalog[i];
@@ -116,6 +121,14 @@ request_table(const CphtRequest *req)
 				 errmsg("shared cpht table \"%s\" was lost", NameStr(e->name)),
 				 errdetail("Its memory was in a cpht worker that exited: %s.", e->lost_reason),
 				 errhint("Create it again with cpht_create(..., name => '%s').", NameStr(e->name))));
+	/* ids grow with every table: a smaller one than this worker's first
+	 * was opened before it started */
+	if (req->table_id < first_table_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("shared cpht table was opened before the cpht worker restarted"),
+				 errdetail("Handles of shared tables do not outlive the cpht worker; a durable table is restored by the new worker and reached through a new handle."),
+				 errhint("Open the table again with cpht_open().")));
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
 			 errmsg("shared cpht table does not exist"),
@@ -797,6 +810,29 @@ serve_one(int s)
 		reply(s);
 		cpht_worker_device_lost(reason);
 	}
+	reply(s);
+}
+
+/*
+ * Answers slot s's submitted request, if the worker can take it, with an
+ * error without running it (the restore at start refuses requests it
+ * cannot serve yet).
+ */
+void
+cpht_worker_refuse(int s, int sqlerrcode, const char *message, const char *detail,
+				   const char *hint)
+{
+	CphtSlot   *slot = &cpht_slots[s];
+
+	if (!cpht_worker_take_slot(s))
+		return;
+	memset(&slot->rep, 0, sizeof(CphtReply));
+	slot->rep.sqlerrcode = sqlerrcode;
+	strlcpy(slot->rep.message, message, CPHT_TEXT_LEN);
+	if (detail)
+		strlcpy(slot->rep.detail, detail, CPHT_TEXT_LEN);
+	if (hint)
+		strlcpy(slot->rep.hint, hint, CPHT_TEXT_LEN);
 	reply(s);
 }
 

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/subtrans.h"
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
@@ -41,6 +42,7 @@
 #include "storage/fd.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/standby.h"
 #include "utils/builtins.h"
@@ -66,7 +68,6 @@ typedef struct DurableState
 static DurableState *durable = NULL;	/* by catalog index */
 static bool restored = false;	/* the tables of pg_cpht are back */
 static bool restoring = false;	/* restore_all runs */
-static bool earlier_worker = false; /* another worker ran since shmem init */
 static bool slot_ready = false;
 static char slot_problem[CPHT_TEXT_LEN];
 static TimestampTz last_round = 0;
@@ -93,7 +94,6 @@ cpht_durable_init(void)
 {
 	durable = MemoryContextAllocZero(TopMemoryContext,
 									 sizeof(DurableState) * cpht_control->max_tables);
-	earlier_worker = cpht_control->generation > 0;
 	if (MakePGDirectory(CPHT_SNAPSHOT_DIR) < 0 && errno != EEXIST)
 		ereport(LOG,
 				(errcode_for_file_access(),
@@ -431,44 +431,65 @@ cpht_durable_log_call(const CphtRequest *req, cpht_table *t, uint64 position, Cp
 
 /* ---- restoring at start --------------------------------------------------------- */
 
-/* Whether (sub)transaction xid committed; waits while it runs (only after a
- * restart of the worker alone can one still run). */
+/*
+ * Whether (sub)transaction xid still runs, asked from the worker.
+ * TransactionIdIsInProgress skips the proc array position
+ * MyProc->pgxactoff as the caller's own; the worker never enters the
+ * array, so that position is stale (0 at first) and names another
+ * backend, whose running transaction would then read as ended and its
+ * changes be decided before it committed.  The worker's position points
+ * outside the array for the call.
+ */
+static bool
+xid_in_progress(TransactionId xid)
+{
+	int			own = MyProc->pgxactoff;
+	bool		running = false;
+
+	MyProc->pgxactoff = -1;
+	PG_TRY();
+	{
+		running = TransactionIdIsInProgress(xid);
+	}
+	PG_FINALLY();
+	{
+		MyProc->pgxactoff = own;
+	}
+	PG_END_TRY();
+	return running;
+}
+
+/*
+ * Whether (sub)transaction xid committed; waits while it runs (only after a
+ * restart of the worker alone can one still run).  Meanwhile a request of
+ * that transaction itself is answered with an error rather than left
+ * waiting for the restore, which waits for the transaction: the two would
+ * wait for each other for ever.  Requests of other sessions wait, and
+ * stay cancelable (client.c withdraws a request the worker has not taken).
+ */
 static bool
 committed(TransactionId xid)
 {
+	TransactionId top = InvalidTransactionId;
+
 	if (!TransactionIdIsValid(xid))
 		return true;
-	while (TransactionIdIsInProgress(xid))
+	while (xid_in_progress(xid))
 	{
+		if (!TransactionIdIsValid(top))
+			top = SubTransGetTopmostTransaction(xid);
+		for (int s = 0; s < cpht_control->nslots; s++)
+			if (TransactionIdEquals(ProcGlobal->allProcs[s].xid, top))
+				cpht_worker_refuse(s, ERRCODE_T_R_SERIALIZATION_FAILURE,
+								   "the cpht worker restarted while this transaction had changes in durable shared tables",
+								   "The worker restores those tables once this transaction ends: its changes stay if it commits and are undone if it rolls back.",
+								   "End the transaction, then repeat the call in a new one.");
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10L,
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
 	return TransactionIdDidCommit(xid);
-}
-
-/*
- * After the worker alone restarted, transactions it served may still run;
- * their outcome decides what their changes become, so wait for them.
- */
-static void
-wait_for_running_transactions(void)
-{
-	RunningTransactions running = GetRunningTransactionData();
-	TransactionId *xids;
-	int			n = running->xcnt;
-
-	xids = palloc(sizeof(TransactionId) * Max(n, 1));
-	memcpy(xids, running->xids, sizeof(TransactionId) * n);
-	LWLockRelease(ProcArrayLock);
-	LWLockRelease(XidGenLock);
-	if (n > 0)
-		ereport(LOG,
-				(errmsg("cpht worker waits for %d running transactions before it restores durable shared tables", n)));
-	for (int i = 0; i < n; i++)
-		(void) committed(xids[i]);
-	pfree(xids);
 }
 
 static void
@@ -937,8 +958,12 @@ restore_all(void)
 	XLogRecPtr	slot_lsn;
 	int			files = 0;
 
-	if (earlier_worker)
-		wait_for_running_transactions();
+	/*
+	 * After a restart of the worker alone, transactions it served may still
+	 * run: the restore waits only for those whose changes it must decide
+	 * (committed(), per saved change and WAL record), never for unrelated
+	 * ones such as a prepared transaction that wrote no cpht table.
+	 */
 	dir = AllocateDir(CPHT_SNAPSHOT_DIR);
 	while ((de = ReadDir(dir, CPHT_SNAPSHOT_DIR)) != NULL)
 	{
