@@ -14,7 +14,11 @@
 #      stays, and so does the WAL after its snapshot while WAL moves on and
 #      checkpoints remove segments; raising the limit and restarting brings
 #      it back;
-#   4. crashes: loaders change a durable table in concurrent transactions
+#   4. a table without key_bits keeps its automatic width and every other
+#      property (the whole cpht_info) across a clean restart, kill -9 of
+#      the postmaster, kill -9 of a backend and SIGTERM of the worker alone,
+#      then takes wider, negative and full 64-bit keys;
+#   5. crashes: loaders change a durable table in concurrent transactions
 #      (find-or-put and delete, random rollbacks and savepoint rollbacks)
 #      and record what they commit in an ordinary table; kill -9 of a
 #      loader's backend, of the cpht worker or of the postmaster at a random
@@ -40,10 +44,12 @@ q() {
 	psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@"
 }
 
-# Waits until the server answers and the worker restored table $1.
+# Waits until the server answers and the worker restored table $1, 30 s
+# at most (cpht_open itself waits while the worker restores).
 wait_restored() {
-	for _ in $(seq 1 300); do
-		if psql -X -q -At -d "$db" -c "SELECT cpht_open('$1')" > /dev/null 2>&1; then
+	local until=$((SECONDS + 30))
+	while [ $SECONDS -lt $until ]; do
+		if psql -X -q -At -d "$db" -c "SET statement_timeout = '5s'" -c "SELECT cpht_open('$1')" > /dev/null 2>&1; then
 			return 0
 		fi
 		sleep 0.1
@@ -290,7 +296,110 @@ else
 fi
 q -c "SELECT cpht_drop(cpht_open('d_big'))" > /dev/null || fail "dropping d_big"
 
-# ---- 4. crashes ---------------------------------------------------------------
+# Starts the server again after a kill -9 of the postmaster whose children
+# were $1: they end when they notice.
+start_after_postmaster_kill() {
+	local children=$1 left=""
+	for _ in $(seq 1 300); do
+		left=""
+		for c in $children; do
+			if kill -0 "$c" 2> /dev/null; then
+				left="$left $c"
+			fi
+		done
+		[ -n "$left" ] || break
+		sleep 0.1
+	done
+	[ -z "$left" ] || echo "== children of the killed postmaster still running after 30 s:$left"
+	for _ in 1 2 3; do
+		"${cluster[@]}" start && break
+		sleep 2
+	done
+}
+
+# Waits until the server answers again (after a crash restart).
+wait_server() {
+	for _ in $(seq 1 300); do
+		psql -X -q -At -d postgres -c "SELECT 1" > /dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---- 4. automatic key width across every kind of restart -----------------------
+echo "== durable: a table without key_bits keeps every property across every kind of restart"
+section_start=$SECONDS
+q > /dev/null <<'SQL'
+SELECT cpht_create(1000, name => 'd_auto', durable => true);
+SELECT cpht_put(cpht_open('d_auto'), ARRAY(SELECT generate_series(1, 100000)::bigint));
+SELECT cpht_checkpoint();
+SQL
+auto_info="SELECT key_bits IS NULL AS auto, cpht_info(cpht_open(name)) - 'handle' - 'device_free_bytes' - 'last_grow_at'
+	- 'last_grow_ms' - 'staging_bytes' - 'undo_log_bytes' - 'last_widen_ms'
+	FROM cpht_tables() WHERE name = 'd_auto'"
+auto_before=$(q -c "$auto_info")
+grep -q '^t|.*"key_width": "auto"' <<<"$auto_before" || fail "d_auto is not of automatic width before the restarts: $auto_before"
+for kind in clean postmaster backend worker; do
+	case $kind in
+		clean)
+			"${cluster[@]}" restart
+			;;
+		postmaster)
+			pm=$(head -1 "$datadir/postmaster.pid")
+			children=$(pgrep -P "$pm" || true)
+			kill -9 "$pm"
+			start_after_postmaster_kill "$children"
+			;;
+		backend)
+			psql -X -q -d "$db" -c "SELECT pg_sleep(60)" > /dev/null 2>&1 &
+			sleeper=$!
+			victim=""
+			for _ in $(seq 1 100); do
+				victim=$(psql -X -q -At -d postgres -c "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)' LIMIT 1")
+				[ -n "$victim" ] && break
+				sleep 0.1
+			done
+			kill -9 "$victim"
+			wait "$sleeper" 2> /dev/null || true
+			sleep 1
+			wait_server || fail "the server is not back 30 s after kill -9 of a backend"
+			;;
+		worker)
+			kill -TERM "$(q -c "SELECT cpht_worker_info()->>'worker_pid'")"
+			sleep 1.5
+			;;
+	esac
+	if ! wait_restored d_auto; then
+		fail "d_auto is not back 30 s after a restart ($kind): $(q -c "SELECT cpht_open('d_auto')" 2>&1 || true)"
+		continue
+	fi
+	auto_after=$(q -c "$auto_info")
+	[ "$auto_after" = "$auto_before" ] || fail "d_auto changed across a restart ($kind): before
+$auto_before
+after
+$auto_after"
+done
+# wider, negative and full 64-bit keys after the restarts, in WAL until a
+# worker restart replays them
+res=$(q <<'SQL' 2>&1 || true
+SELECT cpht_open('d_auto') AS h \gset
+SELECT cpht_find(:h, '{200000,-3,9223372036854775807}')::text || ' ' ||
+	cpht_put(:h, '{200000,-3,9223372036854775807,-9223372036854775808,1099511627776}') || ' ' ||
+	cpht_find(:h, '{200000,-3,9223372036854775807,-9223372036854775808,1099511627776,5,100001}')::text;
+SQL
+)
+[ "$res" = "{f,f,f} 5 {t,t,t,t,t,t,f}" ] || fail "d_auto after the restarts (finds, puts, finds): $res"
+kill -TERM "$(q -c "SELECT cpht_worker_info()->>'worker_pid'")"
+sleep 1.5
+wait_restored d_auto || fail "d_auto is not back after a worker restart with wide keys in WAL"
+res=$(q -c "SELECT cpht_find(cpht_open('d_auto'), '{200000,-3,9223372036854775807,-9223372036854775808,1099511627776,5,100001}')::text
+	|| ' ' || cpht_count(cpht_open('d_auto')) || ' ' || (SELECT key_bits IS NULL FROM cpht_tables() WHERE name = 'd_auto')
+	|| ' ' || (cpht_info(cpht_open('d_auto'))->>'key_width') || ' ' || (cpht_info(cpht_open('d_auto'))->>'signed_keys')" 2>&1 || true)
+[ "$res" = "{t,t,t,t,t,t,f} 100005 true auto true" ] || fail "d_auto after a replay of wide keys: $res"
+q -c "SELECT cpht_drop(cpht_open('d_auto'))" > /dev/null || fail "dropping d_auto"
+echo "== durable: automatic key width and every property survive every kind of restart ($((SECONDS - section_start)) s)"
+
+# ---- 5. crashes ---------------------------------------------------------------
 echo "== durable: kill -9 of a backend, the worker or the postmaster during concurrent loads ($CPHT_DURABLE_ROUNDS rounds)"
 psql -X -q -d postgres -c "ALTER SYSTEM SET cpht.snapshot_interval = 1" -c "SELECT pg_reload_conf()" > /dev/null
 q > /dev/null <<'SQL'

@@ -593,7 +593,8 @@ install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, bool transact
 		e->table_id = id;
 		e->kind = stats.kind;
 		e->device = stats.device;
-		e->key_bits = stats.key_bits;
+		/* 0: the width follows the keys, as dispatch.c's create says */
+		e->key_bits = stats.auto_key_bits ? 0 : stats.key_bits;
 		e->capacity = capacity;
 		e->bytes = stats.table_bytes;
 		e->transactional = transactional;
