@@ -14,7 +14,22 @@
 #      stays, and so does the WAL after its snapshot while WAL moves on and
 #      checkpoints remove segments; raising the limit and restarting brings
 #      it back;
-#   4. crashes: loaders change a durable table in concurrent transactions
+#   4. a table without key_bits keeps its automatic width and every other
+#      property (the whole cpht_info) across a clean restart, kill -9 of
+#      the postmaster, kill -9 of a backend and SIGTERM of the worker alone,
+#      then takes wider, negative and full 64-bit keys;
+#   5. an idle durable table does not hold WAL back: rounds move the slot's
+#      restart_lsn past it and old segments go; a slot dropped by hand loses
+#      no current table at a clean restart; the slot exists only while a
+#      durable table does;
+#   6. a snapshot taken while two transactions had changes on the table,
+#      then pg_xact truncated past them (about a million subtransactions
+#      that roll back, VACUUM FREEZE of every database): the table is back
+#      as committed;
+#   7. a missing, an empty and an unreadable snapshot file: each table is
+#      reported lost by name with the reason, the others start; the
+#      unreadable one is back once it can be read;
+#   8. crashes: loaders change a durable table in concurrent transactions
 #      (find-or-put and delete, random rollbacks and savepoint rollbacks)
 #      and record what they commit in an ordinary table; kill -9 of a
 #      loader's backend, of the cpht worker or of the postmaster at a random
@@ -40,10 +55,12 @@ q() {
 	psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@"
 }
 
-# Waits until the server answers and the worker restored table $1.
+# Waits until the server answers and the worker restored table $1, 30 s
+# at most (cpht_open itself waits while the worker restores).
 wait_restored() {
-	for _ in $(seq 1 300); do
-		if psql -X -q -At -d "$db" -c "SELECT cpht_open('$1')" > /dev/null 2>&1; then
+	local until=$((SECONDS + 30))
+	while [ $SECONDS -lt $until ]; do
+		if psql -X -q -At -d "$db" -c "SET statement_timeout = '5s'" -c "SELECT cpht_open('$1')" > /dev/null 2>&1; then
 			return 0
 		fi
 		sleep 0.1
@@ -61,6 +78,12 @@ psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "SET client_min_messages = warning"
 	-c "CREATE ROLE durable_owner LOGIN" -c "CREATE ROLE durable_other LOGIN" \
 	-c "ALTER SYSTEM SET cpht.snapshot_interval = 0" -c "SELECT pg_reload_conf()" > /dev/null
 q -c "CREATE EXTENSION cpht" -c "GRANT ALL ON SCHEMA public TO durable_owner, durable_other"
+
+# The slot that keeps WAL for durable tables exists only while one does.
+slot_count="SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'cpht_durable'"
+if ! ls "$datadir"/pg_cpht/*.snap > /dev/null 2>&1; then
+	[ "$(q -c "$slot_count")" = 0 ] || fail "the cpht_durable slot exists while no durable table does"
+fi
 
 echo "== durable: durable => true needs a name"
 out=$(q -c "SELECT cpht_create(100, durable => true)" 2>&1 || true)
@@ -290,7 +313,260 @@ else
 fi
 q -c "SELECT cpht_drop(cpht_open('d_big'))" > /dev/null || fail "dropping d_big"
 
-# ---- 4. crashes ---------------------------------------------------------------
+# Starts the server again after a kill -9 of the postmaster whose children
+# were $1: they end when they notice.
+start_after_postmaster_kill() {
+	local children=$1 left=""
+	for _ in $(seq 1 300); do
+		left=""
+		for c in $children; do
+			if kill -0 "$c" 2> /dev/null; then
+				left="$left $c"
+			fi
+		done
+		[ -n "$left" ] || break
+		sleep 0.1
+	done
+	[ -z "$left" ] || echo "== children of the killed postmaster still running after 30 s:$left"
+	for _ in 1 2 3; do
+		"${cluster[@]}" start && break
+		sleep 2
+	done
+}
+
+# Waits until the server answers again (after a crash restart).
+wait_server() {
+	for _ in $(seq 1 300); do
+		psql -X -q -At -d postgres -c "SELECT 1" > /dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---- 4. automatic key width across every kind of restart -----------------------
+echo "== durable: a table without key_bits keeps every property across every kind of restart"
+section_start=$SECONDS
+q > /dev/null <<'SQL'
+SELECT cpht_create(1000, name => 'd_auto', durable => true);
+SELECT cpht_put(cpht_open('d_auto'), ARRAY(SELECT generate_series(1, 100000)::bigint));
+SELECT cpht_checkpoint();
+SQL
+auto_info="SELECT key_bits IS NULL AS auto, cpht_info(cpht_open(name)) - 'handle' - 'device_free_bytes' - 'last_grow_at'
+	- 'last_grow_ms' - 'staging_bytes' - 'undo_log_bytes' - 'last_widen_ms'
+	FROM cpht_tables() WHERE name = 'd_auto'"
+auto_before=$(q -c "$auto_info")
+grep -q '^t|.*"key_width": "auto"' <<<"$auto_before" || fail "d_auto is not of automatic width before the restarts: $auto_before"
+for kind in clean postmaster backend worker; do
+	case $kind in
+		clean)
+			"${cluster[@]}" restart
+			;;
+		postmaster)
+			pm=$(head -1 "$datadir/postmaster.pid")
+			children=$(pgrep -P "$pm" || true)
+			kill -9 "$pm"
+			start_after_postmaster_kill "$children"
+			;;
+		backend)
+			psql -X -q -d "$db" -c "SELECT pg_sleep(60)" > /dev/null 2>&1 &
+			sleeper=$!
+			victim=""
+			for _ in $(seq 1 100); do
+				victim=$(psql -X -q -At -d postgres -c "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)' LIMIT 1")
+				[ -n "$victim" ] && break
+				sleep 0.1
+			done
+			kill -9 "$victim"
+			wait "$sleeper" 2> /dev/null || true
+			sleep 1
+			wait_server || fail "the server is not back 30 s after kill -9 of a backend"
+			;;
+		worker)
+			kill -TERM "$(q -c "SELECT cpht_worker_info()->>'worker_pid'")"
+			sleep 1.5
+			;;
+	esac
+	if ! wait_restored d_auto; then
+		fail "d_auto is not back 30 s after a restart ($kind): $(q -c "SELECT cpht_open('d_auto')" 2>&1 || true)"
+		continue
+	fi
+	auto_after=$(q -c "$auto_info")
+	[ "$auto_after" = "$auto_before" ] || fail "d_auto changed across a restart ($kind): before
+$auto_before
+after
+$auto_after"
+done
+# wider, negative and full 64-bit keys after the restarts, in WAL until a
+# worker restart replays them
+res=$(q <<'SQL' 2>&1 || true
+SELECT cpht_open('d_auto') AS h \gset
+SELECT cpht_find(:h, '{200000,-3,9223372036854775807}')::text || ' ' ||
+	cpht_put(:h, '{200000,-3,9223372036854775807,-9223372036854775808,1099511627776}') || ' ' ||
+	cpht_find(:h, '{200000,-3,9223372036854775807,-9223372036854775808,1099511627776,5,100001}')::text;
+SQL
+)
+[ "$res" = "{f,f,f} 5 {t,t,t,t,t,t,f}" ] || fail "d_auto after the restarts (finds, puts, finds): $res"
+kill -TERM "$(q -c "SELECT cpht_worker_info()->>'worker_pid'")"
+sleep 1.5
+wait_restored d_auto || fail "d_auto is not back after a worker restart with wide keys in WAL"
+res=$(q -c "SELECT cpht_find(cpht_open('d_auto'), '{200000,-3,9223372036854775807,-9223372036854775808,1099511627776,5,100001}')::text
+	|| ' ' || cpht_count(cpht_open('d_auto')) || ' ' || (SELECT key_bits IS NULL FROM cpht_tables() WHERE name = 'd_auto')
+	|| ' ' || (cpht_info(cpht_open('d_auto'))->>'key_width') || ' ' || (cpht_info(cpht_open('d_auto'))->>'signed_keys')" 2>&1 || true)
+[ "$res" = "{t,t,t,t,t,t,f} 100005 true auto true" ] || fail "d_auto after a replay of wide keys: $res"
+q -c "SELECT cpht_drop(cpht_open('d_auto'))" > /dev/null || fail "dropping d_auto"
+echo "== durable: automatic key width and every property survive every kind of restart ($((SECONDS - section_start)) s)"
+
+# ---- 5. WAL kept for an idle table ---------------------------------------------
+# Rounds move the retention point of unchanged tables: the slot follows the
+# WAL, old segments go; a slot dropped by hand loses no current table.
+echo "== durable: an idle durable table does not hold WAL back"
+section_start=$SECONDS
+q > /dev/null <<'SQL'
+SELECT cpht_create(1000, name => 'd_idle', durable => true);
+SELECT cpht_put(cpht_open('d_idle'), '{1,2,3}');
+SELECT cpht_checkpoint();
+SQL
+[ "$(q -c "$slot_count")" = 1 ] || fail "no cpht_durable slot while durable tables exist"
+idle_lsn=$(q -c "SELECT pg_current_wal_insert_lsn()")
+wal_rounds() {
+	for _ in $(seq 1 "$1"); do
+		q -c "SELECT pg_switch_wal()" -c "CREATE TABLE wal_filler AS SELECT generate_series(1, 20000) g" \
+			-c "DROP TABLE wal_filler" -c "CHECKPOINT" -c "SELECT cpht_checkpoint()" -c "CHECKPOINT" > /dev/null
+	done
+}
+wal_rounds 5
+res=$(q -c "SELECT restart_lsn > '$idle_lsn'::pg_lsn, pg_wal_lsn_diff(pg_current_wal_insert_lsn(), restart_lsn) < 3 * 16777216
+	FROM pg_replication_slots WHERE slot_name = 'cpht_durable'")
+[ "$res" = "t|t" ] || fail "the slot's restart_lsn did not follow WAL past an idle table (moved, close to the insert position): $res"
+res=$(q -c "SELECT min(name) > pg_walfile_name('$idle_lsn') FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}\$'")
+[ "$res" = t ] || fail "pg_wal still holds the segment of an idle table's snapshot: $(q -c "SELECT min(name) FROM pg_ls_waldir()") $(q -c "SELECT pg_walfile_name('$idle_lsn')")"
+# a slot dropped by hand: old WAL goes, and a clean restart still brings every
+# current table back
+q -c "SELECT pg_drop_replication_slot('cpht_durable')" > /dev/null
+for _ in 1 2 3; do
+	q -c "SELECT pg_switch_wal()" -c "CREATE TABLE wal_filler AS SELECT generate_series(1, 20000) g" \
+		-c "DROP TABLE wal_filler" -c "CHECKPOINT" > /dev/null
+done
+"${cluster[@]}" restart
+if ! wait_restored d_idle; then
+	fail "d_idle is not back after a clean restart without its slot: $(q -c "SELECT cpht_open('d_idle')" 2>&1 || true)"
+else
+	res=$(q -c "SELECT cpht_find(cpht_open('d_idle'), '{1,2,3,4}')::text || ' ' || cpht_count(cpht_open('d_iceberg'))" 2>&1 || true)
+	[ "$res" = "{t,t,t,f} $(q -c "SELECT cpht_count(cpht_open('d_iceberg'))" 2>&1)" ] ||
+		fail "the tables after a clean restart without their slot: $res"
+fi
+[ "$(q -c "$slot_count")" = 1 ] || fail "the cpht_durable slot was not made again"
+echo "== durable: the slot follows WAL past idle tables, and a dropped slot loses no current table ($((SECONDS - section_start)) s)"
+
+# ---- 6. pg_xact truncated after a snapshot kept an open transaction -------------
+# A snapshot taken while a transaction that commits and one that rolls back
+# had changes on the table; the table stays unchanged; then enough xids for
+# PostgreSQL to drop the pg_xact segment of those transactions (about a
+# million subtransactions that roll back: a few seconds) and VACUUM FREEZE
+# of every database.  The table comes back at the next start.
+echo "== durable: a snapshot with open transactions' changes survives pg_xact truncation"
+section_start=$SECONDS
+q -c "SELECT cpht_create(1000, name => 'd_xid', durable => true)" > /dev/null
+sync_dir=$(mktemp -d)
+chmod 777 "$sync_dir"
+for who in commit rollback; do
+	keys='{1,2,3}'
+	[ $who = commit ] || keys='{4,5}'
+	psql -X -q -At -d "$db" > /dev/null 2>&1 <<SQL &
+BEGIN;
+\o $sync_dir/xid_$who
+SELECT pg_current_xact_id();
+\o
+SELECT cpht_put(cpht_open('d_xid'), '$keys');
+\! touch $sync_dir/wrote_$who; for i in \$(seq 1 300); do [ -f $sync_dir/go ] && break; sleep 0.1; done
+$([ $who = commit ] && echo COMMIT || echo ROLLBACK);
+SQL
+done
+for _ in $(seq 1 300); do
+	[ -f "$sync_dir/wrote_commit" ] && [ -f "$sync_dir/wrote_rollback" ] && break
+	sleep 0.1
+done
+[ "$(q -c "SELECT cpht_checkpoint() > 0")" = t ] || fail "no snapshot of d_xid while two transactions had changes on it"
+touch "$sync_dir/go"
+wait
+xid=$(cat "$sync_dir/xid_commit")
+rm -rf "$sync_dir"
+next=$(q -c "SELECT pg_current_xact_id()")
+burn=$(( (((xid >> 20) + 1) << 20) - next + 2000 ))
+q > /dev/null <<SQL
+CREATE TEMP TABLE burn (x int);
+DO \$\$
+BEGIN
+	FOR i IN 1..$burn LOOP
+		BEGIN
+			INSERT INTO burn VALUES (1);
+			RAISE EXCEPTION 'burn';
+		EXCEPTION WHEN raise_exception THEN NULL;
+		END;
+	END LOOP;
+END \$\$;
+SQL
+psql -X -q -d postgres -c "ALTER DATABASE template0 ALLOW_CONNECTIONS true" > /dev/null
+for d in $(psql -X -q -At -d postgres -c "SELECT datname FROM pg_database"); do
+	psql -X -q -d "$d" -c "VACUUM FREEZE" > /dev/null
+done
+psql -X -q -d postgres -c "ALTER DATABASE template0 ALLOW_CONNECTIONS false" > /dev/null
+xact_seg=$(printf '%04X' $((xid >> 20)))
+[ ! -f "$datadir/pg_xact/$xact_seg" ] || fail "pg_xact/$xact_seg (transaction $xid) was not truncated: the check proves nothing"
+"${cluster[@]}" restart
+if ! wait_restored d_xid; then
+	fail "d_xid is not back after pg_xact was truncated: $(q -c "SELECT cpht_open('d_xid')" 2>&1 || true)"
+	tail -5 "$logfile"
+else
+	res=$(q -c "SELECT cpht_find(cpht_open('d_xid'), '{1,2,3,4,5}')::text || ' ' || cpht_count(cpht_open('d_xid'))")
+	[ "$res" = "{t,t,t,f,f} 3" ] || fail "d_xid after pg_xact was truncated: $res"
+fi
+q -c "SELECT cpht_drop(cpht_open('d_xid'))" > /dev/null || fail "dropping d_xid"
+echo "== durable: pg_xact truncated after $burn xids, the table is back as committed ($((SECONDS - section_start)) s)"
+
+# ---- 7. snapshot files removed, emptied, unreadable --------------------------------
+echo "== durable: a missing, an empty and an unreadable snapshot file"
+section_start=$SECONDS
+for t in d_gone d_empty d_locked; do
+	q -c "SELECT cpht_create(1000, name => '$t', durable => true)" -c "SELECT cpht_put(cpht_open('$t'), '{7,8,9}')" > /dev/null
+done
+"${cluster[@]}" stop
+rm -f "$(snapshot_of d_gone)"
+empty=$(snapshot_of d_empty)
+: > "$empty"
+locked=$(snapshot_of d_locked)
+chmod 000 "$locked"
+log_lines=$(wc -l < "$logfile")
+"${cluster[@]}" start
+wait_restored d_iceberg || fail "d_iceberg is not back after a start with missing and damaged files of other tables"
+for t in d_gone:missing d_empty:"not a cpht snapshot file" d_locked:"Permission denied"; do
+	name=${t%%:*}
+	why=${t#*:}
+	out=$(q -c "SELECT cpht_open('$name')" 2>&1 || true)
+	grep -q "shared cpht table \"$name\" was lost" <<<"$out" && grep -q "$why" <<<"$out" ||
+		fail "opening $name: $out"
+	tail -n +"$((log_lines + 1))" "$logfile" | grep -q "could not restore durable shared table \"$name\"" ||
+		fail "no WARNING naming $name in the server log"
+done
+# the unreadable one comes back once it can be read
+chmod 600 "$locked"
+"${cluster[@]}" restart
+if ! wait_restored d_locked; then
+	fail "d_locked is not back once its file is readable again: $(q -c "SELECT cpht_open('d_locked')" 2>&1 || true)"
+else
+	res=$(q -c "SELECT cpht_find(cpht_open('d_locked'), '{7,8,9,10}')::text")
+	[ "$res" = "{t,t,t,f}" ] || fail "d_locked once its file is readable again: $res"
+fi
+rm -f "$empty"
+for t in d_gone d_empty; do
+	q -c "SELECT cpht_create(100, name => '$t', durable => true)" > /dev/null || fail "creating $t again"
+done
+for t in d_gone d_empty d_locked d_idle; do
+	q -c "SELECT cpht_drop(cpht_open('$t'))" > /dev/null || fail "dropping $t"
+done
+echo "== durable: missing and damaged files are named and reported lost, the others start ($((SECONDS - section_start)) s)"
+
+# ---- 8. crashes ---------------------------------------------------------------
 echo "== durable: kill -9 of a backend, the worker or the postmaster during concurrent loads ($CPHT_DURABLE_ROUNDS rounds)"
 psql -X -q -d postgres -c "ALTER SYSTEM SET cpht.snapshot_interval = 1" -c "SELECT pg_reload_conf()" > /dev/null
 q > /dev/null <<'SQL'
@@ -414,6 +690,7 @@ for t in d_iceberg d_cuckoo d_load; do
 done
 left=$(ls "$datadir"/pg_cpht/ | grep -c snap || true)
 [ "$left" = 0 ] || fail "$left snapshot files left after every durable table was dropped"
+[ "$(q -c "$slot_count")" = 0 ] || fail "the cpht_durable slot is left after every durable table was dropped"
 psql -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE $db" \
 	-c "DROP ROLE durable_owner" -c "DROP ROLE durable_other" > /dev/null || true
 

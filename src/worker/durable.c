@@ -20,15 +20,25 @@
  * L: those of committed (sub)transactions, or all of them on a table that
  * is not transactional; CREATE and DROP records create and drop tables
  * whose snapshot does not say otherwise.  docs/worker.md gives the
- * argument.  A persistent physical replication slot (cpht_durable) keeps
- * the WAL from the oldest snapshot on; each round advances it.
+ * argument.
+ *
+ * A table unchanged since its snapshot has no record between the
+ * snapshot's L and a later round's position, so its file is exact there
+ * too: each round moves its retention point (current_lsn) to the round's
+ * position and records it in pg_cpht/catalog (durable_catalog.c), which
+ * also names every durable table so that each is accounted for at start.
+ * A persistent physical replication slot (cpht_durable) keeps the WAL
+ * from the oldest retention point on while some durable table needs it,
+ * and is dropped while none does.
  */
 #include "postgres.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/slru.h"
 #include "access/subtrans.h"
 #include "access/transam.h"
 #include "access/xlog.h"
@@ -52,6 +62,7 @@
 #include "cpht.h"
 #include "durable.h"
 #include "worker.h"
+#include "xacts.h"
 
 #define SLOT_NAME "cpht_durable"
 
@@ -62,7 +73,16 @@ typedef struct DurableState
 {
 	bool		live;			/* a durable table lives at this index */
 	XLogRecPtr	snapshot_lsn;	/* its last snapshot */
+	XLogRecPtr	current_lsn;	/* its file is exact here too: no record of
+								 * it since snapshot_lsn (replay and the
+								 * slot start here) */
 	bool		changed;		/* since then */
+	/* (sub)transactions whose changes its file keeps, to be resolved by a
+	 * new snapshot once they ended (TopMemoryContext) */
+	int			nsaved;
+	TransactionId *saved;
+	/* the oldest xid of its records since current_lsn (Invalid: none) */
+	TransactionId oldest_xid;
 } DurableState;
 
 static DurableState *durable = NULL;	/* by catalog index */
@@ -72,6 +92,22 @@ static bool slot_ready = false;
 static char slot_problem[CPHT_TEXT_LEN];
 static TimestampTz last_round = 0;
 static XLogRecPtr last_round_lsn = InvalidXLogRecPtr;
+static TimestampTz last_resolve_check = 0;
+
+/* Rounds: every table, the changed ones, or only those whose file keeps
+ * changes of transactions that ended or records' xids near truncation. */
+typedef enum RoundMode
+{
+	ROUND_ALL,
+	ROUND_CHANGED,
+	ROUND_RESOLVE
+} RoundMode;
+
+/* pg_cpht/catalog as read at start (restore_all), with what became of
+ * each entry's file */
+static CphtCatalogRecord *cat = NULL;
+static int	ncat = 0;
+static bool *cat_seen = NULL;
 
 /*
  * Snapshot files that could not be restored: their CREATE records must not
@@ -82,8 +118,12 @@ static XLogRecPtr last_round_lsn = InvalidXLogRecPtr;
  */
 typedef struct FailedFile
 {
+	Oid			dboid;
+	bool		named;			/* name is known */
+	NameData	name;
 	XLogRecPtr	create_lsn;
 	XLogRecPtr	keep_lsn;		/* Invalid: nothing to keep */
+	XLogRecPtr	file_lsn;		/* the catalog's, kept for its next version */
 } FailedFile;
 
 static FailedFile *failed = NULL;
@@ -102,11 +142,14 @@ cpht_durable_init(void)
 
 /* ---- the replication slot ------------------------------------------------- */
 
+/* Creates the slot if it does not exist: slot_ready says whether it does,
+ * slot_problem why not. */
 static void
 ensure_slot(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 
+	slot_ready = false;
 	PG_TRY();
 	{
 		if (SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
@@ -153,6 +196,35 @@ slot_restart_lsn(void)
 	return lsn;
 }
 
+/* No durable table needs WAL: the slot goes, so that it holds none. */
+static void
+drop_slot(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	slot_ready = false;
+	if (SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
+		return;
+	PG_TRY();
+	{
+		ReplicationSlotDrop(SLOT_NAME, true);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(cxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		if (MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
+		ereport(LOG,
+				(errmsg("cpht worker could not drop replication slot \"%s\": %s", SLOT_NAME, ed->message)));
+		FreeErrorData(ed);
+	}
+	PG_END_TRY();
+}
+
 /* The slot keeps WAL from lsn on (it only moves forward). */
 static void
 advance_slot(XLogRecPtr lsn)
@@ -161,8 +233,7 @@ advance_slot(XLogRecPtr lsn)
 
 	if (!slot_ready || SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
 	{
-		/* dropped by hand: make it again, from now on */
-		slot_ready = false;
+		/* dropped by hand, or none yet: make it again, from now on */
 		ensure_slot();
 		if (!slot_ready)
 			return;
@@ -204,10 +275,175 @@ flush_inserted(XLogRecPtr insert)
 	XLogFlush(end);
 }
 
+/* ---- the catalog file ------------------------------------------------------- */
+
+/* The failed file of a table created at create_lsn, or -1. */
+static int
+failed_index(XLogRecPtr create_lsn)
+{
+	for (int i = 0; i < nfailed; i++)
+		if (failed[i].create_lsn == create_lsn)
+			return i;
+	return -1;
+}
+
+/* Whether a live durable table of this database has this name. */
+static bool
+name_live(Oid dboid, const NameData *name)
+{
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live && cpht_catalog[i].dboid == dboid &&
+			strcmp(NameStr(cpht_catalog[i].name), NameStr(*name)) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Writes pg_cpht/catalog: every live durable table with its retention
+ * point, and every file that could not be restored and whose name no live
+ * table took, so that the next start names them again.  ERROR on failure.
+ */
+static void
+write_catalog(bool clean, XLogRecPtr at)
+{
+	CphtCatalogRecord *recs = palloc0(sizeof(CphtCatalogRecord) * (cpht_control->max_tables + nfailed + 1));
+	int			n = 0;
+
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+
+		if (!durable[i].live)
+			continue;
+		recs[n].dboid = e->dboid;
+		recs[n].name = e->name;
+		recs[n].create_lsn = e->create_lsn;
+		recs[n].file_lsn = durable[i].snapshot_lsn;
+		recs[n].current_lsn = durable[i].current_lsn;
+		n++;
+	}
+	for (int i = 0; i < nfailed; i++)
+	{
+		if (!failed[i].named || name_live(failed[i].dboid, &failed[i].name))
+			continue;
+		recs[n].dboid = failed[i].dboid;
+		recs[n].lost = 1;
+		recs[n].name = failed[i].name;
+		recs[n].create_lsn = failed[i].create_lsn;
+		recs[n].file_lsn = failed[i].file_lsn;
+		recs[n].current_lsn = failed[i].keep_lsn;
+		n++;
+	}
+	cpht_catalog_file_write(recs, n, clean, at);
+	pfree(recs);
+}
+
+/* write_catalog where a failure must not undo what was done: a LOG, and
+ * the next round writes it again. */
+static void
+write_catalog_or_log(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		write_catalog(false, GetXLogInsertRecPtr());
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+}
+
 /* ---- snapshot rounds -------------------------------------------------------- */
 
-int
-cpht_durable_checkpoint(bool only_changed)
+/* Whether any durable table, or a file that did not fit, needs WAL. */
+static bool
+wal_needed(void)
+{
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live)
+			return true;
+	for (int i = 0; i < nfailed; i++)
+		if (!XLogRecPtrIsInvalid(failed[i].keep_lsn))
+			return true;
+	return false;
+}
+
+static void
+collect_saved(void *arg, TransactionId subxid, const uint64 *keys, const uint8 *where, uint64 n)
+{
+	DurableState *d = arg;
+
+	(void) keys;
+	(void) where;
+	(void) n;
+	if (d->nsaved > 0 && d->saved[d->nsaved - 1] == subxid)
+		return;
+	d->saved = d->saved ? repalloc(d->saved, sizeof(TransactionId) * (d->nsaved + 1))
+		: MemoryContextAlloc(TopMemoryContext, sizeof(TransactionId));
+	d->saved[d->nsaved++] = subxid;
+}
+
+/* A snapshot of table i was written at lsn. */
+static void
+snapshot_written(int i, XLogRecPtr lsn)
+{
+	DurableState *d = &durable[i];
+
+	d->snapshot_lsn = lsn;
+	d->current_lsn = lsn;
+	d->changed = false;
+	d->oldest_xid = InvalidTransactionId;
+	if (d->saved != NULL)
+		pfree(d->saved);
+	d->saved = NULL;
+	d->nsaved = 0;
+	cpht_xacts_each_segment(i, collect_saved, d);
+}
+
+/*
+ * Whether PostgreSQL may soon drop the pg_xact status of xid: it truncates
+ * pg_xact by segments, only below the oldest frozen xid, which never
+ * passes the next xid; so once the next xid comes within a quarter of a
+ * segment of the end of xid's segment, a new snapshot must no longer need
+ * it.
+ */
+static bool
+xid_near_truncation(TransactionId xid)
+{
+	uint32		per_segment = (uint32) BLCKSZ * 4 * SLRU_PAGES_PER_SEGMENT;
+	uint32		segment_end = (xid / per_segment + 1) * per_segment;
+	TransactionId next = XidFromFullTransactionId(ReadNextFullTransactionId());
+
+	return (int32) (next - (segment_end - per_segment / 4)) >= 0;
+}
+
+/*
+ * Whether table i's file, or its replay, depends on the outcome of a
+ * transaction that a new snapshot would settle: one whose changes the
+ * file keeps and that has ended (the new snapshot has its outcome in the
+ * table and keeps no changes of it), or a record's xid that pg_xact may
+ * soon drop.
+ */
+static bool
+needs_resolve(int i)
+{
+	DurableState *d = &durable[i];
+
+	if (TransactionIdIsValid(d->oldest_xid) && xid_near_truncation(d->oldest_xid))
+		return true;
+	for (int k = 0; k < d->nsaved; k++)
+		if (!TransactionIdIsInProgress(d->saved[k]))
+			return true;
+	return false;
+}
+
+static int
+snapshot_round(RoundMode mode, bool clean)
 {
 	XLogRecPtr	lsn = GetXLogInsertRecPtr();
 	XLogRecPtr	keep = lsn;
@@ -228,28 +464,53 @@ cpht_durable_checkpoint(bool only_changed)
 	{
 		CphtCatalogEntry *e = &cpht_catalog[i];
 		cpht_table *t;
+		bool		write;
 
 		if (!durable[i].live)
 			continue;
 		t = cpht_worker_table(i, e->table_id);
 		if (t == NULL)
 			continue;
-		if (!only_changed || durable[i].changed)
+		if (mode == ROUND_ALL)
+			write = true;
+		else if (mode == ROUND_CHANGED && durable[i].changed)
+			write = true;
+		else
+			write = needs_resolve(i);
+		if (write)
 		{
 			cpht_snapshot_write(i, e, t, lsn);
-			durable[i].snapshot_lsn = lsn;
-			durable[i].changed = false;
+			snapshot_written(i, lsn);
 			written++;
 		}
-		keep = Min(keep, durable[i].snapshot_lsn);
+		else if (!durable[i].changed)
+		{
+			/* no record of it since its file: the file is exact at lsn */
+			durable[i].current_lsn = lsn;
+		}
+		keep = Min(keep, durable[i].current_lsn);
 	}
 	for (int i = 0; i < nfailed; i++)
 		if (!XLogRecPtrIsInvalid(failed[i].keep_lsn))
 			keep = Min(keep, failed[i].keep_lsn);
-	advance_slot(keep);
-	last_round = GetCurrentTimestamp();
-	last_round_lsn = lsn;
+	/* the retention points are on disk before the slot lets WAL go */
+	write_catalog(clean, lsn);
+	if (wal_needed())
+		advance_slot(keep);
+	else
+		drop_slot();
+	if (mode != ROUND_RESOLVE)
+	{
+		last_round = GetCurrentTimestamp();
+		last_round_lsn = lsn;
+	}
 	return written;
+}
+
+int
+cpht_durable_checkpoint(bool only_changed)
+{
+	return snapshot_round(only_changed ? ROUND_CHANGED : ROUND_ALL, false);
 }
 
 void
@@ -261,7 +522,8 @@ cpht_durable_shutdown(void)
 		return;
 	PG_TRY();
 	{
-		int			n = cpht_durable_checkpoint(true);
+		/* the worker writes nothing after this: every file is exact here */
+		int			n = snapshot_round(ROUND_CHANGED, true);
 
 		if (n > 0)
 			ereport(LOG, (errmsg("cpht worker saved %d durable shared tables", n)));
@@ -278,6 +540,17 @@ cpht_durable_shutdown(void)
 	PG_END_TRY();
 }
 
+/* Whether some table's file keeps changes of transactions (checked for
+ * their end about every second). */
+static bool
+any_saved(void)
+{
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live && (durable[i].nsaved > 0 || TransactionIdIsValid(durable[i].oldest_xid)))
+			return true;
+	return false;
+}
+
 long
 cpht_durable_timeout(void)
 {
@@ -285,6 +558,8 @@ cpht_durable_timeout(void)
 
 	if (!restored)
 		return 1000;
+	if (any_saved())
+		ms = 1000;
 	if (cpht_snapshot_interval > 0)
 	{
 		TimestampTz due = TimestampTzPlusMilliseconds(last_round, (int64) cpht_snapshot_interval * 1000);
@@ -305,6 +580,22 @@ round_due(void)
 		GetXLogInsertRecPtr() - last_round_lsn >= (uint64) cpht_snapshot_wal * 1024 * 1024;
 }
 
+/* Whether a table needs a new snapshot to settle transactions (looked at
+ * once a second at most). */
+static bool
+resolve_due(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!TimestampDifferenceExceeds(last_resolve_check, now, 1000) || !any_saved())
+		return false;
+	last_resolve_check = now;
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live && needs_resolve(i))
+			return true;
+	return false;
+}
+
 /* ---- requests ---------------------------------------------------------------- */
 
 static void
@@ -315,6 +606,10 @@ check_durable_possible(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("durable shared cpht tables cannot be created yet"),
 				 errdetail("The cpht worker restores the durable tables once the server has ended recovery; a standby creates none.")));
+	/* the slot exists while a durable table does, from before its CREATE
+	 * record on */
+	if (!slot_ready || SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
+		ensure_slot();
 	if (!slot_ready)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -349,9 +644,29 @@ cpht_durable_created(int entry, cpht_table *t, const cpht_params *params)
 	}
 	PG_END_TRY();
 	durable[entry].live = true;
-	durable[entry].snapshot_lsn = lsn;
-	durable[entry].changed = false;
+	snapshot_written(entry, lsn);
+	/* a file of an earlier table of that name is no longer reported */
+	for (int i = 0; i < nfailed; i++)
+		if (failed[i].named && failed[i].dboid == e->dboid &&
+			strcmp(NameStr(failed[i].name), NameStr(e->name)) == 0)
+		{
+			failed[i].named = false;
+			failed[i].keep_lsn = InvalidXLogRecPtr;
+		}
+	write_catalog_or_log();
 }
+
+/* Forgets what durable[entry] knew. */
+static void
+forget_state(int entry)
+{
+	if (durable[entry].saved != NULL)
+		pfree(durable[entry].saved);
+	memset(&durable[entry], 0, sizeof(DurableState));
+}
+
+static void add_failed(Oid dboid, const char *name, XLogRecPtr create_lsn, XLogRecPtr keep_lsn,
+					   XLogRecPtr file_lsn);
 
 void
 cpht_durable_dropped(int entry)
@@ -367,15 +682,29 @@ cpht_durable_dropped(int entry)
 	 */
 	if (restoring)
 	{
+		/* the catalog keeps naming it */
+		add_failed(e->dboid, NameStr(e->name), e->create_lsn, InvalidXLogRecPtr,
+				   durable[entry].snapshot_lsn);
 		e->durable = false;
-		memset(&durable[entry], 0, sizeof(DurableState));
+		forget_state(entry);
 		return;
 	}
 	XLogFlush(cpht_wal_drop(e->create_lsn));
+	e->durable = false;
+	forget_state(entry);
+	/*
+	 * The catalog forgets it before its file goes: a crash in between
+	 * leaves a file that the next start restores and the DROP record
+	 * drops.  The slot goes with the last table.
+	 */
+	if (restored)
+	{
+		write_catalog_or_log();
+		if (!wal_needed())
+			drop_slot();
+	}
 	cpht_snapshot_path(path, sizeof(path), e->dboid, e->create_lsn);
 	(void) durable_unlink(path, LOG);
-	e->durable = false;
-	memset(&durable[entry], 0, sizeof(DurableState));
 }
 
 cpht_status
@@ -426,6 +755,10 @@ cpht_durable_log_call(const CphtRequest *req, cpht_table *t, uint64 position, Cp
 	free(keys);
 	free(where);
 	durable[req->entry].changed = true;
+	if (TransactionIdIsValid(xid) &&
+		(!TransactionIdIsValid(durable[req->entry].oldest_xid) ||
+		 TransactionIdPrecedes(xid, durable[req->entry].oldest_xid)))
+		durable[req->entry].oldest_xid = xid;
 	return CPHT_OK;
 }
 
@@ -434,11 +767,12 @@ cpht_durable_log_call(const CphtRequest *req, cpht_table *t, uint64 position, Cp
 /*
  * Whether (sub)transaction xid still runs, asked from the worker.
  * TransactionIdIsInProgress skips the proc array position
- * MyProc->pgxactoff as the caller's own; the worker never enters the
- * array, so that position is stale (0 at first) and names another
- * backend, whose running transaction would then read as ended and its
- * changes be decided before it committed.  The worker's position points
- * outside the array for the call.
+ * MyProc->pgxactoff as the caller's own; where the worker is not in the
+ * array that position is stale (0 at first) and names another backend,
+ * whose running transaction would then read as ended and its changes be
+ * decided before it committed.  The worker holds no xid, so nothing of its
+ * own is to be skipped: its position points outside the array for the
+ * call.
  */
 static bool
 xid_in_progress(TransactionId xid)
@@ -459,23 +793,46 @@ xid_in_progress(TransactionId xid)
 	return running;
 }
 
-/*
- * Whether (sub)transaction xid committed; waits while it runs (only after a
- * restart of the worker alone can one still run).  Meanwhile a request of
- * that transaction itself is answered with an error rather than left
- * waiting for the restore, which waits for the transaction: the two would
- * wait for each other for ever.  Requests of other sessions wait, and
- * stay cancelable (client.c withdraws a request the worker has not taken).
- */
-static bool
-committed(TransactionId xid)
+typedef enum XidOutcome
 {
+	XID_COMMITTED,
+	XID_ABORTED,
+	XID_UNKNOWN					/* older than what pg_xact keeps */
+} XidOutcome;
+
+/*
+ * Whether (sub)transaction xid committed; waits while it runs (only after
+ * a restart of the worker alone can one still run).  An xid that pg_xact
+ * no longer covers (PostgreSQL truncated it) is XID_UNKNOWN rather than
+ * an ERROR: asking would fail at every start.  XactTruncationLock keeps
+ * the truncation from passing the xid while pg_xact is read.
+ *
+ * While it waits, a request of that transaction itself is answered with an
+ * error rather than left waiting for the restore, which waits for the
+ * transaction: the two would wait for each other for ever.  Requests of
+ * other sessions wait, and stay cancelable (client.c withdraws a request
+ * the worker has not taken).
+ */
+static XidOutcome
+xid_outcome(TransactionId xid)
+{
+	bool		did;
 	TransactionId top = InvalidTransactionId;
 
 	if (!TransactionIdIsValid(xid))
-		return true;
-	while (xid_in_progress(xid))
+		return XID_COMMITTED;
+	for (;;)
 	{
+		LWLockAcquire(XactTruncationLock, LW_SHARED);
+		if (TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid) ||
+			!TransactionIdPrecedes(xid, XidFromFullTransactionId(ReadNextFullTransactionId())))
+		{
+			LWLockRelease(XactTruncationLock);
+			return XID_UNKNOWN;
+		}
+		if (!xid_in_progress(xid))
+			break;
+		LWLockRelease(XactTruncationLock);
 		if (!TransactionIdIsValid(top))
 			top = SubTransGetTopmostTransaction(xid);
 		for (int s = 0; s < cpht_control->nslots; s++)
@@ -489,7 +846,41 @@ committed(TransactionId xid)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	return TransactionIdDidCommit(xid);
+	did = TransactionIdDidCommit(xid);
+	LWLockRelease(XactTruncationLock);
+	return did ? XID_COMMITTED : XID_ABORTED;
+}
+
+static bool
+committed(TransactionId xid)
+{
+	return xid_outcome(xid) == XID_COMMITTED;
+}
+
+/* A file that could not be restored: its records are skipped, and the
+ * catalog keeps naming it (when its name is known). */
+static void
+add_failed(Oid dboid, const char *name, XLogRecPtr create_lsn, XLogRecPtr keep_lsn,
+		   XLogRecPtr file_lsn)
+{
+	int			i = failed_index(create_lsn);
+
+	if (i < 0)
+	{
+		failed = failed ? repalloc(failed, sizeof(FailedFile) * (nfailed + 1))
+			: MemoryContextAlloc(TopMemoryContext, sizeof(FailedFile));
+		i = nfailed++;
+		memset(&failed[i], 0, sizeof(FailedFile));
+	}
+	failed[i].dboid = dboid;
+	failed[i].create_lsn = create_lsn;
+	failed[i].keep_lsn = keep_lsn;
+	failed[i].file_lsn = file_lsn;
+	if (name != NULL)
+	{
+		failed[i].named = true;
+		namestrcpy(&failed[i].name, name);
+	}
 }
 
 static void
@@ -499,11 +890,7 @@ mark_failed(Oid dboid, const char *name, XLogRecPtr create_lsn, XLogRecPtr keep_
 	CphtControl *ctl = cpht_control;
 	int			free_entry = -1;
 
-	failed = failed ? repalloc(failed, sizeof(FailedFile) * (nfailed + 1))
-		: MemoryContextAlloc(TopMemoryContext, sizeof(FailedFile));
-	failed[nfailed].create_lsn = create_lsn;
-	failed[nfailed].keep_lsn = keep_lsn;
-	nfailed++;
+	add_failed(dboid, name, create_lsn, keep_lsn, InvalidXLogRecPtr);
 	if (name == NULL)
 		return;
 	/* opening it by name says why it is not there */
@@ -544,10 +931,7 @@ mark_failed(Oid dboid, const char *name, XLogRecPtr create_lsn, XLogRecPtr keep_
 static bool
 is_failed(XLogRecPtr create_lsn)
 {
-	for (int i = 0; i < nfailed; i++)
-		if (failed[i].create_lsn == create_lsn)
-			return true;
-	return false;
+	return failed_index(create_lsn) >= 0;
 }
 
 /* The durable table created at create_lsn, or -1. */
@@ -566,7 +950,7 @@ durable_entry(XLogRecPtr create_lsn)
  */
 static int
 install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, bool transactional,
-		int64 capacity, XLogRecPtr create_lsn, XLogRecPtr snapshot_lsn)
+		int64 capacity, XLogRecPtr create_lsn, XLogRecPtr snapshot_lsn, XLogRecPtr current_lsn)
 {
 	CphtControl *ctl = cpht_control;
 	cpht_stats	stats;
@@ -614,7 +998,8 @@ install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, bool transact
 		e->table_id = id;
 		e->kind = stats.kind;
 		e->device = stats.device;
-		e->key_bits = stats.key_bits;
+		/* 0: the width follows the keys, as dispatch.c's create says */
+		e->key_bits = stats.auto_key_bits ? 0 : stats.key_bits;
 		e->capacity = capacity;
 		e->bytes = stats.table_bytes;
 		e->transactional = transactional;
@@ -625,8 +1010,10 @@ install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, bool transact
 		e->state = CPHT_ENTRY_LIVE;
 	}
 	LWLockRelease(ctl->catalog_lock);
+	forget_state(entry);
 	durable[entry].live = true;
 	durable[entry].snapshot_lsn = snapshot_lsn;
+	durable[entry].current_lsn = current_lsn;
 	durable[entry].changed = false;
 	return entry;
 }
@@ -660,10 +1047,20 @@ apply_keys(cpht_table *t, const char *name, bool erase, const uint64 *keys, uint
 }
 
 /* Undoes the kept changes of (sub)transactions that did not commit,
- * newest first. */
+ * newest first; false with the reason in why when it cannot. */
 static bool
-undo_uncommitted(cpht_table *t, const char *name, const CphtSnapshot *s)
+undo_uncommitted(cpht_table *t, const char *name, const CphtSnapshot *s, char *why, size_t whylen)
 {
+	for (uint64 g = 0; g < s->nsegments; g++)
+	{
+		if (xid_outcome(s->segments[g].subxid) == XID_UNKNOWN)
+		{
+			snprintf(why, whylen,
+					 "it keeps changes of transaction %u, whose outcome PostgreSQL no longer keeps (pg_xact was truncated since)",
+					 s->segments[g].subxid);
+			return false;
+		}
+	}
 	for (uint64 g = s->nsegments; g-- > 0;)
 	{
 		const CphtSnapshotSegment *seg = &s->segments[g];
@@ -679,7 +1076,10 @@ undo_uncommitted(cpht_table *t, const char *name, const CphtSnapshot *s)
 			while (begin > 0 && seg->deleted[begin - 1] == seg->deleted[end - 1])
 				begin--;
 			if (!apply_keys(t, name, seg->deleted[end - 1] == 0, seg->keys + begin, end - begin))
+			{
+				snprintf(why, whylen, "the changes of transactions that did not commit could not be undone");
 				return false;
+			}
 			end = begin;
 		}
 	}
@@ -697,17 +1097,27 @@ image_bytes(const cpht_image_info *image)
 	return bytes;
 }
 
+/* The entry of pg_cpht/catalog for the table created at create_lsn, or -1. */
+static int
+cat_index(XLogRecPtr create_lsn)
+{
+	for (int i = 0; i < ncat; i++)
+		if (cat[i].create_lsn == create_lsn)
+			return i;
+	return -1;
+}
+
 static void
 restore_file(const char *path, const char *file)
 {
 	CphtSnapshotFile f;
 	CphtSnapshot s;
-	bool		name_known;
+	bool		name_known = false;
 	char		why[CPHT_TEXT_LEN];
 	char		reason[CPHT_TEXT_LEN];
 	uint32		hi,
 				lo;
-	Oid			dboid;
+	Oid			dboid = InvalidOid;
 	XLogRecPtr	create_lsn = InvalidXLogRecPtr;
 	cpht_table *t = NULL;
 	int			entry;
@@ -715,12 +1125,29 @@ restore_file(const char *path, const char *file)
 				elapsed;
 	double		secs;
 	XLogRecPtr	keep_lsn = InvalidXLogRecPtr;
+	XLogRecPtr	current_lsn;
 	bool		file_fault;
+	int			c;
+	const char *name;
+	int			fd;
 
+	memset(&s, 0, sizeof(s));
 	if (sscanf(file, "%u_%08X%08X.snap", &dboid, &hi, &lo) == 3)
 		create_lsn = ((uint64) hi << 32) | lo;
-	(void) dboid;
+	c = cat_index(create_lsn);
+	if (c >= 0)
+		cat_seen[c] = true;
 	INSTR_TIME_SET_CURRENT(start);
+	/* a file that cannot be opened (its permissions) may be sound: its WAL stays */
+	fd = open(path, O_RDONLY | PG_BINARY, 0);
+	if (fd < 0)
+	{
+		snprintf(why, sizeof(why), "could not open it: %m");
+		if (c >= 0 && !XLogRecPtrIsInvalid(cat[c].current_lsn))
+			keep_lsn = cat[c].current_lsn;
+		goto fail;
+	}
+	close(fd);
 	if (!cpht_snapshot_open(path, &f, &s, &name_known, why, sizeof(why)))
 		goto fail;
 	/*
@@ -737,10 +1164,14 @@ restore_file(const char *path, const char *file)
 		goto fail;
 	}
 	s.image.params.cpu_threads = 0; /* this machine's cores */
+	/* the catalog may know a later position at which the file is exact */
+	current_lsn = s.snapshot_lsn;
+	if (c >= 0 && cat[c].file_lsn == s.snapshot_lsn && cat[c].current_lsn > current_lsn)
+		current_lsn = cat[c].current_lsn;
 	if (!cpht_snapshot_load(&f, &s, &t, &file_fault, why, sizeof(why)))
 	{
 		if (!file_fault)
-			keep_lsn = f.snapshot_lsn;
+			keep_lsn = current_lsn;
 		goto fail;
 	}
 	INSTR_TIME_SET_CURRENT(elapsed);
@@ -750,14 +1181,13 @@ restore_file(const char *path, const char *file)
 			(errmsg("cpht worker read durable shared table \"%s\" from \"%s\" into %s memory: " UINT64_FORMAT " bytes in %.3f s, %.2f GB/s",
 					NameStr(s.name), path, s.image.params.device == CPHT_DEVICE_GPU ? "GPU" : "host",
 					s.file_bytes, secs, secs > 0 ? s.file_bytes / secs / 1e9 : 0.0)));
-	if (!undo_uncommitted(t, NameStr(s.name), &s))
+	if (!undo_uncommitted(t, NameStr(s.name), &s, why, sizeof(why)))
 	{
-		snprintf(why, sizeof(why), "the changes of transactions that did not commit could not be undone");
 		cpht_table_destroy(t);
 		goto fail;
 	}
 	entry = install(t, s.dboid, &s.name, s.owner, s.transactional, s.capacity,
-					s.create_lsn, s.snapshot_lsn);
+					s.create_lsn, s.snapshot_lsn, current_lsn);
 	if (entry < 0)
 	{
 		cpht_table_destroy(t);
@@ -770,13 +1200,27 @@ restore_file(const char *path, const char *file)
 	return;
 
 fail:
+	/* the catalog names a table whose file does not say */
+	if (name_known)
+		name = NameStr(s.name);
+	else if (c >= 0)
+	{
+		name = NameStr(cat[c].name);
+		dboid = cat[c].dboid;
+		name_known = true;
+	}
+	else
+		name = file;
+	if (name_known && !OidIsValid(s.dboid))
+		s.dboid = dboid;
 	snprintf(reason, sizeof(reason), "its snapshot file \"%s\" could not be restored: %s", path, why);
 	ereport(WARNING,
-			(errmsg("cpht worker could not restore durable shared table \"%s\" from \"%s\"",
-					name_known ? NameStr(s.name) : "?", path),
+			(errmsg("cpht worker could not restore durable shared table \"%s\" from \"%s\"", name, path),
 			 errdetail("%s", why),
 			 errhint("The file is left in place. Opening the table fails until it is created again under its name.")));
-	mark_failed(s.dboid, name_known ? NameStr(s.name) : NULL, create_lsn, keep_lsn, reason);
+	mark_failed(name_known ? s.dboid : dboid, name_known ? name : NULL, create_lsn, keep_lsn, reason);
+	if (c >= 0)
+		failed[failed_index(create_lsn)].file_lsn = cat[c].file_lsn;
 	cpht_snapshot_free(&s);
 }
 
@@ -813,7 +1257,7 @@ replay_record(XLogReaderState *reader)
 					break;
 				}
 				entry = install(t, c->dboid, &c->name, c->owner, c->transactional, c->capacity,
-								create_lsn, reader->ReadRecPtr);
+								create_lsn, reader->ReadRecPtr, reader->ReadRecPtr);
 				if (entry < 0)
 					cpht_table_destroy(t);
 				else
@@ -833,6 +1277,12 @@ replay_record(XLogReaderState *reader)
 								   cpht_catalog[entry].create_lsn);
 				(void) durable_unlink(path, LOG);
 				cpht_worker_table_drop(entry);
+				/* dropped, not failed: the catalog forgets it */
+				if ((entry = failed_index(((const xl_cpht_drop *) data)->table)) >= 0)
+				{
+					failed[entry].named = false;
+					failed[entry].keep_lsn = InvalidXLogRecPtr;
+				}
 			}
 			break;
 		default:
@@ -842,11 +1292,29 @@ replay_record(XLogReaderState *reader)
 				cpht_table *t;
 
 				entry = durable_entry(k->table);
-				if (entry < 0 || reader->ReadRecPtr < durable[entry].snapshot_lsn)
+				if (entry < 0 || reader->ReadRecPtr < durable[entry].current_lsn)
 					break;
 				e = &cpht_catalog[entry];
-				if (e->transactional && !committed(k->xid))
-					break;
+				if (e->transactional)
+				{
+					XidOutcome o = xid_outcome(k->xid);
+
+					if (o == XID_UNKNOWN)
+					{
+						char		reason[CPHT_TEXT_LEN];
+
+						snprintf(reason, sizeof(reason),
+								 "its changes in WAL name transaction %u, whose outcome PostgreSQL no longer keeps (pg_xact was truncated since)",
+								 k->xid);
+						ereport(WARNING,
+								(errmsg("cpht worker could not replay durable shared table \"%s\"", NameStr(e->name)),
+								 errdetail("%s", reason)));
+						cpht_worker_table_lose(entry, reason);
+						break;
+					}
+					if (o != XID_COMMITTED)
+						break;
+				}
 				t = cpht_worker_table(entry, e->table_id);
 				if (!apply_keys(t, NameStr(e->name), info == XLOG_CPHT_ERASE,
 								(const uint64 *) (data + sizeof(xl_cpht_keys)),
@@ -949,6 +1417,74 @@ replay(XLogRecPtr start)
 	XLogReaderFree(reader);
 }
 
+/* The start of the oldest WAL segment in pg_wal (Invalid: none). */
+static XLogRecPtr
+oldest_wal(void)
+{
+	DIR		   *dir = AllocateDir(XLOGDIR);
+	struct dirent *de;
+	XLogSegNo	oldest = 0;
+	bool		any = false;
+	XLogRecPtr	lsn;
+
+	while ((de = ReadDir(dir, XLOGDIR)) != NULL)
+	{
+		TimeLineID	tli;
+		XLogSegNo	segno;
+
+		if (!IsXLogFileName(de->d_name))
+			continue;
+		XLogFromFileName(de->d_name, &tli, &segno, wal_segment_size);
+		if (!any || segno < oldest)
+			oldest = segno;
+		any = true;
+	}
+	FreeDir(dir);
+	if (!any)
+		return InvalidXLogRecPtr;
+	XLogSegNoOffsetToRecPtr(oldest, 0, wal_segment_size, lsn);
+	return lsn;
+}
+
+/* restore_file, where an ERROR loses that file's table, not the worker */
+static void
+restore_file_guarded(const char *path, const char *file)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		restore_file(path, file);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+		uint32		hi,
+					lo;
+		Oid			dboid = InvalidOid;
+		XLogRecPtr	create_lsn = InvalidXLogRecPtr;
+		int			c;
+		char		reason[CPHT_TEXT_LEN];
+
+		MemoryContextSwitchTo(cxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		LWLockReleaseAll();
+		if (sscanf(file, "%u_%08X%08X.snap", &dboid, &hi, &lo) == 3)
+			create_lsn = ((uint64) hi << 32) | lo;
+		c = cat_index(create_lsn);
+		snprintf(reason, sizeof(reason), "its snapshot file \"%s\" could not be restored: %s", path, ed->message);
+		ereport(WARNING,
+				(errmsg("cpht worker could not restore durable shared table \"%s\" from \"%s\"",
+						c >= 0 ? NameStr(cat[c].name) : file, path),
+				 errdetail("%s", ed->message),
+				 errhint("The file is left in place. Opening the table fails until it is created again under its name.")));
+		mark_failed(dboid, c >= 0 ? NameStr(cat[c].name) : NULL, create_lsn, InvalidXLogRecPtr, reason);
+		FreeErrorData(ed);
+	}
+	PG_END_TRY();
+}
+
 static void
 restore_all(void)
 {
@@ -956,7 +1492,11 @@ restore_all(void)
 	struct dirent *de;
 	XLogRecPtr	start = InvalidXLogRecPtr;
 	XLogRecPtr	slot_lsn;
+	XLogRecPtr	oldest;
 	int			files = 0;
+	bool		clean;
+	XLogRecPtr	clean_at;
+	char		why[CPHT_TEXT_LEN];
 
 	/*
 	 * After a restart of the worker alone, transactions it served may still
@@ -964,6 +1504,14 @@ restore_all(void)
 	 * (committed(), per saved change and WAL record), never for unrelated
 	 * ones such as a prepared transaction that wrote no cpht table.
 	 */
+	/* the tables the worker knew of, whatever became of their files */
+	if (!cpht_catalog_file_read(&cat, &ncat, &clean, &clean_at, why, sizeof(why)) && why[0] != '\0')
+		ereport(WARNING,
+				(errmsg("cpht worker could not read the catalog of durable shared tables \"%s/catalog\"",
+						CPHT_SNAPSHOT_DIR),
+				 errdetail("%s", why),
+				 errhint("The tables of the snapshot files there are restored; a table whose file is missing is not reported.")));
+	cat_seen = palloc0(sizeof(bool) * Max(ncat, 1));
 	dir = AllocateDir(CPHT_SNAPSHOT_DIR);
 	while ((de = ReadDir(dir, CPHT_SNAPSHOT_DIR)) != NULL)
 	{
@@ -976,28 +1524,82 @@ restore_all(void)
 			(void) unlink(path);
 		else if (len > 5 && strcmp(de->d_name + len - 5, ".snap") == 0)
 		{
-			restore_file(path, de->d_name);
+			restore_file_guarded(path, de->d_name);
 			files++;
 		}
 	}
 	FreeDir(dir);
+	/* a table the catalog names whose file is gone */
+	for (int c = 0; c < ncat; c++)
+	{
+		char		path[MAXPGPATH];
+		char		reason[CPHT_TEXT_LEN];
 
+		if (cat_seen[c])
+			continue;
+		cpht_snapshot_path(path, sizeof(path), cat[c].dboid, cat[c].create_lsn);
+		if (cat[c].lost)
+		{
+			/* lost before, and its file removed by hand since: forgotten */
+			ereport(LOG,
+					(errmsg("cpht worker forgets durable shared table \"%s\", lost before: its snapshot file \"%s\" was removed",
+							NameStr(cat[c].name), path)));
+			continue;
+		}
+		snprintf(reason, sizeof(reason), "its snapshot file \"%s\" is missing", path);
+		ereport(WARNING,
+				(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(cat[c].name)),
+				 errdetail("Its snapshot file \"%s\" is missing.", path),
+				 errhint("Opening the table fails until it is created again under its name.")));
+		mark_failed(cat[c].dboid, NameStr(cat[c].name), cat[c].create_lsn, InvalidXLogRecPtr, reason);
+	}
+
+	/*
+	 * A table whose WAL is gone (the slot was dropped or invalidated) is
+	 * lost, unless the worker stopped cleanly at its retention point: it
+	 * wrote no record after that, so there is nothing to replay.
+	 */
+	oldest = oldest_wal();
 	for (int i = 0; i < cpht_control->max_tables; i++)
-		if (durable[i].live && (XLogRecPtrIsInvalid(start) || durable[i].snapshot_lsn < start))
-			start = durable[i].snapshot_lsn;
+	{
+		char		reason[CPHT_TEXT_LEN];
+
+		if (!durable[i].live || XLogRecPtrIsInvalid(oldest) || durable[i].current_lsn >= oldest)
+			continue;
+		if (clean && durable[i].current_lsn >= clean_at)
+		{
+			durable[i].current_lsn = oldest;
+			continue;
+		}
+		snprintf(reason, sizeof(reason), "the WAL from %X/%X on, which it needs, was removed",
+				 LSN_FORMAT_ARGS(durable[i].current_lsn));
+		ereport(WARNING,
+				(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(cpht_catalog[i].name)),
+				 errdetail("The WAL from %X/%X on, which it needs, was removed.", LSN_FORMAT_ARGS(durable[i].current_lsn)),
+				 errhint("The replication slot \"%s\" keeps that WAL; was it dropped or invalidated (max_slot_wal_keep_size)?", SLOT_NAME)));
+		cpht_worker_table_lose(i, reason);
+	}
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live && (XLogRecPtrIsInvalid(start) || durable[i].current_lsn < start))
+			start = durable[i].current_lsn;
 	slot_lsn = slot_restart_lsn();
-	if (!XLogRecPtrIsInvalid(slot_lsn) && (XLogRecPtrIsInvalid(start) || slot_lsn < start))
+	if (!XLogRecPtrIsInvalid(slot_lsn) && (XLogRecPtrIsInvalid(start) || slot_lsn < start) &&
+		(XLogRecPtrIsInvalid(oldest) || slot_lsn >= oldest))
 		start = slot_lsn;
 	if (!XLogRecPtrIsInvalid(start))
 		replay(start);
 	if (files > 0)
 		ereport(LOG, (errmsg("cpht worker restored durable shared tables from %d snapshot files", files)));
+	cat = NULL;
+	ncat = 0;
+	cat_seen = NULL;
 }
 
 void
 cpht_durable_poll(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	RoundMode	mode;
 
 	if (!restored)
 	{
@@ -1014,7 +1616,6 @@ cpht_durable_poll(void)
 			if (t != NULL)
 				cpht_table_set_logging(t, 1);
 		}
-		ensure_slot();
 		restored = true;
 		/* cpht_open calls waiting for the tables go on */
 		pg_atomic_write_u32(&cpht_control->durable_ready, 1);
@@ -1037,11 +1638,15 @@ cpht_durable_poll(void)
 		PG_END_TRY();
 		return;
 	}
-	if (!round_due())
+	if (round_due())
+		mode = ROUND_CHANGED;
+	else if (resolve_due())
+		mode = ROUND_RESOLVE;
+	else
 		return;
 	PG_TRY();
 	{
-		(void) cpht_durable_checkpoint(true);
+		(void) snapshot_round(mode, false);
 	}
 	PG_CATCH();
 	{

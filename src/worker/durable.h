@@ -168,6 +168,34 @@ extern bool cpht_snapshot_load(CphtSnapshotFile *file, CphtSnapshot *out, cpht_t
 extern void cpht_snapshot_close(CphtSnapshotFile *file);
 extern void cpht_snapshot_free(CphtSnapshot *s);
 
+/* ---- the catalog of durable tables (durable_catalog.c) -------------------- */
+
+/* One durable table in pg_cpht/catalog. */
+typedef struct CphtCatalogRecord
+{
+	Oid			dboid;
+	uint32		lost;			/* 1: its file could not be restored at the
+								 * last start (it stays in place) */
+	NameData	name;
+	XLogRecPtr	create_lsn;		/* its identity (and its file's name) */
+	XLogRecPtr	file_lsn;		/* the snapshot_lsn of the file this entry
+								 * vouches for (Invalid: none known) */
+	XLogRecPtr	current_lsn;	/* that file is exact at this WAL position
+								 * too: no record of the table lies between
+								 * file_lsn and it, so replay starts here */
+} CphtCatalogRecord;
+
+/*
+ * write: the catalog of n tables, clean when the worker writes it at a
+ * clean shutdown, at WAL position at; crash-safely (a temporary file,
+ * fsync'ed, renamed).  ERROR on failure (the previous catalog stays).
+ * read: false when there is none (why empty) or it cannot be read (why
+ * says so); the records are palloc'ed.
+ */
+extern void cpht_catalog_file_write(const CphtCatalogRecord *recs, int n, bool clean, XLogRecPtr at);
+extern bool cpht_catalog_file_read(CphtCatalogRecord **recs, int *n, bool *clean, XLogRecPtr *at,
+								   char *why, size_t whylen);
+
 /* ---- the worker's durable tables (durable.c) ------------------------------ */
 
 /* At worker start, and in each turn of its loop: restore the durable
