@@ -1,6 +1,7 @@
-# A preloaded cluster of its own: durable shared tables come back after a
-# crash restart of the cluster (the cpht worker killed with SIGKILL) and
-# after an immediate shutdown; a shared table that is not durable does not.
+# A preloaded cluster of its own: the cpht worker, connected to no database,
+# ignores a cancel sent to it; durable shared tables come back after a crash
+# restart of the cluster (the cpht worker killed with SIGKILL) and after an
+# immediate shutdown; a shared table that is not durable does not.
 use strict;
 use warnings;
 
@@ -10,6 +11,7 @@ use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 use CphtTest;
 
 my $node = cpht_node('crash');
@@ -25,6 +27,16 @@ is($node->safe_psql('postgres', "SELECT cpht_count(cpht_open('kept'))"),
 # SIGKILL of the worker: the postmaster restarts the whole cluster
 my $pid = $node->safe_psql('postgres', "SELECT cpht_worker_info()->>'worker_pid'");
 ok($pid =~ /^\d+$/, 'a cpht worker runs');
+is($node->safe_psql('postgres',
+		"SELECT backend_type || ' ' || (datid IS NULL) FROM pg_stat_activity WHERE pid = $pid"),
+	'cpht worker true', 'pg_stat_activity lists the worker, connected to no database');
+
+# a cancel sent to the worker itself is ignored: it would end the worker
+# and lose its tables
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+usleep(300_000);
+is($node->safe_psql('postgres', "SELECT cpht_count(cpht_open('gone')) || ' ' || (cpht_worker_info()->>'worker_pid')"),
+	"0 $pid", 'a cancel of the cpht worker leaves it and its tables alone');
 kill 'KILL', $pid;
 ok($node->poll_query_until('postgres',
 		"SELECT cpht_worker_info()->>'worker_pid' IS NOT NULL AND cpht_worker_info()->>'worker_pid' <> '$pid'"),

@@ -93,6 +93,12 @@ attach(void)
 	attached = true;
 }
 
+void
+cpht_client_attach(void)
+{
+	attach();
+}
+
 /* The worker's pgprocno, waiting up to 10 s for one to run (cancelable). */
 static int
 worker_pgprocno(void)

@@ -20,6 +20,10 @@ typedef struct CphtSharedRef
  * in the message. */
 extern void cpht_client_require_preload(const char *what);
 
+/* Takes this backend's request slot now (ERROR where it cannot), so that a
+ * request sent later, where raising is not allowed, finds it taken. */
+extern void cpht_client_attach(void);
+
 /* This backend's request, zeroed, to fill and pass to cpht_client_send. */
 extern CphtRequest *cpht_client_request(void);
 
@@ -102,6 +106,11 @@ extern void cpht_remote_scan(const CphtSharedRef *ref, uint64 table_id, uint64 p
 /* False once the backend left its slot on the way out (and without
  * preloading): no request can be sent any more. */
 extern bool cpht_client_can_send(void);
+
+/* db_drop.c: with cpht preloaded, the shared tables of a database go with
+ * it and with its cpht extension (an object access hook notes the drop,
+ * the commit tells the worker).  From _PG_init in the postmaster. */
+extern void cpht_db_drop_init(void);
 
 /* The cpht worker's GPU state (CPHT_GPU_USABLE or CPHT_GPU_UNUSABLE with
  * the reason), waiting for a worker to run; *generation gets the worker's
