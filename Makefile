@@ -16,6 +16,12 @@ PGFILEDESC = "cpht - compact GPU hash sets of bigint keys"
 # pg_regress tests: sql/<name>.sql next to the extension scripts, expected/<name>.out
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(filter-out sql/$(EXTENSION)--%,$(wildcard sql/*.sql))))
 REGRESS_OPTS = --load-extension=$(EXTENSION)
+# TAP tests (t/*.pl, PostgreSQL::Test::Cluster): servers of their own that
+# they start, crash, restart.  PGXS 15 runs them at the end of installcheck
+# and has no target for them alone; prove_installcheck below is one.  They
+# start clusters as the user that runs them, which must not be root
+# (test/run-tests.sh runs them as postgres).
+TAP_TESTS = 1
 
 KERNEL_C = $(sort $(wildcard kernels/table*.c)) kernels/cpu_backend.c kernels/cpu_iceberg.c kernels/cpu_cuckoo.c kernels/cpu_threads.c kernels/radix_sort.c
 # src/*.c: SQL functions and session state; src/access: a private table
@@ -123,6 +129,13 @@ unit: $(UNIT_TESTS)
 
 test:
 	test/run-tests.sh
+
+# The TAP tests alone, against the installed cpht (PROVE_TESTS=t/NAME.pl
+# for one).  PGXS sets PG_REGRESS (Cluster.pm's initdb uses it) and the
+# perl path of PostgreSQL::Test; the clusters live in tmp_check/.
+.PHONY: prove_installcheck
+prove_installcheck:
+	$(prove_installcheck)
 
 demo:
 	test/run-demo.sh

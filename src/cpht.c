@@ -217,6 +217,14 @@ _PG_init(void)
 
 	cpht_stream_define_gucs();
 	cpht_txn_init();
+	/*
+	 * With cpht preloaded, shared tables go with their database and the
+	 * extension (client/db_drop.c).  Registered before cpht_xact_end_init,
+	 * so its commit callback runs after the one that tells the worker the
+	 * transaction committed.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		cpht_db_drop_init();
 	/* transactional shared tables tell the worker how transactions end */
 	cpht_xact_end_init();
 	/* shared_preload_libraries: the worker's settings, memory and

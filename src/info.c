@@ -260,8 +260,8 @@ cpht_tables(PG_FUNCTION_ARGS)
  * worker started, the live shared tables of all databases, the transfer
  * windows (free ones are not held by any call), the private tables the
  * worker holds for backends, whether the arena is pinned for DMA, and the
- * worker's GPU (usable, or why not; its name and memory).  The worker has
- * no database connection, so pg_stat_activity does not list it.
+ * worker's GPU (usable, or why not; its name and memory).  The worker is
+ * connected to no database: pg_stat_activity lists it without one.
  */
 PG_FUNCTION_INFO_V1(cpht_worker_info);
 Datum

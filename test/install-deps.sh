@@ -1,6 +1,7 @@
 #!/bin/bash
 # Installs the Debian packages the build and the tests need, only those that
-# are missing: the PostgreSQL 15 server and headers, pgTAP and pg_prove.
+# are missing: the PostgreSQL 15 server and headers, pgTAP and pg_prove,
+# IPC::Run for the TAP tests.
 # Where everything is already present (say, a prepared machine without
 # network access) it does nothing.
 set -euo pipefail
@@ -25,6 +26,11 @@ have_pkg() {
 { command -v pg_prove >/dev/null && perl -MTAP::Parser::SourceHandler::pgTAP -e 1 2>/dev/null; } ||
 	have_pkg libtap-parser-sourcehandler-pgtap-perl ||
 	missing+=(libtap-parser-sourcehandler-pgtap-perl)
+# The TAP tests (t/*.pl): PostgreSQL::Test::Cluster, shipped with the
+# server headers, runs psql and pg_ctl through IPC::Run; prove comes with
+# perl.
+{ perl -MIPC::Run -e 1 2>/dev/null && command -v prove >/dev/null; } ||
+	have_pkg libipc-run-perl || missing+=(libipc-run-perl)
 # The throwaway test server is started with pg_virtualenv.
 if [ "${CPHT_TEST_SERVER:-throwaway}" != running ]; then
 	command -v pg_virtualenv >/dev/null || have_pkg postgresql-common || missing+=(postgresql-common)

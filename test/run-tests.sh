@@ -1,6 +1,8 @@
 #!/bin/bash
 # Builds, installs and tests cpht: C unit tests of the kernels, pg_regress
-# tests (sql/, expected/) and pgTAP tests (test/pgtap/) against PostgreSQL 15.
+# tests (sql/, expected/) and pgTAP tests (test/pgtap/) against PostgreSQL 15,
+# then the TAP tests (t/*.pl), which start, crash and restart clusters of
+# their own (PostgreSQL::Test::Cluster), once.
 #
 #   test/run-tests.sh                      throwaway server (pg_virtualenv)
 #   CPHT_TEST_SERVER=running test/run-tests.sh
@@ -31,7 +33,9 @@
 #                                          checks after the preloaded pass
 #                                          (loaders, worker restart) run only
 #                                          when named too: "loaders", "restart",
-#                                          "durable", "worker_restart"
+#                                          "durable", "worker_restart"; so do
+#                                          the TAP tests: "tap" for all of
+#                                          them, or t/NAME.pl by its NAME
 #   CPHT_TEST_SHARDS=N test/run-tests.sh   every table created without
 #                                          shards => N has N shards: the
 #                                          server runs with cpht.shards = N
@@ -136,7 +140,9 @@ run_suite() {
 	else
 		echo "== pg_regress"
 		rm -f regression.diffs regression.out
-		if ! make installcheck; then
+		# TAP_TESTS emptied: the TAP tests run once, after the modes
+		# (run_tap), not in every pass of installcheck
+		if ! make installcheck TAP_TESTS=; then
 			failed=1
 			if [ -f regression.diffs ]; then
 				echo "== regression.diffs"
@@ -340,6 +346,49 @@ SQL
 	echo "== a new cpht worker ($pid -> ${info%%|*}) serves, and the old one's table is reported lost"
 }
 
+# The TAP tests (t/*.pl, PostgreSQL::Test::Cluster from PGXS) by make
+# prove_installcheck, against the installed cpht.  Their clusters run as
+# the user that runs them, and PostgreSQL refuses to run as root: as root
+# (make test on CI) they run as postgres, over a copy of what they need
+# (Makefile, t/) in a directory of its own, since the tree may not be
+# readable by postgres.  The clusters' logs are printed when a test fails.
+run_tap() {
+	local tests=() args=() name dir rc=0
+	if [ -n "$CPHT_TEST_ONLY" ]; then
+		for name in $CPHT_TEST_ONLY; do
+			if [ "$name" = tap ]; then
+				tests=()
+				break
+			elif [ -f "t/$name.pl" ]; then
+				tests+=("t/$name.pl")
+			fi
+		done
+		if ! only_has tap && [ ${#tests[@]} -eq 0 ]; then
+			return 0
+		fi
+	fi
+	echo "== TAP tests (t/*.pl): clusters of their own"
+	if [ ${#tests[@]} -gt 0 ]; then
+		args=(PROVE_TESTS="${tests[*]}")
+	fi
+	if [ "$(id -u)" = 0 ]; then
+		dir=$(mktemp -d /tmp/cpht-tap.XXXXXX)
+		cp -r Makefile t "$dir/"
+		chown -R postgres: "$dir"
+		runuser -u postgres -- make -C "$dir" prove_installcheck ${args[@]+"${args[@]}"} || rc=$?
+	else
+		dir=$ROOT
+		make prove_installcheck ${args[@]+"${args[@]}"} || rc=$?
+	fi
+	if [ $rc -ne 0 ]; then
+		echo "== FAILED: TAP tests; their logs ($dir/tmp_check/log):"
+		tail -n 100 "$dir"/tmp_check/log/* 2>/dev/null || true
+	elif [ "$dir" != "$ROOT" ]; then
+		rm -rf "$dir"
+	fi
+	return $rc
+}
+
 if [ "${1:-}" = --suite ]; then
 	run_both_modes
 	exit
@@ -360,11 +409,17 @@ make install
 echo "== unit tests"
 make unit
 
+rc=0
 if [ "$CPHT_TEST_SERVER" = running ]; then
-	run_suite
+	run_suite || rc=$?
 else
 	# A temporary cluster owned by the postgres user (the server refuses to
 	# run as root), removed again when the suite ends.
 	echo "== starting a throwaway PostgreSQL 15 server"
-	pg_virtualenv -t -v 15 "$ROOT/test/run-tests.sh" --suite
+	pg_virtualenv -t -v 15 "$ROOT/test/run-tests.sh" --suite || rc=$?
 fi
+run_tap || rc=$?
+if [ $rc -ne 0 ]; then
+	echo "== FAILED (see above)"
+fi
+exit $rc

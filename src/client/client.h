@@ -112,6 +112,11 @@ extern void cpht_remote_scan(const CphtSharedRef *ref, uint64 table_id, uint64 p
  * preloading): no request can be sent any more. */
 extern bool cpht_client_can_send(void);
 
+/* db_drop.c: with cpht preloaded, the shared tables of a database go with
+ * it and with its cpht extension (an object access hook notes the drop,
+ * the commit tells the worker).  From _PG_init in the postmaster. */
+extern void cpht_db_drop_init(void);
+
 /* The cpht worker's GPU state (CPHT_GPU_USABLE or CPHT_GPU_UNUSABLE with
  * the reason), waiting for a worker to run; *generation gets the worker's
  * start count. */

@@ -70,8 +70,14 @@ typedef enum CphtOp
 	 */
 	CPHT_OP_SCAN,
 	/* durable shared tables (src/worker/durable.c) */
-	CPHT_OP_CHECKPOINT			/* snapshot every changed durable table now;
+	CPHT_OP_CHECKPOINT,			/* snapshot every changed durable table now;
 								 * replies how many were written */
+	/*
+	 * Every shared table of database req.dboid, which was dropped or whose
+	 * cpht extension was dropped (sent once that transaction committed):
+	 * dropped, durable ones for good; replies how many (worker/databases.c)
+	 */
+	CPHT_OP_DROP_DATABASE
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
@@ -97,6 +103,10 @@ typedef enum CphtCall
  * for the other's hand-over after every piece.
  */
 #define CPHT_STREAM_WINDOWS 4
+
+/* Database drops the control struct keeps for a worker that is not there
+ * yet (CphtControl.pending_drops). */
+#define CPHT_PENDING_DROPS 64
 
 typedef struct CphtRequest
 {
@@ -276,6 +286,14 @@ typedef struct CphtControl
 	uint64		private_bytes;
 	/* Why the previous worker exited, for the tables it lost. */
 	char		exit_reason[CPHT_TEXT_LEN];
+	/*
+	 * Databases whose shared tables are to be dropped (DROP DATABASE, DROP
+	 * EXTENSION cpht) that no worker has dropped yet: a drop committed
+	 * while no worker ran, or served before the worker restored the
+	 * durable tables.  The worker drops them once it has (under mutex).
+	 */
+	int			npending_drops;
+	Oid			pending_drops[CPHT_PENDING_DROPS];
 } CphtControl;
 
 /* gpu_state */

@@ -190,9 +190,14 @@ cpht_shmem_init(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = cpht_shmem_startup;
 
+	/*
+	 * Connected to no database (worker/main.c), which lets it read the
+	 * shared catalog pg_database (worker/databases.c); a worker with a
+	 * connection starts once the server is consistent at the earliest.
+	 */
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "cpht");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "cpht_worker_main");

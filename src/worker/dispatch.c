@@ -738,6 +738,9 @@ handle_request(CphtSlot *slot, int s)
 		case CPHT_OP_CHECKPOINT:
 			rep->value = (uint64) cpht_durable_checkpoint(true);
 			break;
+		case CPHT_OP_DROP_DATABASE:
+			cpht_worker_op_drop_database(slot);
+			break;
 		case CPHT_OP_XACT_COMMIT:
 		case CPHT_OP_XACT_ABORT:
 		case CPHT_OP_XACT_ROLLBACK_TO:

@@ -129,6 +129,8 @@ typedef struct FailedFile
 static FailedFile *failed = NULL;
 static int	nfailed = 0;
 
+static int	durable_entry(XLogRecPtr create_lsn);
+
 void
 cpht_durable_init(void)
 {
@@ -705,6 +707,49 @@ cpht_durable_dropped(int entry)
 	}
 	cpht_snapshot_path(path, sizeof(path), e->dboid, e->create_lsn);
 	(void) durable_unlink(path, LOG);
+}
+
+/*
+ * The snapshot files of database dboid whose table is not live (files that
+ * could not be restored; the live tables of the database were dropped
+ * before): each gets a DROP record, so that replay does not create its
+ * table again from its CREATE record, then the file goes and its WAL is
+ * no longer kept.  Returns how many.
+ */
+int
+cpht_durable_drop_files(Oid dboid)
+{
+	DIR		   *dir;
+	struct dirent *de;
+	int			removed = 0;
+
+	dir = AllocateDir(CPHT_SNAPSHOT_DIR);
+	while ((de = ReadDir(dir, CPHT_SNAPSHOT_DIR)) != NULL)
+	{
+		char		path[MAXPGPATH];
+		Oid			db;
+		uint32		hi,
+					lo;
+		XLogRecPtr	create_lsn;
+		char		end;
+
+		if (sscanf(de->d_name, "%u_%08X%08X.snap%c", &db, &hi, &lo, &end) != 3 || db != dboid)
+			continue;
+		create_lsn = ((uint64) hi << 32) | lo;
+		if (durable_entry(create_lsn) >= 0)
+			continue;
+		XLogFlush(cpht_wal_drop(create_lsn));
+		snprintf(path, sizeof(path), "%s/%s", CPHT_SNAPSHOT_DIR, de->d_name);
+		(void) durable_unlink(path, LOG);
+		for (int i = 0; i < nfailed; i++)
+			if (failed[i].create_lsn == create_lsn)
+				failed[i--] = failed[--nfailed];
+		ereport(LOG,
+				(errmsg("cpht worker removed snapshot file \"%s\" of database %u", path, dboid)));
+		removed++;
+	}
+	FreeDir(dir);
+	return removed;
 }
 
 cpht_status

@@ -215,6 +215,10 @@ extern cpht_status cpht_durable_log_call(const CphtRequest *req, cpht_table *t,
 										 uint64 position, CphtReply *rep);
 extern int	cpht_durable_checkpoint(bool only_changed);
 
+/* A dropped database's snapshot files whose table is not live (it could
+ * not be restored): DROP records, files removed; returns how many. */
+extern int	cpht_durable_drop_files(Oid dboid);
+
 /* At the worker's clean exit (server shutdown): every changed table. */
 extern void cpht_durable_shutdown(void);
 

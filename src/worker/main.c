@@ -1,9 +1,10 @@
 /*
  * main.c — the cpht worker process: signals, its latch loop, its exit.
  *
- * One background worker serves every shared table of the cluster.  It has
- * no database connection and never touches the catalogs: backends check
- * names and privileges, the worker holds tables and runs calls on them.
+ * One background worker serves every shared table of the cluster.  It is
+ * connected to no database and reads no catalog but the shared
+ * pg_database (databases.c): backends check names and privileges, the
+ * worker holds tables and runs calls on them.
  * It sleeps on its latch until a backend submits a request
  * (WL_EXIT_ON_PM_DEATH: it never outlives the postmaster); a request's
  * ERROR is answered to that request (dispatch.c) and never ends the
@@ -17,6 +18,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -101,16 +103,57 @@ probe_gpu(void)
 	SpinLockRelease(&ctl->mutex);
 }
 
+/*
+ * The tables of dropped databases (databases.c): those of databases that no
+ * longer exist (sweep: once per start), and those of drops that waited for
+ * the restore.  An ERROR is logged and the worker goes on: it must not end
+ * the worker, at every start again.
+ */
+static void
+drop_gone_databases(bool sweep)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		if (sweep)
+			cpht_worker_drop_orphans();
+		cpht_worker_drop_pending();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		LWLockReleaseAll();
+	}
+	PG_END_TRY();
+}
+
 void
 cpht_worker_main(Datum arg)
 {
 	MemoryContext durable_cxt;
+	bool		swept = false;
 
 	(void) arg;
 
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	/*
+	 * A worker with a database connection gets PostgreSQL's cancel handler
+	 * for SIGINT: a cancel (pg_cancel_backend of its pid) would end the
+	 * worker with an ERROR at its next interrupt check, and its tables
+	 * with it.  Calls are canceled through their backend's slot instead.
+	 */
+	pqsignal(SIGINT, SIG_IGN);
 	BackgroundWorkerUnblockSignals();
+	/*
+	 * Connected to no database: the worker reads the shared catalog
+	 * pg_database to drop the tables of dropped databases
+	 * (databases.c), and nothing else.
+	 */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
 	/*
 	 * The worker's kernels stop a call when the calling backend cancels it
@@ -145,6 +188,17 @@ cpht_worker_main(Datum arg)
 		/* durable tables: restored once recovery ended, then saved in rounds */
 		MemoryContextSwitchTo(durable_cxt);
 		cpht_durable_poll();
+		/*
+		 * Once they are back: the tables of databases that are gone, and
+		 * of drops that waited for the restore (databases.c)
+		 */
+		if (pg_atomic_read_u32(&cpht_control->durable_ready) == 1)
+		{
+			bool		sweep = !swept;
+
+			swept = true;
+			drop_gone_databases(sweep);
+		}
 		MemoryContextSwitchTo(TopMemoryContext);
 		MemoryContextReset(durable_cxt);
 

@@ -75,4 +75,16 @@ extern void cpht_worker_table_install(int entry, uint64 table_id, struct cpht_ta
 									  bool transactional);
 extern void cpht_worker_table_drop(int entry);
 
+/*
+ * databases.c: the shared tables of dropped databases and of databases
+ * whose cpht extension was dropped.  op_drop_database serves
+ * CPHT_OP_DROP_DATABASE; drop_pending drops those noted for after the
+ * restore of durable tables; drop_orphans, once per worker start after that
+ * restore, drops the tables and snapshot files of databases that no longer
+ * exist (pg_database), with a LOG line each.
+ */
+extern void cpht_worker_op_drop_database(CphtSlot *slot);
+extern void cpht_worker_drop_pending(void);
+extern void cpht_worker_drop_orphans(void);
+
 #endif							/* CPHT_WORKER_H */
