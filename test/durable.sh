@@ -634,7 +634,7 @@ for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.1f", 1.5 + (r % 30) / 10 }')"
 	case $((round % 3)) in
 		1)
-			victim=$(psql -X -q -At -d postgres -c "SELECT pid FROM pg_stat_activity WHERE datname = '$db' AND pid <> pg_backend_pid() ORDER BY random() LIMIT 1")
+			victim=""
 			what="kill -9 of a loader's backend"
 			;;
 		2)
@@ -647,10 +647,24 @@ for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 			;;
 	esac
 	children=""
-	if [ -n "$victim" ]; then
+	killed=""
+	if [ $((round % 3)) = 1 ]; then
+		# a loader's session may end between being chosen and the kill: choose
+		# again (one in a transaction first) until a kill lands
+		for _ in $(seq 1 50); do
+			victim=$(psql -X -q -At -d postgres -c "SELECT pid FROM pg_stat_activity WHERE datname = '$db'
+				AND pid <> pg_backend_pid() ORDER BY state = 'idle', random() LIMIT 1")
+			if [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null; then
+				killed=yes
+				break
+			fi
+			sleep 0.05
+		done
+	elif [ -n "$victim" ]; then
 		children=$(pgrep -P "$victim" || true)
-		kill -9 "$victim" || true
+		kill -9 "$victim" && killed=yes
 	fi
+	[ -n "$killed" ] || fail "round $round: no $what happened (no process to kill)"
 	touch "$stop"
 	wait "${pids[@]}" 2>/dev/null || true
 	if [ $((round % 3)) = 0 ]; then

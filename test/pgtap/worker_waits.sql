@@ -80,6 +80,8 @@ BEGIN
 		RETURN NEXT ok(waited IS NOT NULL AND waited < 0.3 + 0.4,
 			format('with the worker stopped, a call ends at its statement_timeout (300 ms; it took %s s)',
 				   coalesce(round(waited::numeric, 3)::text, 'more than 5')));
+		RETURN NEXT diag(format('a call under a 300 ms statement_timeout, the worker stopped: ended after %s s',
+								coalesce(round(waited::numeric, 3)::text, 'more than 5')));
 		PERFORM pg_temp.signal_worker('CONT', w);
 		PERFORM pg_temp.await_idle('a', 30);
 		RETURN NEXT is(pg_temp.result('a'), '57014', 'it ends with 57014');
@@ -90,6 +92,8 @@ BEGIN
 		RETURN NEXT ok(pg_temp.await_wait(pb, 'Extension'), 'a second session waits for the worker');
 		PERFORM pg_terminate_backend(pb);
 		waited := pg_temp.await_exit(pb, 5);
+		RETURN NEXT diag(format('pg_terminate_backend of a session waiting for the stopped worker: it left after %s s',
+								coalesce(round(waited::numeric, 3)::text, 'more than 5')));
 		RETURN NEXT ok(waited IS NOT NULL AND waited < 0.4,
 			format('pg_terminate_backend ends the waiting session at once (it took %s s)',
 				   coalesce(round(waited::numeric, 3)::text, 'more than 5')));
