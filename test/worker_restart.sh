@@ -67,7 +67,7 @@ out=$(psql -X -q -At -d "$db" 2>&1 <<'SQL' || true
 SELECT cpht_put(cpht_open('w_load'), '{1,2,3}') AS put \gset
 SELECT cpht_open('w_load') AS h, cpht_worker_info()->>'worker_pid' AS w \gset
 SELECT set_config('cpht_check.starts', cpht_worker_info()->>'worker_starts', false);
-SELECT format('COPY (SELECT 1) TO PROGRAM %L', 'kill -TERM ' || :'w') \gexec
+SELECT format('COPY (SELECT 1) TO PROGRAM %L', 'cat > /dev/null; kill -TERM ' || :'w') \gexec
 DO $$ BEGIN
 	FOR i IN 1..300 LOOP
 		EXIT WHEN (cpht_worker_info()->>'worker_starts')::int > current_setting('cpht_check.starts')::int
@@ -90,6 +90,42 @@ else
 	echo "== worker restart: the durable table is listed and a new one created right after the restart; the old handle says the worker restarted; cpht_open reaches the restored table"
 fi
 q -c "SELECT cpht_delete(cpht_open('w_load'), '{1,2,3}')" > /dev/null
+
+# While the restore waits for a transaction that holds changes of the
+# durable table, the new worker serves what needs no durable table (a
+# private table in the worker, created and counted); the transaction then
+# commits and its key stays.
+holder_log=$work/holder.log
+psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" > "$holder_log" 2>&1 <<'SQL' &
+BEGIN;
+SELECT cpht_fop_new(cpht_open('w_load'), '{900001}');
+SELECT pg_sleep(5);
+COMMIT;
+SQL
+holder=$!
+sleep 1
+old=$(worker_pid)
+kill -TERM "$old"
+for _ in $(seq 1 100); do
+	new=$(worker_pid)
+	[ -n "$new" ] && [ "$new" != "$old" ] && break
+	sleep 0.05
+done
+t0=$(date +%s.%N)
+out=$(psql -X -q -At -d "$db" -c "SET cpht.placement = worker" -c "SET statement_timeout = '2s'" \
+	-c "SELECT 'private ' || cpht_count(cpht_create(1000))" 2>&1 || true)
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+holder_open=$(kill -0 "$holder" 2>/dev/null && echo yes || echo no)
+wait "$holder" || true
+kept=$(q -c "SELECT cpht_find(cpht_open('w_load'), '{900001}')::text" 2>&1 || true)
+if [ "$out" != "private 0" ] || [ "$holder_open" != yes ]; then
+	fail "while the restore waits for an open transaction, a private table in the worker is not served (after $took s, the transaction still open: $holder_open): $out"
+elif [ "$kept" != "{t}" ] || ! grep -q '^{900001}$' "$holder_log"; then
+	fail "the key of the transaction the restore waited for is not kept after its commit: $kept; $(cat "$holder_log")"
+else
+	echo "== worker restart: while the restore waited for an open transaction, a private table in the worker was created and counted in $took s; the transaction's key is kept after its commit"
+fi
+q -c "SELECT cpht_delete(cpht_open('w_load'), '{900001}')" > /dev/null
 
 # One loader: transactions as above, each psql session killed after 30 s
 # (a statement_timeout of 10 s should always come first).

@@ -886,6 +886,15 @@ xid_outcome(TransactionId xid)
 								   "the cpht worker restarted while this transaction had changes in durable shared tables",
 								   "The worker restores those tables once this transaction ends: its changes stay if it commits and are undone if it rolls back.",
 								   "End the transaction, then repeat the call in a new one.");
+
+		/*
+		 * Meanwhile the worker serves what needs no durable table: no
+		 * session reaches one before the restore ends (cpht_open,
+		 * cpht_tables() and durable creation wait for it; older handles
+		 * name tables of the previous worker), and a drop of a database
+		 * waits for it too (databases.c).
+		 */
+		cpht_worker_serve();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10L,
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

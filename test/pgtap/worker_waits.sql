@@ -13,7 +13,9 @@ SELECT plan(8);
 
 CREATE FUNCTION pg_temp.signal_worker(sig text, pid int) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-	EXECUTE format('COPY (SELECT 1) TO PROGRAM %L', format('kill -%s %s', sig, pid));
+	-- the program reads its input first: a kill that exited before COPY
+	-- wrote would make COPY fail with a broken pipe
+	EXECUTE format('COPY (SELECT 1) TO PROGRAM %L', format('cat > /dev/null; kill -%s %s', sig, pid));
 END $$;
 
 -- Seconds until dblink session conn is no longer busy, at most `limit_s`
@@ -71,8 +73,8 @@ BEGIN
 	pb := (SELECT v FROM dblink('b', 'SELECT pg_backend_pid()') AS t(v int));
 	w := (cpht_worker_info()->>'worker_pid')::int;
 
-	PERFORM pg_temp.signal_worker('STOP', w);
 	BEGIN
+		PERFORM pg_temp.signal_worker('STOP', w);
 		-- a call under a 300 ms statement_timeout
 		PERFORM dblink_exec('a', 'SET statement_timeout = 300');
 		PERFORM dblink_send_query('a', format('SELECT cpht_put(%s, ''{4}'')::text', ha));
