@@ -13,7 +13,8 @@
  * whose key the table reported new (once per new key, within a batch and
  * across batches).  When the scan is over, and parallel mode with it, the
  * rows are sorted into the order they go into target, and
- *     INSERT INTO target SELECT * FROM ONLY source WHERE ctid = ANY ($1)
+ *     INSERT INTO target SELECT * FROM ONLY source
+ *     WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)
  * runs once per chunk of them, under the scan's snapshot, so it reads
  * exactly the rows the scan saw.  The scan under it is rows_by_tid.c's
  * node, which returns the rows in the order of $1.  Into a target with a
@@ -24,6 +25,9 @@
  * caller's (sub)transaction, as the table's keys do.
  *
  * Any other source runs the cpht_fop_rows statement above.
+ *
+ * Either statement names every relation, function, operator and type by
+ * its schema: nothing in the caller's search_path runs in it.
  *
  * Either statement is planned, and its permissions checked (SELECT on
  * source, INSERT on target), before any key goes to the table: a call the
@@ -230,7 +234,8 @@ key_order_chunk(Relation source, uint64 seen)
 static uint64
 insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 {
-	char	   *sql = psprintf("INSERT INTO %s SELECT * FROM ONLY %s WHERE ctid = ANY ($1)",
+	char	   *sql = psprintf("INSERT INTO %s SELECT * FROM ONLY %s "
+							   "WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)",
 							   qualified_name(target),
 							   qualified_name(RelationGetRelid(source)));
 	Snapshot	snapshot = RegisterSnapshot(GetActiveSnapshot());
@@ -324,7 +329,8 @@ insert_by_fop_rows(int32 handle, Relation source, const char *key_column, Oid ta
 				   Oid fn_oid)
 {
 	char	   *source_name = qualified_name(RelationGetRelid(source));
-	char	   *sql = psprintf("INSERT INTO %s SELECT * FROM %s.cpht_fop_rows($1, NULL::%s, %s, %s)",
+	char	   *sql = psprintf("INSERT INTO %s SELECT * FROM %s.cpht_fop_rows($1, NULL::%s, "
+							   "%s::pg_catalog.text, %s::pg_catalog.text)",
 							   qualified_name(target),
 							   quote_identifier(get_namespace_name(get_func_namespace(fn_oid))),
 							   format_type_be_qualified(RelationGetForm(source)->reltype),

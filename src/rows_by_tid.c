@@ -3,7 +3,8 @@
  * tids, returned in the list's order.
  *
  * cpht_insert_new inserts its new rows with
- *     INSERT INTO target SELECT * FROM ONLY source WHERE ctid = ANY ($1)
+ *     INSERT INTO target SELECT * FROM ONLY source
+ *     WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)
  * and, into a target with a B-tree index led by the key, wants them in key
  * order: the index then fills leaf by leaf instead of at a random leaf per
  * row.  A TID scan returns rows in heap order, so the statement would need
@@ -123,7 +124,10 @@ planning_an_insert(PlannerInfo *root)
 
 /* ---- planning ------------------------------------------------------------ */
 
-/* The ScalarArrayOpExpr of  ctid = ANY ($1)  on relation rti, or NULL. */
+/* The ScalarArrayOpExpr of  ctid = ANY ($1)  on relation rti, or NULL.  The
+ * operator is pg_catalog's tid = (TIDEqualOperator), matched by its OID:
+ * cpht_insert_new's statement names it as OPERATOR(pg_catalog.=), and an
+ * = of another schema is no match. */
 static ScalarArrayOpExpr *
 tid_list_clause(Expr *clause, Index rti)
 {

@@ -12,9 +12,10 @@
 /*
  * While set to a relation (InvalidOid: never), a scan of that relation
  * planned as  SELECT ... FROM ONLY rel WHERE ctid = ANY ($1)  with no other
- * condition, in a top-level INSERT, becomes the node: it returns the rows
- * of the tids in $1 in the array's order, where a TID scan would return
- * them in heap order.  A statement other than an INSERT planned meanwhile
+ * condition (the = of pg_catalog, as OPERATOR(pg_catalog.=) names it), in
+ * a top-level INSERT, becomes the node: it returns the rows of the tids in
+ * $1 in the array's order, where a TID scan would return them in heap
+ * order.  A statement other than an INSERT planned meanwhile
  * (a trigger's query, say) does not get it.  Returns the value it
  * replaces, for the caller to put back.
  */
