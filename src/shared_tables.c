@@ -386,12 +386,12 @@ cpht_open(PG_FUNCTION_ARGS)
 
 	cpht_client_require_preload("cpht_open");
 
+	/*
+	 * Tables the worker is still restoring are open to no one: the restore
+	 * installs them one by one and may still replay WAL into them.
+	 */
+	cpht_shared_wait_restored();
 	entry = find_by_name(name, &copy);
-	if (entry < 0 || copy.state == CPHT_ENTRY_LOST)
-	{
-		cpht_shared_wait_restored();
-		entry = find_by_name(name, &copy);
-	}
 	if (entry < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

@@ -111,10 +111,18 @@ request_table(const CphtRequest *req)
 	if (req->entry < 0 || req->entry >= cpht_control->max_tables)
 		elog(ERROR, "cpht request names table entry %d of %d", req->entry,
 			 cpht_control->max_tables);
+	e = &cpht_catalog[req->entry];
+	/* the restore may still replay WAL into a durable table */
+	if (cpht_durable_restoring() && e->durable)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shared cpht table \"%s\" is being restored", NameStr(e->name)),
+				 errdetail("The cpht worker restarted and restores the durable shared tables."),
+				 errhint("Open the table again with cpht_open('%s'), which waits for the restore.",
+						 NameStr(e->name))));
 	if (tables[req->entry] != NULL && table_ids[req->entry] == req->table_id)
 		return tables[req->entry];
 
-	e = &cpht_catalog[req->entry];
 	if (e->state == CPHT_ENTRY_LOST && e->table_id == req->table_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_SYSTEM_ERROR),

@@ -1649,6 +1649,12 @@ restore_all(void)
 	cat_seen = NULL;
 }
 
+bool
+cpht_durable_restoring(void)
+{
+	return restoring;
+}
+
 void
 cpht_durable_poll(void)
 {

@@ -226,4 +226,10 @@ extern void cpht_durable_shutdown(void);
 extern int	cpht_snapshot_interval;
 extern int	cpht_snapshot_wal;
 
+/*
+ * Whether the restore at start runs.  The worker serves requests that need
+ * no durable table meanwhile; one that names a durable table is refused.
+ */
+extern bool cpht_durable_restoring(void);
+
 #endif							/* CPHT_DURABLE_H */
