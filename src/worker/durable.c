@@ -77,6 +77,10 @@ typedef struct DurableState
 								 * it since snapshot_lsn (replay and the
 								 * slot start here) */
 	bool		changed;		/* since then */
+	bool		awaiting;		/* at restore: the WAL from current_lsn on
+								 * is not in pg_wal (a copy of the data
+								 * directory); replay starts at the first
+								 * EXACT record naming its file */
 	/* (sub)transactions whose changes its file keeps, to be resolved by a
 	 * new snapshot once they ended (TopMemoryContext) */
 	int			nsaved;
@@ -92,6 +96,7 @@ static bool slot_ready = false;
 static char slot_problem[CPHT_TEXT_LEN];
 static TimestampTz last_round = 0;
 static XLogRecPtr last_round_lsn = InvalidXLogRecPtr;
+static XLogRecPtr last_round_redo = InvalidXLogRecPtr;
 static TimestampTz last_resolve_check = 0;
 
 /* Rounds: every table, the changed ones, or only those whose file keeps
@@ -444,9 +449,37 @@ needs_resolve(int i)
 	return false;
 }
 
+/*
+ * After a round: an EXACT record naming every durable table unchanged
+ * since its file, flushed.  Nothing was written to WAL since the round's
+ * position, so each file is exact at this record.  A base backup copies
+ * pg_cpht/ but holds WAL only from its start checkpoint on; a round after
+ * that checkpoint (every checkpoint brings one, round_due) leaves a record
+ * in the backup's WAL that lets its worker replay such a file from there.
+ */
+static void
+write_exact(void)
+{
+	xl_cpht_exact_table *tables = palloc(sizeof(xl_cpht_exact_table) * Max(cpht_control->max_tables, 1));
+	uint32		n = 0;
+
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		if (!durable[i].live || durable[i].changed)
+			continue;
+		tables[n].table = cpht_catalog[i].create_lsn;
+		tables[n].snapshot_lsn = durable[i].snapshot_lsn;
+		n++;
+	}
+	if (n > 0)
+		XLogFlush(cpht_wal_exact(tables, n));
+	pfree(tables);
+}
+
 static int
 snapshot_round(RoundMode mode, bool clean)
 {
+	XLogRecPtr	redo = GetRedoRecPtr();
 	XLogRecPtr	lsn = GetXLogInsertRecPtr();
 	XLogRecPtr	keep = lsn;
 	int			written = 0;
@@ -497,6 +530,7 @@ snapshot_round(RoundMode mode, bool clean)
 			keep = Min(keep, failed[i].keep_lsn);
 	/* the retention points are on disk before the slot lets WAL go */
 	write_catalog(clean, lsn);
+	write_exact();
 	if (wal_needed())
 		advance_slot(keep);
 	else
@@ -505,6 +539,7 @@ snapshot_round(RoundMode mode, bool clean)
 	{
 		last_round = GetCurrentTimestamp();
 		last_round_lsn = lsn;
+		last_round_redo = redo;
 	}
 	return written;
 }
@@ -562,6 +597,9 @@ cpht_durable_timeout(void)
 		return 1000;
 	if (any_saved())
 		ms = 1000;
+	/* a new checkpoint (a base backup's start) brings a round soon */
+	if (wal_needed())
+		ms = Min(ms, 200);
 	if (cpht_snapshot_interval > 0)
 	{
 		TimestampTz due = TimestampTzPlusMilliseconds(last_round, (int64) cpht_snapshot_interval * 1000);
@@ -575,6 +613,9 @@ cpht_durable_timeout(void)
 static bool
 round_due(void)
 {
+	/* a checkpoint since the last round: see write_exact */
+	if (wal_needed() && GetRedoRecPtr() != last_round_redo)
+		return true;
 	if (cpht_snapshot_interval > 0 &&
 		TimestampDifferenceExceeds(last_round, GetCurrentTimestamp(), cpht_snapshot_interval * 1000))
 		return true;
@@ -1311,6 +1352,28 @@ replay_record(XLogReaderState *reader)
 			}
 		case XLOG_CPHT_XID:
 			break;
+		case XLOG_CPHT_EXACT:
+			{
+				xl_cpht_exact x;
+				const char *p = data + sizeof(x);
+
+				memcpy(&x, data, sizeof(x));
+				for (uint32 k = 0; k < x.ntables; k++, p += sizeof(xl_cpht_exact_table))
+				{
+					xl_cpht_exact_table et;
+
+					memcpy(&et, p, sizeof(et));
+					entry = durable_entry(et.table);
+					/* its file, exact here: its records from here on apply */
+					if (entry >= 0 && durable[entry].awaiting &&
+						durable[entry].snapshot_lsn == et.snapshot_lsn)
+					{
+						durable[entry].awaiting = false;
+						durable[entry].current_lsn = reader->ReadRecPtr;
+					}
+				}
+				break;
+			}
 		case XLOG_CPHT_DROP:
 			entry = durable_entry(((const xl_cpht_drop *) data)->table);
 			if (entry >= 0)
@@ -1337,7 +1400,8 @@ replay_record(XLogReaderState *reader)
 				cpht_table *t;
 
 				entry = durable_entry(k->table);
-				if (entry < 0 || reader->ReadRecPtr < durable[entry].current_lsn)
+				if (entry < 0 || durable[entry].awaiting ||
+					reader->ReadRecPtr < durable[entry].current_lsn)
 					break;
 				e = &cpht_catalog[entry];
 				if (e->transactional)
@@ -1600,15 +1664,17 @@ restore_all(void)
 	}
 
 	/*
-	 * A table whose WAL is gone (the slot was dropped or invalidated) is
-	 * lost, unless the worker stopped cleanly at its retention point: it
-	 * wrote no record after that, so there is nothing to replay.
+	 * A table whose WAL is not in pg_wal is not needed from there if the
+	 * worker stopped cleanly at its retention point: it wrote no record
+	 * after that, so there is nothing to replay.  Otherwise (the slot was
+	 * dropped or invalidated; or this is a base backup, or a standby made
+	 * from one, whose WAL begins at the backup's start) replay looks for
+	 * an EXACT record naming its file in the WAL there is, and the table
+	 * is lost if none comes.
 	 */
 	oldest = oldest_wal();
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
-		char		reason[CPHT_TEXT_LEN];
-
 		if (!durable[i].live || XLogRecPtrIsInvalid(oldest) || durable[i].current_lsn >= oldest)
 			continue;
 		if (clean && durable[i].current_lsn >= clean_at)
@@ -1616,23 +1682,40 @@ restore_all(void)
 			durable[i].current_lsn = oldest;
 			continue;
 		}
-		snprintf(reason, sizeof(reason), "the WAL from %X/%X on, which it needs, was removed",
-				 LSN_FORMAT_ARGS(durable[i].current_lsn));
-		ereport(WARNING,
-				(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(cpht_catalog[i].name)),
-				 errdetail("The WAL from %X/%X on, which it needs, was removed.", LSN_FORMAT_ARGS(durable[i].current_lsn)),
-				 errhint("The replication slot \"%s\" keeps that WAL; was it dropped or invalidated (max_slot_wal_keep_size)?", SLOT_NAME)));
-		cpht_worker_table_lose(i, reason);
+		durable[i].awaiting = true;
 	}
 	for (int i = 0; i < cpht_control->max_tables; i++)
-		if (durable[i].live && (XLogRecPtrIsInvalid(start) || durable[i].current_lsn < start))
-			start = durable[i].current_lsn;
+	{
+		XLogRecPtr	from;
+
+		if (!durable[i].live)
+			continue;
+		from = durable[i].awaiting ? oldest : durable[i].current_lsn;
+		if (XLogRecPtrIsInvalid(start) || from < start)
+			start = from;
+	}
 	slot_lsn = slot_restart_lsn();
 	if (!XLogRecPtrIsInvalid(slot_lsn) && (XLogRecPtrIsInvalid(start) || slot_lsn < start) &&
 		(XLogRecPtrIsInvalid(oldest) || slot_lsn >= oldest))
 		start = slot_lsn;
 	if (!XLogRecPtrIsInvalid(start))
 		replay(start);
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		char		reason[CPHT_TEXT_LEN];
+
+		if (!durable[i].live || !durable[i].awaiting)
+			continue;
+		durable[i].awaiting = false;
+		snprintf(reason, sizeof(reason), "the WAL from %X/%X on, which it needs, was removed",
+				 LSN_FORMAT_ARGS(durable[i].current_lsn));
+		ereport(WARNING,
+				(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(cpht_catalog[i].name)),
+				 errdetail("The WAL from %X/%X on, which it needs, was removed, and no later snapshot round in the WAL there is says that its file is still exact.",
+						   LSN_FORMAT_ARGS(durable[i].current_lsn)),
+				 errhint("The replication slot \"%s\" keeps that WAL; was it dropped or invalidated (max_slot_wal_keep_size)? A base backup holds the table only if a snapshot round ran while it was taken.", SLOT_NAME)));
+		cpht_worker_table_lose(i, reason);
+	}
 	if (files > 0)
 		ereport(LOG, (errmsg("cpht worker restored durable shared tables from %d snapshot files", files)));
 	cat = NULL;
