@@ -77,6 +77,10 @@ typedef struct DurableState
 								 * it since snapshot_lsn (replay and the
 								 * slot start here) */
 	bool		changed;		/* since then */
+	XLogRecPtr	first_change;	/* when changed: at or before the start of
+								 * its first record since current_lsn */
+	XLogRecPtr	prior_snapshot; /* the file a round just replaced, exact */
+	XLogRecPtr	prior_until;	/* up to here (Invalid: none to tell) */
 	bool		awaiting;		/* at restore: the WAL from current_lsn on
 								 * is not in pg_wal (a copy of the data
 								 * directory); replay starts at the first
@@ -401,6 +405,10 @@ snapshot_written(int i, XLogRecPtr lsn)
 {
 	DurableState *d = &durable[i];
 
+	/* for write_exact: the file replaced was exact up to its first change */
+	d->prior_snapshot = d->snapshot_lsn;
+	d->prior_until = d->changed ? d->first_change : InvalidXLogRecPtr;
+	d->first_change = InvalidXLogRecPtr;
 	d->snapshot_lsn = lsn;
 	d->current_lsn = lsn;
 	d->changed = false;
@@ -451,8 +459,10 @@ needs_resolve(int i)
 
 /*
  * After a round: an EXACT record naming every durable table unchanged
- * since its file, flushed.  Nothing was written to WAL since the round's
- * position, so each file is exact at this record.  A base backup copies
+ * since its file, flushed (nothing was written to WAL since the round's
+ * position, so each such file is exact at this record), and, for a table
+ * changed since its file (or whose file the round just replaced), that
+ * file with the position of its first change, up to which it was exact.  A base backup copies
  * pg_cpht/ but holds WAL only from its start checkpoint on; a round after
  * that checkpoint (every checkpoint brings one, round_due) leaves a record
  * in the backup's WAL that lets its worker replay such a file from there.
@@ -460,15 +470,30 @@ needs_resolve(int i)
 static void
 write_exact(void)
 {
-	xl_cpht_exact_table *tables = palloc(sizeof(xl_cpht_exact_table) * Max(cpht_control->max_tables, 1));
+	/* up to two entries a table: its file, and the one it replaced */
+	xl_cpht_exact_table *tables = palloc(sizeof(xl_cpht_exact_table) * Max(cpht_control->max_tables, 1) * 2);
 	uint32		n = 0;
 
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
-		if (!durable[i].live || durable[i].changed)
+		DurableState *d = &durable[i];
+
+		if (!d->live)
+			continue;
+		/* a file just replaced, or one changed since: exact up to the change */
+		if (!XLogRecPtrIsInvalid(d->prior_until) || (d->changed && !XLogRecPtrIsInvalid(d->first_change)))
+		{
+			tables[n].table = cpht_catalog[i].create_lsn;
+			tables[n].snapshot_lsn = d->changed ? d->snapshot_lsn : d->prior_snapshot;
+			tables[n].until = d->changed ? d->first_change : d->prior_until;
+			n++;
+		}
+		d->prior_until = InvalidXLogRecPtr;
+		if (d->changed)
 			continue;
 		tables[n].table = cpht_catalog[i].create_lsn;
-		tables[n].snapshot_lsn = durable[i].snapshot_lsn;
+		tables[n].snapshot_lsn = d->snapshot_lsn;
+		tables[n].until = InvalidXLogRecPtr;
 		n++;
 	}
 	if (n > 0)
@@ -825,6 +850,9 @@ cpht_durable_log_call(const CphtRequest *req, cpht_table *t, uint64 position, Cp
 		return st;
 	}
 	xid = e->transactional ? req->sub_xid : InvalidTransactionId;
+	/* its file is exact before this (write_exact) */
+	if (!durable[req->entry].changed)
+		durable[req->entry].first_change = GetXLogInsertRecPtr();
 	/* runs of inserted or of deleted keys, in the order they happened */
 	for (uint64 i = 1; i <= m; i++)
 	{
@@ -1310,6 +1338,43 @@ fail:
 	cpht_snapshot_free(&s);
 }
 
+/*
+ * The first pass over the WAL of a copy of the data directory: each table
+ * awaiting (its WAL from current_lsn on is not in pg_wal) takes, from the
+ * first EXACT record naming its file, a position at which that file is
+ * exact, provided the WAL there is (from oldest on) holds every record of
+ * the table after it.
+ */
+static void
+scan_exact(XLogReaderState *reader, XLogRecPtr oldest)
+{
+	uint8		info;
+	const char *data = cpht_wal_payload(reader, &info);
+	xl_cpht_exact x;
+	const char *p;
+
+	if (data == NULL || info != XLOG_CPHT_EXACT)
+		return;
+	memcpy(&x, data, sizeof(x));
+	p = data + sizeof(x);
+	for (uint32 k = 0; k < x.ntables; k++, p += sizeof(xl_cpht_exact_table))
+	{
+		xl_cpht_exact_table et;
+		XLogRecPtr	at;
+		int			entry;
+
+		memcpy(&et, p, sizeof(et));
+		at = XLogRecPtrIsInvalid(et.until) ? reader->ReadRecPtr : et.until;
+		entry = durable_entry(et.table);
+		if (entry >= 0 && durable[entry].awaiting &&
+			durable[entry].snapshot_lsn == et.snapshot_lsn && at >= oldest)
+		{
+			durable[entry].awaiting = false;
+			durable[entry].current_lsn = at;
+		}
+	}
+}
+
 /* Every table a record names that is still to be replayed, by create_lsn. */
 static void
 replay_record(XLogReaderState *reader)
@@ -1353,27 +1418,8 @@ replay_record(XLogReaderState *reader)
 		case XLOG_CPHT_XID:
 			break;
 		case XLOG_CPHT_EXACT:
-			{
-				xl_cpht_exact x;
-				const char *p = data + sizeof(x);
-
-				memcpy(&x, data, sizeof(x));
-				for (uint32 k = 0; k < x.ntables; k++, p += sizeof(xl_cpht_exact_table))
-				{
-					xl_cpht_exact_table et;
-
-					memcpy(&et, p, sizeof(et));
-					entry = durable_entry(et.table);
-					/* its file, exact here: its records from here on apply */
-					if (entry >= 0 && durable[entry].awaiting &&
-						durable[entry].snapshot_lsn == et.snapshot_lsn)
-					{
-						durable[entry].awaiting = false;
-						durable[entry].current_lsn = reader->ReadRecPtr;
-					}
-				}
-				break;
-			}
+			/* read by scan_exact, before */
+			break;
 		case XLOG_CPHT_DROP:
 			entry = durable_entry(((const xl_cpht_drop *) data)->table);
 			if (entry >= 0)
@@ -1447,7 +1493,7 @@ lose_all(const char *reason)
 }
 
 static void
-replay(XLogRecPtr start)
+replay(XLogRecPtr start, XLogRecPtr scan_from)
 {
 	ReadLocalXLogPageNoWaitPrivate priv;
 	XLogReaderState *reader;
@@ -1491,7 +1537,10 @@ replay(XLogRecPtr start)
 
 				if (rec == NULL)
 					break;
-				replay_record(reader);
+				if (!XLogRecPtrIsInvalid(scan_from))
+					scan_exact(reader, scan_from);
+				else
+					replay_record(reader);
 				records++;
 				CHECK_FOR_INTERRUPTS();
 			}
@@ -1698,8 +1747,15 @@ restore_all(void)
 	if (!XLogRecPtrIsInvalid(slot_lsn) && (XLogRecPtrIsInvalid(start) || slot_lsn < start) &&
 		(XLogRecPtrIsInvalid(oldest) || slot_lsn >= oldest))
 		start = slot_lsn;
+	/* a copy of the data directory: EXACT records first, then replay */
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live && durable[i].awaiting)
+		{
+			replay(oldest, oldest);
+			break;
+		}
 	if (!XLogRecPtrIsInvalid(start))
-		replay(start);
+		replay(start, InvalidXLogRecPtr);
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
 		char		reason[CPHT_TEXT_LEN];

@@ -66,9 +66,9 @@ typedef struct xl_cpht_keys
 } xl_cpht_keys;
 
 /*
- * At this record the snapshot file of each listed table, the one written
- * at snapshot_lsn, is still exact: no record of the table lies between
- * the two.  A copy of the data directory (a base backup, a standby made
+ * The snapshot file of each listed table, the one written at
+ * snapshot_lsn, is exact at every position from snapshot_lsn up to until
+ * (Invalid: up to this record): no record of the table lies in between.  A copy of the data directory (a base backup, a standby made
  * from one) has such a file but not the WAL from snapshot_lsn on; its
  * worker replays the table from the first such record in its WAL.
  */
@@ -76,6 +76,7 @@ typedef struct xl_cpht_exact_table
 {
 	XLogRecPtr	table;			/* create_lsn of the table */
 	XLogRecPtr	snapshot_lsn;	/* its file */
+	XLogRecPtr	until;			/* Invalid: this record */
 } xl_cpht_exact_table;
 
 typedef struct xl_cpht_exact
