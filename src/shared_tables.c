@@ -392,6 +392,16 @@ cpht_open(PG_FUNCTION_ARGS)
 	 */
 	cpht_shared_wait_restored();
 	entry = find_by_name(name, &copy);
+	/*
+	 * A standby's worker holds no durable table (it restores them when the
+	 * server is promoted), so a name missing there may well be one.
+	 */
+	if (entry < 0 && RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("durable shared cpht tables are not available on a standby"),
+				 errdetail("Shared table \"%s\" is not in this server's cpht worker; durable shared tables are restored when the server is promoted.", name),
+				 errhint("Read the table on the primary.")));
 	if (entry < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

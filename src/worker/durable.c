@@ -77,6 +77,14 @@ typedef struct DurableState
 								 * it since snapshot_lsn (replay and the
 								 * slot start here) */
 	bool		changed;		/* since then */
+	XLogRecPtr	first_change;	/* when changed: at or before the start of
+								 * its first record since current_lsn */
+	XLogRecPtr	prior_snapshot; /* the file a round just replaced, exact */
+	XLogRecPtr	prior_until;	/* up to here (Invalid: none to tell) */
+	bool		awaiting;		/* at restore: the WAL from current_lsn on
+								 * is not in pg_wal (a copy of the data
+								 * directory); replay starts at the first
+								 * EXACT record naming its file */
 	/* (sub)transactions whose changes its file keeps, to be resolved by a
 	 * new snapshot once they ended (TopMemoryContext) */
 	int			nsaved;
@@ -92,6 +100,7 @@ static bool slot_ready = false;
 static char slot_problem[CPHT_TEXT_LEN];
 static TimestampTz last_round = 0;
 static XLogRecPtr last_round_lsn = InvalidXLogRecPtr;
+static XLogRecPtr last_round_redo = InvalidXLogRecPtr;
 static TimestampTz last_resolve_check = 0;
 
 /* Rounds: every table, the changed ones, or only those whose file keeps
@@ -396,6 +405,10 @@ snapshot_written(int i, XLogRecPtr lsn)
 {
 	DurableState *d = &durable[i];
 
+	/* for write_exact: the file replaced was exact up to its first change */
+	d->prior_snapshot = d->snapshot_lsn;
+	d->prior_until = d->changed ? d->first_change : InvalidXLogRecPtr;
+	d->first_change = InvalidXLogRecPtr;
 	d->snapshot_lsn = lsn;
 	d->current_lsn = lsn;
 	d->changed = false;
@@ -444,9 +457,54 @@ needs_resolve(int i)
 	return false;
 }
 
+/*
+ * After a round: an EXACT record naming every durable table unchanged
+ * since its file, flushed (nothing was written to WAL since the round's
+ * position, so each such file is exact at this record), and, for a table
+ * changed since its file (or whose file the round just replaced), that
+ * file with the position of its first change, up to which it was exact.  A base backup copies
+ * pg_cpht/ but holds WAL only from its start checkpoint on; a round after
+ * that checkpoint (every checkpoint brings one, round_due) leaves a record
+ * in the backup's WAL that lets its worker replay such a file from there.
+ */
+static void
+write_exact(void)
+{
+	/* up to two entries a table: its file, and the one it replaced */
+	xl_cpht_exact_table *tables = palloc(sizeof(xl_cpht_exact_table) * Max(cpht_control->max_tables, 1) * 2);
+	uint32		n = 0;
+
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		DurableState *d = &durable[i];
+
+		if (!d->live)
+			continue;
+		/* a file just replaced, or one changed since: exact up to the change */
+		if (!XLogRecPtrIsInvalid(d->prior_until) || (d->changed && !XLogRecPtrIsInvalid(d->first_change)))
+		{
+			tables[n].table = cpht_catalog[i].create_lsn;
+			tables[n].snapshot_lsn = d->changed ? d->snapshot_lsn : d->prior_snapshot;
+			tables[n].until = d->changed ? d->first_change : d->prior_until;
+			n++;
+		}
+		d->prior_until = InvalidXLogRecPtr;
+		if (d->changed)
+			continue;
+		tables[n].table = cpht_catalog[i].create_lsn;
+		tables[n].snapshot_lsn = d->snapshot_lsn;
+		tables[n].until = InvalidXLogRecPtr;
+		n++;
+	}
+	if (n > 0)
+		XLogFlush(cpht_wal_exact(tables, n));
+	pfree(tables);
+}
+
 static int
 snapshot_round(RoundMode mode, bool clean)
 {
+	XLogRecPtr	redo = GetRedoRecPtr();
 	XLogRecPtr	lsn = GetXLogInsertRecPtr();
 	XLogRecPtr	keep = lsn;
 	int			written = 0;
@@ -497,6 +555,7 @@ snapshot_round(RoundMode mode, bool clean)
 			keep = Min(keep, failed[i].keep_lsn);
 	/* the retention points are on disk before the slot lets WAL go */
 	write_catalog(clean, lsn);
+	write_exact();
 	if (wal_needed())
 		advance_slot(keep);
 	else
@@ -505,6 +564,7 @@ snapshot_round(RoundMode mode, bool clean)
 	{
 		last_round = GetCurrentTimestamp();
 		last_round_lsn = lsn;
+		last_round_redo = redo;
 	}
 	return written;
 }
@@ -562,6 +622,9 @@ cpht_durable_timeout(void)
 		return 1000;
 	if (any_saved())
 		ms = 1000;
+	/* a new checkpoint (a base backup's start) brings a round soon */
+	if (wal_needed())
+		ms = Min(ms, 200);
 	if (cpht_snapshot_interval > 0)
 	{
 		TimestampTz due = TimestampTzPlusMilliseconds(last_round, (int64) cpht_snapshot_interval * 1000);
@@ -575,6 +638,9 @@ cpht_durable_timeout(void)
 static bool
 round_due(void)
 {
+	/* a checkpoint since the last round: see write_exact */
+	if (wal_needed() && GetRedoRecPtr() != last_round_redo)
+		return true;
 	if (cpht_snapshot_interval > 0 &&
 		TimestampDifferenceExceeds(last_round, GetCurrentTimestamp(), cpht_snapshot_interval * 1000))
 		return true;
@@ -784,6 +850,9 @@ cpht_durable_log_call(const CphtRequest *req, cpht_table *t, uint64 position, Cp
 		return st;
 	}
 	xid = e->transactional ? req->sub_xid : InvalidTransactionId;
+	/* its file is exact before this (write_exact) */
+	if (!durable[req->entry].changed)
+		durable[req->entry].first_change = GetXLogInsertRecPtr();
 	/* runs of inserted or of deleted keys, in the order they happened */
 	for (uint64 i = 1; i <= m; i++)
 	{
@@ -1278,6 +1347,43 @@ fail:
 	cpht_snapshot_free(&s);
 }
 
+/*
+ * The first pass over the WAL of a copy of the data directory: each table
+ * awaiting (its WAL from current_lsn on is not in pg_wal) takes, from the
+ * first EXACT record naming its file, a position at which that file is
+ * exact, provided the WAL there is (from oldest on) holds every record of
+ * the table after it.
+ */
+static void
+scan_exact(XLogReaderState *reader, XLogRecPtr oldest)
+{
+	uint8		info;
+	const char *data = cpht_wal_payload(reader, &info);
+	xl_cpht_exact x;
+	const char *p;
+
+	if (data == NULL || info != XLOG_CPHT_EXACT)
+		return;
+	memcpy(&x, data, sizeof(x));
+	p = data + sizeof(x);
+	for (uint32 k = 0; k < x.ntables; k++, p += sizeof(xl_cpht_exact_table))
+	{
+		xl_cpht_exact_table et;
+		XLogRecPtr	at;
+		int			entry;
+
+		memcpy(&et, p, sizeof(et));
+		at = XLogRecPtrIsInvalid(et.until) ? reader->ReadRecPtr : et.until;
+		entry = durable_entry(et.table);
+		if (entry >= 0 && durable[entry].awaiting &&
+			durable[entry].snapshot_lsn == et.snapshot_lsn && at >= oldest)
+		{
+			durable[entry].awaiting = false;
+			durable[entry].current_lsn = at;
+		}
+	}
+}
+
 /* Every table a record names that is still to be replayed, by create_lsn. */
 static void
 replay_record(XLogReaderState *reader)
@@ -1320,6 +1426,9 @@ replay_record(XLogReaderState *reader)
 			}
 		case XLOG_CPHT_XID:
 			break;
+		case XLOG_CPHT_EXACT:
+			/* read by scan_exact, before */
+			break;
 		case XLOG_CPHT_DROP:
 			entry = durable_entry(((const xl_cpht_drop *) data)->table);
 			if (entry >= 0)
@@ -1346,7 +1455,8 @@ replay_record(XLogReaderState *reader)
 				cpht_table *t;
 
 				entry = durable_entry(k->table);
-				if (entry < 0 || reader->ReadRecPtr < durable[entry].current_lsn)
+				if (entry < 0 || durable[entry].awaiting ||
+					reader->ReadRecPtr < durable[entry].current_lsn)
 					break;
 				e = &cpht_catalog[entry];
 				if (e->transactional)
@@ -1392,7 +1502,7 @@ lose_all(const char *reason)
 }
 
 static void
-replay(XLogRecPtr start)
+replay(XLogRecPtr start, XLogRecPtr scan_from)
 {
 	ReadLocalXLogPageNoWaitPrivate priv;
 	XLogReaderState *reader;
@@ -1436,7 +1546,10 @@ replay(XLogRecPtr start)
 
 				if (rec == NULL)
 					break;
-				replay_record(reader);
+				if (!XLogRecPtrIsInvalid(scan_from))
+					scan_exact(reader, scan_from);
+				else
+					replay_record(reader);
 				records++;
 				CHECK_FOR_INTERRUPTS();
 			}
@@ -1609,15 +1722,17 @@ restore_all(void)
 	}
 
 	/*
-	 * A table whose WAL is gone (the slot was dropped or invalidated) is
-	 * lost, unless the worker stopped cleanly at its retention point: it
-	 * wrote no record after that, so there is nothing to replay.
+	 * A table whose WAL is not in pg_wal is not needed from there if the
+	 * worker stopped cleanly at its retention point: it wrote no record
+	 * after that, so there is nothing to replay.  Otherwise (the slot was
+	 * dropped or invalidated; or this is a base backup, or a standby made
+	 * from one, whose WAL begins at the backup's start) replay looks for
+	 * an EXACT record naming its file in the WAL there is, and the table
+	 * is lost if none comes.
 	 */
 	oldest = oldest_wal();
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
-		char		reason[CPHT_TEXT_LEN];
-
 		if (!durable[i].live || XLogRecPtrIsInvalid(oldest) || durable[i].current_lsn >= oldest)
 			continue;
 		if (clean && durable[i].current_lsn >= clean_at)
@@ -1625,23 +1740,47 @@ restore_all(void)
 			durable[i].current_lsn = oldest;
 			continue;
 		}
-		snprintf(reason, sizeof(reason), "the WAL from %X/%X on, which it needs, was removed",
-				 LSN_FORMAT_ARGS(durable[i].current_lsn));
-		ereport(WARNING,
-				(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(cpht_catalog[i].name)),
-				 errdetail("The WAL from %X/%X on, which it needs, was removed.", LSN_FORMAT_ARGS(durable[i].current_lsn)),
-				 errhint("The replication slot \"%s\" keeps that WAL; was it dropped or invalidated (max_slot_wal_keep_size)?", SLOT_NAME)));
-		cpht_worker_table_lose(i, reason);
+		durable[i].awaiting = true;
 	}
 	for (int i = 0; i < cpht_control->max_tables; i++)
-		if (durable[i].live && (XLogRecPtrIsInvalid(start) || durable[i].current_lsn < start))
-			start = durable[i].current_lsn;
+	{
+		XLogRecPtr	from;
+
+		if (!durable[i].live)
+			continue;
+		from = durable[i].awaiting ? oldest : durable[i].current_lsn;
+		if (XLogRecPtrIsInvalid(start) || from < start)
+			start = from;
+	}
 	slot_lsn = slot_restart_lsn();
 	if (!XLogRecPtrIsInvalid(slot_lsn) && (XLogRecPtrIsInvalid(start) || slot_lsn < start) &&
 		(XLogRecPtrIsInvalid(oldest) || slot_lsn >= oldest))
 		start = slot_lsn;
+	/* a copy of the data directory: EXACT records first, then replay */
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live && durable[i].awaiting)
+		{
+			replay(oldest, oldest);
+			break;
+		}
 	if (!XLogRecPtrIsInvalid(start))
-		replay(start);
+		replay(start, InvalidXLogRecPtr);
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		char		reason[CPHT_TEXT_LEN];
+
+		if (!durable[i].live || !durable[i].awaiting)
+			continue;
+		durable[i].awaiting = false;
+		snprintf(reason, sizeof(reason), "the WAL from %X/%X on, which it needs, was removed",
+				 LSN_FORMAT_ARGS(durable[i].current_lsn));
+		ereport(WARNING,
+				(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(cpht_catalog[i].name)),
+				 errdetail("The WAL from %X/%X on, which it needs, was removed, and no later snapshot round in the WAL there is says that its file is still exact.",
+						   LSN_FORMAT_ARGS(durable[i].current_lsn)),
+				 errhint("The replication slot \"%s\" keeps that WAL; was it dropped or invalidated (max_slot_wal_keep_size)? A base backup holds the table only if a snapshot round ran while it was taken.", SLOT_NAME)));
+		cpht_worker_table_lose(i, reason);
+	}
 	if (files > 0)
 		ereport(LOG, (errmsg("cpht worker restored durable shared tables from %d snapshot files", files)));
 	cat = NULL;

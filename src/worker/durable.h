@@ -32,6 +32,8 @@
 #define XLOG_CPHT_XID		0x40	/* written by a backend: its (sub)transaction
 									 * id is in WAL before the worker's records
 									 * that name it */
+#define XLOG_CPHT_EXACT		0x50	/* written by a snapshot round: the
+									 * listed snapshot files are exact here */
 
 /* Keys per PUT or ERASE record (8 MB of keys): a call's keys take as many
  * records as needed, all of the same transaction. */
@@ -63,12 +65,34 @@ typedef struct xl_cpht_keys
 	/* uint64 keys[] follow */
 } xl_cpht_keys;
 
+/*
+ * The snapshot file of each listed table, the one written at
+ * snapshot_lsn, is exact at every position from snapshot_lsn up to until
+ * (Invalid: up to this record): no record of the table lies in between.  A copy of the data directory (a base backup, a standby made
+ * from one) has such a file but not the WAL from snapshot_lsn on; its
+ * worker replays the table from the first such record in its WAL.
+ */
+typedef struct xl_cpht_exact_table
+{
+	XLogRecPtr	table;			/* create_lsn of the table */
+	XLogRecPtr	snapshot_lsn;	/* its file */
+	XLogRecPtr	until;			/* Invalid: this record */
+} xl_cpht_exact_table;
+
+typedef struct xl_cpht_exact
+{
+	uint32		magic;
+	uint32		ntables;
+	/* xl_cpht_exact_table tables[] follow */
+} xl_cpht_exact;
+
 /* _PG_init while preloading: registers the resource manager. */
 extern void cpht_wal_register(void);
 
 /* Records the worker writes; each returns the end of what it wrote. */
 extern XLogRecPtr cpht_wal_create(const CphtCatalogEntry *e, const cpht_params *params);
 extern XLogRecPtr cpht_wal_drop(XLogRecPtr table);
+extern XLogRecPtr cpht_wal_exact(const xl_cpht_exact_table *tables, uint32 n);
 extern XLogRecPtr cpht_wal_keys(uint8 info, XLogRecPtr table, TransactionId xid,
 								const uint64 *keys, uint64 n);
 

@@ -11,6 +11,7 @@
 
 #include "access/rmgr.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "access/xlog_internal.h"
 #include "access/xloginsert.h"
 #include "lib/stringinfo.h"
@@ -38,6 +39,8 @@ cpht_identify(uint8 info)
 			return "ERASE";
 		case XLOG_CPHT_XID:
 			return "XID";
+		case XLOG_CPHT_EXACT:
+			return "EXACT";
 	}
 	return NULL;
 }
@@ -63,6 +66,15 @@ cpht_wal_payload(XLogReaderState *record, uint8 *info)
 			return len == sizeof(xl_cpht_drop) ? data : NULL;
 		case XLOG_CPHT_XID:
 			return data;
+		case XLOG_CPHT_EXACT:
+			{
+				xl_cpht_exact x;
+
+				if (len < sizeof(x))
+					return NULL;
+				memcpy(&x, data, sizeof(x));
+				return len == sizeof(x) + (size_t) x.ntables * sizeof(xl_cpht_exact_table) ? data : NULL;
+			}
 		case XLOG_CPHT_PUT:
 		case XLOG_CPHT_ERASE:
 			return len >= sizeof(xl_cpht_keys) &&
@@ -90,6 +102,9 @@ cpht_desc(StringInfo buf, XLogReaderState *record)
 			}
 		case XLOG_CPHT_XID:
 			appendStringInfo(buf, "xid %u", XLogRecGetXid(record));
+			break;
+		case XLOG_CPHT_EXACT:
+			appendStringInfo(buf, "tables %u", ((const xl_cpht_exact *) data)->ntables);
 			break;
 		case XLOG_CPHT_DROP:
 			appendStringInfo(buf, "table %X/%X",
@@ -147,6 +162,26 @@ cpht_wal_drop(XLogRecPtr table)
 	XLogBeginInsert();
 	XLogRegisterData((char *) &rec, sizeof(rec));
 	return XLogInsert(CPHT_RMGR_ID, XLOG_CPHT_DROP);
+}
+
+/*
+ * Marked unimportant: a round after a checkpoint writes one, and it must
+ * not make the next checkpoint of an idle server necessary.
+ */
+XLogRecPtr
+cpht_wal_exact(const xl_cpht_exact_table *tables, uint32 n)
+{
+	xl_cpht_exact rec;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.magic = CPHT_WAL_MAGIC;
+	rec.ntables = n;
+	XLogBeginInsert();
+	XLogSetRecordFlags(XLOG_MARK_UNIMPORTANT);
+	XLogRegisterData((char *) &rec, sizeof(rec));
+	if (n > 0)
+		XLogRegisterData((char *) tables, n * sizeof(xl_cpht_exact_table));
+	return XLogInsert(CPHT_RMGR_ID, XLOG_CPHT_EXACT);
 }
 
 XLogRecPtr
