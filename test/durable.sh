@@ -669,21 +669,7 @@ for round in $(seq 1 "$CPHT_DURABLE_ROUNDS"); do
 	wait "${pids[@]}" 2>/dev/null || true
 	if [ $((round % 3)) = 0 ]; then
 		# the orphaned children end when they notice; then a fresh start
-		for _ in $(seq 1 300); do
-			left=""
-			for c in $children; do
-				if kill -0 "$c" 2> /dev/null; then
-					left="$left $c"
-				fi
-			done
-			[ -n "$left" ] || break
-			sleep 0.1
-		done
-		[ -z "$left" ] || echo "== children of the killed postmaster still running after 30 s:$left"
-		for _ in 1 2 3; do
-			"${cluster[@]}" start && break
-			sleep 2
-		done
+		start_after_postmaster_kill "$children"
 	fi
 	for _ in $(seq 1 300); do
 		psql -X -q -At -d postgres -c "SELECT 1" > /dev/null 2>&1 && break
