@@ -299,9 +299,11 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	params.seed = cpht_new_seed();
 	params.cpu_threads = cpht_cpu_threads;
 
-	/* the worker creates durable tables only once it restored the others */
-	if (durable)
-		cpht_shared_wait_restored();
+	/*
+	 * The worker creates shared tables only once it restored the durable
+	 * ones: a new table must not take the name of one not back yet.
+	 */
+	cpht_shared_wait_restored();
 	req = cpht_client_request();
 	req->op = CPHT_OP_CREATE;
 	req->params = params;

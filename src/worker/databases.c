@@ -120,6 +120,17 @@ cpht_worker_op_drop_database(CphtSlot *slot)
 
 	if (!OidIsValid(req->dboid))
 		elog(ERROR, "cpht request to drop the tables of database 0");
+	/*
+	 * While the restore runs (the worker serves requests meanwhile), the
+	 * drop waits for it whole: dropping files the restore has not reached
+	 * yet would leave them failed, their WAL kept for ever.
+	 */
+	if (cpht_durable_restoring())
+	{
+		queue_drop(req->dboid);
+		slot->rep.value = 0;
+		return;
+	}
 	dropped = drop_database(req->dboid, false);
 	/* durable tables still to be restored go when they are back */
 	if (pg_atomic_read_u32(&cpht_control->durable_ready) == 0)

@@ -452,6 +452,18 @@ op_create(CphtSlot *slot)
 	char		errbuf[CPHT_TEXT_LEN];
 	int			i;
 
+	/*
+	 * While the restore runs, a new table could take the name or the
+	 * catalog entry of a durable table not restored yet (the backend waits
+	 * for the restore before it asks; this refuses a request that came
+	 * anyway).
+	 */
+	if (cpht_durable_restoring())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shared cpht tables cannot be created while the cpht worker restores durable tables"),
+				 errhint("Create the table again in a moment.")));
+
 	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
 	for (i = 0; i < ctl->max_tables; i++)
 	{
@@ -821,29 +833,6 @@ serve_one(int s)
 		reply(s);
 		cpht_worker_device_lost(reason);
 	}
-	reply(s);
-}
-
-/*
- * Answers slot s's submitted request, if the worker can take it, with an
- * error without running it (the restore at start refuses requests it
- * cannot serve yet).
- */
-void
-cpht_worker_refuse(int s, int sqlerrcode, const char *message, const char *detail,
-				   const char *hint)
-{
-	CphtSlot   *slot = &cpht_slots[s];
-
-	if (!cpht_worker_take_slot(s))
-		return;
-	memset(&slot->rep, 0, sizeof(CphtReply));
-	slot->rep.sqlerrcode = sqlerrcode;
-	strlcpy(slot->rep.message, message, CPHT_TEXT_LEN);
-	if (detail)
-		strlcpy(slot->rep.detail, detail, CPHT_TEXT_LEN);
-	if (hint)
-		strlcpy(slot->rep.hint, hint, CPHT_TEXT_LEN);
 	reply(s);
 }
 

@@ -878,35 +878,6 @@ cpht_durable_log_call(const CphtRequest *req, cpht_table *t, uint64 position, Cp
 
 /* ---- restoring at start --------------------------------------------------------- */
 
-/*
- * Whether (sub)transaction xid still runs, asked from the worker.
- * TransactionIdIsInProgress skips the proc array position
- * MyProc->pgxactoff as the caller's own; where the worker is not in the
- * array that position is stale (0 at first) and names another backend,
- * whose running transaction would then read as ended and its changes be
- * decided before it committed.  The worker holds no xid, so nothing of its
- * own is to be skipped: its position points outside the array for the
- * call.
- */
-static bool
-xid_in_progress(TransactionId xid)
-{
-	int			own = MyProc->pgxactoff;
-	bool		running = false;
-
-	MyProc->pgxactoff = -1;
-	PG_TRY();
-	{
-		running = TransactionIdIsInProgress(xid);
-	}
-	PG_FINALLY();
-	{
-		MyProc->pgxactoff = own;
-	}
-	PG_END_TRY();
-	return running;
-}
-
 typedef enum XidOutcome
 {
 	XID_COMMITTED,
@@ -921,17 +892,14 @@ typedef enum XidOutcome
  * an ERROR: asking would fail at every start.  XactTruncationLock keeps
  * the truncation from passing the xid while pg_xact is read.
  *
- * While it waits, a request of that transaction itself is answered with an
- * error rather than left waiting for the restore, which waits for the
- * transaction: the two would wait for each other for ever.  Requests of
- * other sessions wait, and stay cancelable (client.c withdraws a request
- * the worker has not taken).
+ * The worker is in the proc array (connected to no database) and holds no
+ * xid, so TransactionIdIsInProgress skipping its own position skips
+ * nothing.
  */
 static XidOutcome
 xid_outcome(TransactionId xid)
 {
 	bool		did;
-	TransactionId top = InvalidTransactionId;
 
 	if (!TransactionIdIsValid(xid))
 		return XID_COMMITTED;
@@ -944,24 +912,18 @@ xid_outcome(TransactionId xid)
 			LWLockRelease(XactTruncationLock);
 			return XID_UNKNOWN;
 		}
-		if (!xid_in_progress(xid))
+		if (!TransactionIdIsInProgress(xid))
 			break;
 		LWLockRelease(XactTruncationLock);
-		if (!TransactionIdIsValid(top))
-			top = SubTransGetTopmostTransaction(xid);
-		for (int s = 0; s < cpht_control->nslots; s++)
-			if (TransactionIdEquals(ProcGlobal->allProcs[s].xid, top))
-				cpht_worker_refuse(s, ERRCODE_T_R_SERIALIZATION_FAILURE,
-								   "the cpht worker restarted while this transaction had changes in durable shared tables",
-								   "The worker restores those tables once this transaction ends: its changes stay if it commits and are undone if it rolls back.",
-								   "End the transaction, then repeat the call in a new one.");
-
 		/*
-		 * Meanwhile the worker serves what needs no durable table: no
-		 * session reaches one before the restore ends (cpht_open,
-		 * cpht_tables() and durable creation wait for it; older handles
-		 * name tables of the previous worker), and a drop of a database
-		 * waits for it too (databases.c).
+		 * Meanwhile the worker serves what needs no durable table, the
+		 * requests of the transaction waited for included (so it can go
+		 * on and end, its end messages too): no session reaches a durable
+		 * table before the restore ends (cpht_open, cpht_tables() and
+		 * creation wait for it, older handles name the previous worker's
+		 * tables, and request_table refuses one while restoring), and a
+		 * drop of a database or a creation waits for it (databases.c,
+		 * op_create).
 		 */
 		cpht_worker_serve();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10L,

@@ -17,8 +17,6 @@ extern void cpht_worker_tables_init(void);
 /* Serves every submitted request (one pass over the submission bitmap). */
 extern void cpht_worker_serve(void);
 extern bool cpht_worker_take_slot(int s);
-extern void cpht_worker_refuse(int s, int sqlerrcode, const char *message,
-							   const char *detail, const char *hint);
 
 /* At exit: answers whatever is still submitted (with the SQLSTATE
  * errcode) and marks the tables lost. */
