@@ -39,7 +39,6 @@
 #include <unistd.h>
 
 #include "access/slru.h"
-#include "access/subtrans.h"
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
@@ -52,7 +51,6 @@
 #include "storage/fd.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
-#include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/standby.h"
 #include "utils/builtins.h"
