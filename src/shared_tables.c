@@ -65,6 +65,38 @@ cpht_shared_open_handles(const int32 **handles)
 	return nshared;
 }
 
+/* How often a cpht worker started: a handle of an older worker's table
+ * does not reach the table a later one restored. */
+static uint64
+worker_generation(void)
+{
+	uint64		generation;
+
+	SpinLockAcquire(&cpht_control->mutex);
+	generation = cpht_control->generation;
+	SpinLockRelease(&cpht_control->mutex);
+	return generation;
+}
+
+/* ERROR for handle, opened before the cpht worker restarted; durable_name
+ * names the durable table when it is known. */
+static void
+restarted_error(int32 handle, const char *durable_name)
+{
+	if (durable_name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("cpht table %d was opened before the cpht worker restarted", handle),
+				 errdetail("Handles of shared tables do not outlive the cpht worker; a durable table is restored by the new worker and reached through a new handle."),
+				 errhint("Open the table again with cpht_open().")));
+	ereport(ERROR,
+			(errcode(ERRCODE_SYSTEM_ERROR),
+			 errmsg("cpht table %d was opened before the cpht worker restarted", handle),
+			 errdetail("Durable shared table \"%s\" is restored by the new worker and reached through a new handle.",
+					   durable_name),
+			 errhint("Open the table again with cpht_open('%s').", durable_name)));
+}
+
 /* Registers a handle for the shared table; at_handle 0 takes the next
  * handle, another value that one (see cpht_handles_add_at). */
 static int32
@@ -86,9 +118,7 @@ register_handle(int32 entry, const CphtCatalogEntry *e, int32 at_handle)
 	h.shared = true;
 	h.shared_entry = entry;
 	h.shared_table_id = e->table_id;
-	SpinLockAcquire(&cpht_control->mutex);
-	h.shared_generation = cpht_control->generation;
-	SpinLockRelease(&cpht_control->mutex);
+	h.shared_generation = worker_generation();
 	h.kind = e->kind;
 	h.device = e->device;
 	h.key_bits = e->key_bits;
@@ -149,24 +179,14 @@ cpht_shared_ref(int32 handle, char *name, Oid *owner)
 	if (copy.table_id != h->shared_table_id ||
 		(copy.state != CPHT_ENTRY_LIVE && copy.state != CPHT_ENTRY_LOST))
 	{
-		uint64		generation;
-
-		SpinLockAcquire(&cpht_control->mutex);
-		generation = cpht_control->generation;
-		SpinLockRelease(&cpht_control->mutex);
-
 		/*
 		 * The worker that held the table exited.  A durable table is back
 		 * under a new table id (ids are never reused while the server
 		 * runs), reached by opening it again; any other was lost, and the
 		 * catalog entry may hold another table by now.
 		 */
-		if (generation != h->shared_generation)
-			ereport(ERROR,
-					(errcode(ERRCODE_SYSTEM_ERROR),
-					 errmsg("cpht table %d was opened before the cpht worker restarted", handle),
-					 errdetail("Handles of shared tables do not outlive the cpht worker; a durable table is restored by the new worker and reached through a new handle."),
-					 errhint("Open the table again with cpht_open().")));
+		if (worker_generation() != h->shared_generation)
+			restarted_error(handle, NULL);
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("cpht table %d does not exist", handle),
@@ -174,12 +194,7 @@ cpht_shared_ref(int32 handle, char *name, Oid *owner)
 	}
 	/* a durable table whose worker exited comes back under a new id */
 	if (copy.state == CPHT_ENTRY_LOST && copy.durable)
-		ereport(ERROR,
-				(errcode(ERRCODE_SYSTEM_ERROR),
-				 errmsg("cpht table %d was opened before the cpht worker restarted", handle),
-				 errdetail("Durable shared table \"%s\" is restored by the new worker and reached through a new handle.",
-						   NameStr(copy.name)),
-				 errhint("Open the table again with cpht_open('%s').", NameStr(copy.name))));
+		restarted_error(handle, NameStr(copy.name));
 	if (copy.state == CPHT_ENTRY_LOST)
 		lost_error(&copy);
 	check_privileges(NameStr(copy.name), copy.owner);
