@@ -160,6 +160,9 @@ cpht_shmem_init(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
+	/* durable tables would not survive pg_upgrade: refuse it (durable_catalog.c) */
+	cpht_catalog_refuse_binary_upgrade();
+
 	DefineCustomIntVariable("cpht.max_shared_tables",
 							"Shared cpht tables the server can hold at once.",
 							NULL,

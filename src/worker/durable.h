@@ -220,6 +220,11 @@ extern void cpht_catalog_file_write(const CphtCatalogRecord *recs, int n, bool c
 extern bool cpht_catalog_file_read(CphtCatalogRecord **recs, int *n, bool *clean, XLogRecPtr *at,
 								   char *why, size_t whylen);
 
+/* In the postmaster of a server started by pg_upgrade (-b): FATAL while
+ * the data directory has durable tables, which pg_upgrade would leave
+ * behind. */
+extern void cpht_catalog_refuse_binary_upgrade(void);
+
 /* ---- the worker's durable tables (durable.c) ------------------------------ */
 
 /* At worker start, and in each turn of its loop: restore the durable

@@ -27,6 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 
@@ -165,4 +167,55 @@ cpht_catalog_file_read(CphtCatalogRecord **recs, int *n, bool *clean, XLogRecPtr
 	*clean = h.clean != 0;
 	*at = h.at;
 	return true;
+}
+
+/*
+ * pg_upgrade starts the old cluster, and then the new one, with -b (binary
+ * upgrade) and copies only the relation files and the commit log: pg_cpht/
+ * and the WAL its snapshots need are left behind, and the new cluster,
+ * with no catalog, would start without a word about the tables.  So the
+ * old cluster refuses to start for pg_upgrade while it has durable tables,
+ * naming them and saying what to do; the upgrade stops before it changed
+ * anything (it starts the old cluster first).  Called by the postmaster
+ * while it loads the library; the new cluster, freshly made, has no
+ * catalog and starts.
+ */
+void
+cpht_catalog_refuse_binary_upgrade(void)
+{
+	CphtCatalogRecord *recs;
+	int			n;
+	bool		clean;
+	XLogRecPtr	at;
+	char		why[256];
+	StringInfoData names;
+
+	if (!IsBinaryUpgrade)
+		return;
+	if (!cpht_catalog_file_read(&recs, &n, &clean, &at, why, sizeof(why)))
+	{
+		if (why[0] == '\0')
+			return;				/* no catalog: no durable table */
+		ereport(FATAL,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cpht durable tables cannot be carried by pg_upgrade"),
+				 errdetail("The catalog of durable tables \"%s\" cannot be read: %s.", CATALOG_PATH, why),
+				 errhint("Move directory \"%s\" out of the data directory if it holds no table you need, then run pg_upgrade again.",
+						 CPHT_SNAPSHOT_DIR)));
+	}
+	if (n == 0)
+		return;
+	initStringInfo(&names);
+	for (int i = 0; i < n && i < 10; i++)
+		appendStringInfo(&names, "%s\"%s\" (database OID %u)", i > 0 ? ", " : "",
+						 NameStr(recs[i].name), recs[i].dboid);
+	if (n > 10)
+		appendStringInfo(&names, " and %d more", n - 10);
+	ereport(FATAL,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cpht durable tables cannot be carried by pg_upgrade"),
+			 errdetail_plural("The data directory holds %d durable cpht table: %s.  pg_upgrade copies neither their files nor the WAL they need.",
+							  "The data directory holds %d durable cpht tables: %s.  pg_upgrade copies neither their files nor the WAL they need.",
+							  n, n, names.data),
+			 errhint("Start the server normally, copy each table's keys out (cpht_export_file, or into a table), drop it with cpht_drop, and run pg_upgrade again; then create and fill the tables in the upgraded cluster.")));
 }
