@@ -1273,8 +1273,18 @@ restore_file(const char *path, const char *file)
 					s.create_lsn, s.snapshot_lsn, current_lsn);
 	if (entry < 0)
 	{
+		/*
+		 * No catalog entry was free (cpht.max_shared_tables lowered for
+		 * this start) or its name is taken: a passing problem, not the
+		 * file's.  The catalog keeps naming the table and its WAL stays
+		 * from where replay would have begun, so that a start with room
+		 * brings it back as it was (install said why, in a WARNING).
+		 */
 		cpht_table_destroy(t);
-		mark_failed(s.dboid, NULL, create_lsn, InvalidXLogRecPtr, "");
+		snprintf(reason, sizeof(reason),
+				 "it could not be restored at the cpht worker's start: every shared table entry was taken (cpht.max_shared_tables) or its name was");
+		mark_failed(s.dboid, NameStr(s.name), create_lsn, current_lsn, reason);
+		failed[failed_index(create_lsn)].file_lsn = s.snapshot_lsn;
 		cpht_snapshot_free(&s);
 		return;
 	}
