@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 
 #include "errors.h"
@@ -141,4 +142,16 @@ cpht_check_call(cpht_status status, int32 handle, const char *message, const cha
 			(errcode(ERRCODE_SYSTEM_ERROR),
 			 errmsg("unexpected cpht status %d", (int) status),
 			 errdetail("%s", cpht_sentence(message))));
+}
+
+const char *
+cpht_echo_name(const char *name)
+{
+	int			len = strlen(name);
+	int			clip;
+
+	if (len <= NAMEDATALEN)
+		return name;
+	clip = pg_mbcliplen(name, len, NAMEDATALEN);
+	return psprintf("%.*s...", clip, name);
 }

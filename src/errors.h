@@ -29,4 +29,11 @@ extern void cpht_check_call(cpht_status status, int32 handle,
  * period. */
 extern char *cpht_sentence(const char *message);
 
+/*
+ * A name given by the caller, as messages echo it: at most NAMEDATALEN
+ * bytes (whole characters), then "..." when it was longer, so that a huge
+ * argument does not make a huge message.
+ */
+extern const char *cpht_echo_name(const char *name);
+
 #endif							/* CPHT_ERRORS_H */

@@ -245,6 +245,18 @@ cpht_key_file_check_role(bool write)
 						 "Use cpht_import_agg(handle, chunk ORDER BY seq) on the rows of an export.")));
 }
 
+void
+cpht_key_file_check_path(const char *path, bool write)
+{
+	if (!is_absolute_path(path))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("relative path not allowed for %s",
+						write ? "cpht_export_file" : "cpht_import_file"),
+				 errdetail("A server file is named by its absolute path, as for COPY to a file; a relative path would name a file in the data directory."),
+				 errhint("Give the file's absolute path.")));
+}
+
 static void
 write_all(FILE *f, const void *data, size_t len, const char *path)
 {
@@ -255,8 +267,8 @@ write_all(FILE *f, const void *data, size_t len, const char *path)
 }
 
 /*
- * cpht_export_file(handle, path): the keys into a new file at path
- * (relative paths are relative to the data directory), written to a
+ * cpht_export_file(handle, path): the keys into a new file at path (an
+ * absolute one, as for COPY to a file), written to a
  * temporary file beside it, flushed and renamed, so that path holds a
  * whole export or what it held before.  Returns the number of keys.
  */
@@ -271,6 +283,7 @@ cpht_export_file(PG_FUNCTION_ARGS)
 	uint64		count = 0;
 
 	cpht_key_file_check_role(true);
+	cpht_key_file_check_path(path, true);
 	temp = psprintf("%s.cpht-tmp.%d", path, MyProcPid);
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "cpht export", ALLOCSET_DEFAULT_SIZES);
 

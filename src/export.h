@@ -8,4 +8,8 @@
  * (write) or pg_read_server_files (read); superusers have them. */
 extern void cpht_key_file_check_role(bool write);
 
+/* 42602 unless path is absolute: as COPY to a file, cpht_export_file and
+ * cpht_import_file never resolve a path against the data directory. */
+extern void cpht_key_file_check_path(const char *path, bool write);
+
 #endif							/* CPHT_EXPORT_H */

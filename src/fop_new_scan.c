@@ -77,6 +77,7 @@
 #include "handles.h"
 #include "parallel_plan.h"
 #include "relscan.h"
+#include "shared_tables.h"
 
 #define NODE_NAME "cpht new keys"
 
@@ -241,7 +242,7 @@ new_keys_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *
 		!cpht_plan_constant(lsecond(call->args), params, REGCLASSOID, &relid_d) ||
 		!cpht_plan_constant(lthird(call->args), params, NAMEOID, &column_d))
 		return;
-	h = cpht_handles_shared(DatumGetInt32(handle_d));
+	h = cpht_shared_lookup(DatumGetInt32(handle_d));
 	if (h == NULL || h->shared_entry < 0)
 		return;
 

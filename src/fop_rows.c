@@ -99,6 +99,13 @@ check_is_select(SPIPlanPtr plan)
 	List	   *sources = SPI_plan_get_plan_sources(plan);
 	const char *why = NULL;
 
+	/* '', a comment or ';' alone: nothing to run */
+	if (sources == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the query of cpht_fop_rows is empty"),
+				 errdetail("It holds no statement."),
+				 errhint("Give a query that only reads, for example SELECT * FROM staging.")));
 	if (list_length(sources) != 1)
 		why = "It holds more than one statement.";
 	else
@@ -187,6 +194,14 @@ coercion_build(MemoryContext cxt, TupleDesc query, TupleDesc out, Oid rowtype)
 		expr = coerce_to_target_type(NULL, (Node *) input, from->atttypid,
 									 to->atttypid, to->atttypmod,
 									 COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST, -1);
+		/* a scalar row type (NULL::bigint) has one column, without a name */
+		if (expr == NULL && !type_is_rowtype(rowtype))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("query column %d is of type %s, which cannot be returned as the row type %s",
+							q, format_type_with_typemod(from->atttypid, from->atttypmod),
+							format_type_be(rowtype)),
+					 errhint("Give the row type of the query's rows, for example NULL::staging, or cast the column in the query.")));
 		if (expr == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),

@@ -8,12 +8,16 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "storage/ipc.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "handles.h"
+#include "shared_tables.h"
 
-/* entries[h - 1] is handle h; entries are never removed, only emptied. */
+/* entries[h - 1] is private handle h; entries are never removed, only
+ * emptied. */
 static CphtHandle *entries = NULL;
 static int32 nentries = 0;
 static int32 maxentries = 0;
@@ -22,6 +26,16 @@ static bool exit_callback_registered = false;
 /* Slot memory of the live tables (entries whose table is set), kept as
  * tables come and go so that checking the memory cap costs nothing. */
 static uint64 live_bytes = 0;
+
+/* Shared tables this session registered, by handle: their numbers are
+ * sparse (table ids), and an entry never moves once made. */
+typedef struct SharedSlot
+{
+	int32		handle;			/* hash key */
+	CphtHandle	entry;
+} SharedSlot;
+
+static HTAB *shared_slots = NULL;
 
 static void
 cpht_handles_at_exit(int code, Datum arg)
@@ -40,7 +54,8 @@ cpht_handles_reserve(void)
 		exit_callback_registered = true;
 	}
 
-	if (nentries == PG_INT32_MAX)
+	/* private handles stay below the shared ones */
+	if (nentries == CPHT_SHARED_HANDLE_BASE - 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("too many cpht tables created in this session"),
@@ -57,7 +72,7 @@ cpht_handles_reserve(void)
 	}
 	else
 	{
-		int32		newmax = maxentries > PG_INT32_MAX / 2 ? PG_INT32_MAX : maxentries * 2;
+		int32		newmax = Min(maxentries * 2, CPHT_SHARED_HANDLE_BASE - 1);
 
 		entries = repalloc_huge(entries, sizeof(CphtHandle) * (Size) newmax);
 		memset(entries + maxentries, 0,
@@ -80,45 +95,67 @@ cpht_handles_add(const CphtHandle *entry)
 	return slot->handle;
 }
 
-int32
-cpht_handles_add_at(int32 handle, const CphtHandle *entry)
+CphtHandle *
+cpht_handles_add_shared(const CphtHandle *entry)
 {
-	CphtHandle *slot;
+	SharedSlot *slot;
+	bool		found;
 
-	/* the handles up to this one exist, unknown until given a table */
-	while (nentries < handle)
+	Assert(entry->shared && cpht_handle_is_shared(entry->handle));
+	if (shared_slots == NULL)
 	{
-		cpht_handles_reserve();
-		memset(&entries[nentries], 0, sizeof(CphtHandle));
-		entries[nentries].shared_entry = -1;
-		entries[nentries].handle = nentries + 1;
-		nentries++;
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(int32);
+		ctl.entrysize = sizeof(SharedSlot);
+		ctl.hcxt = TopMemoryContext;
+		shared_slots = hash_create("cpht shared handles", 16, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	slot = &entries[handle - 1];
-	if (slot->shared || slot->table != NULL)
-		elog(ERROR, "cpht handle %d is already registered", handle);
-	*slot = *entry;
-	slot->handle = handle;
-	if (slot->table != NULL)
-		live_bytes += slot->bytes;
-	return handle;
+	slot = hash_search(shared_slots, &entry->handle, HASH_ENTER, &found);
+	if (found)
+		elog(ERROR, "cpht handle %d is already registered", entry->handle);
+	slot->entry = *entry;
+	return &slot->entry;
+}
+
+/* A handle a parallel worker does not have: the leader's private tables
+ * and the shared tables it did not hand over stay in the leader. */
+static void
+not_in_parallel_worker(int32 handle)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cpht table %d cannot be used in a parallel worker", handle),
+			 cpht_handle_is_shared(handle) ?
+			 errdetail("Parallel workers reach only the shared tables the leader's cpht_fop_agg or cpht_fop_new_relation names.") :
+			 errdetail("A table created without a name belongs to the session that created it, which parallel workers cannot reach."),
+			 errhint("Mark functions that use cpht tables PARALLEL RESTRICTED or PARALLEL UNSAFE.")));
 }
 
 CphtHandle *
 cpht_handles_get(int32 handle)
 {
-	if (handle < 1 || handle > nentries)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("cpht table %d does not exist", handle),
-				 errhint("Handles come from cpht_create() and belong to the session that created them.")));
-
-	/* Callers reach shared tables through shared_tables.c. */
-	if (entries[handle - 1].shared)
+	if (cpht_handle_is_shared(handle))
+	{
+		/* whether it names a shared table at all, then that it does */
+		(void) cpht_handles_use(handle);
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cpht table %d is a shared table", handle),
 				 errdetail("This operation is not available for shared tables.")));
+	}
+
+	if (handle < 1 || handle > nentries)
+	{
+		if (IsParallelWorker())
+			not_in_parallel_worker(handle);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errhint("Handles come from cpht_create() and belong to the session that created them.")));
+	}
 
 	if (entries[handle - 1].table == NULL)
 		ereport(ERROR,
@@ -134,17 +171,27 @@ cpht_handles_get(int32 handle)
 CphtHandle *
 cpht_handles_use(int32 handle)
 {
-	CphtHandle *h = cpht_handles_shared(handle);
+	CphtHandle *h;
 
-	return h ? h : cpht_handles_get(handle);
+	if (!cpht_handle_is_shared(handle))
+		return cpht_handles_get(handle);
+	h = cpht_handles_shared(handle);
+	if (h != NULL)
+		return h;
+	if (IsParallelWorker())
+		not_in_parallel_worker(handle);
+	return cpht_shared_resolve(handle, false);
 }
 
 CphtHandle *
 cpht_handles_shared(int32 handle)
 {
-	if (handle < 1 || handle > nentries || !entries[handle - 1].shared)
+	SharedSlot *slot;
+
+	if (!cpht_handle_is_shared(handle) || shared_slots == NULL)
 		return NULL;
-	return &entries[handle - 1];
+	slot = hash_search(shared_slots, &handle, HASH_FIND, NULL);
+	return slot ? &slot->entry : NULL;
 }
 
 CphtHandle *

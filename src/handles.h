@@ -1,14 +1,32 @@
 /*
  * handles.h — the session's registry of tables.
  *
- * A handle is a small integer naming one table of this backend.  Handles
- * start at 1 and are never reused within a session, so a stale handle held
- * by a client fails loudly instead of reaching another table.
+ * A handle is an integer naming one table.  Private tables' handles are
+ * small: they count up from 1 in the session that created them and are
+ * never reused there, so a stale handle held by a client fails loudly
+ * instead of reaching another table of the session.  A shared table's
+ * handle is CPHT_SHARED_HANDLE_BASE plus its table id, which the cpht
+ * worker never gives twice while the server runs: the same number names
+ * the same shared table in every session (a client behind a transaction
+ * pooler may keep it from one server session to the next), and a number
+ * that names no live shared table fails rather than reaching another.
+ * The two ranges never meet, so no private handle equals a shared one.
  */
 #ifndef CPHT_HANDLES_H
 #define CPHT_HANDLES_H
 
 #include "access.h"
+
+/* Shared tables' handles start here; private ones stay below it. */
+#define CPHT_SHARED_HANDLE_BASE (1 << 30)
+/* The largest table id a shared handle can carry. */
+#define CPHT_MAX_SHARED_TABLE_ID ((uint64) (PG_INT32_MAX - CPHT_SHARED_HANDLE_BASE))
+
+static inline bool
+cpht_handle_is_shared(int32 handle)
+{
+	return handle >= CPHT_SHARED_HANDLE_BASE;
+}
 
 typedef struct CphtHandle
 {
@@ -40,19 +58,24 @@ extern void cpht_handles_reserve(void);
  * handle. */
 extern int32 cpht_handles_add(const CphtHandle *entry);
 
-/* Registers an entry under a given handle that has no table yet (handles
- * below it that were never given one stay unknown): a parallel worker gives
- * the leader's shared tables the leader's handles, in whatever order its
- * aggregates name them (parallel_plan.c). */
-extern int32 cpht_handles_add_at(int32 handle, const CphtHandle *entry);
+/* Registers a shared table under its handle (entry->handle, in the shared
+ * range) and returns the registered entry, which stays where it is for
+ * the session's life. */
+extern CphtHandle *cpht_handles_add_shared(const CphtHandle *entry);
 
-/* The live table of a handle; ERROR if unknown, dropped or shared.  The pointer is
- * valid until the next cpht_handles_reserve(). */
+/* The live table of a private handle; ERROR if unknown, dropped or shared
+ * (0A000 in a parallel worker, which has no private tables).  The pointer
+ * is valid until the next cpht_handles_reserve(). */
 extern CphtHandle *cpht_handles_get(int32 handle);
 
-/* The entry of a live private table's handle or of a shared table's
+/*
+ * The entry of a live private table's handle or of a shared table's
  * handle (the shared table's calls check that it still exists), for the
- * operations both have; ERROR as cpht_handles_get otherwise. */
+ * operations both have; ERROR as cpht_handles_get otherwise.  A shared
+ * handle this session has not registered yet is looked up in the shared
+ * catalog (cpht_shared_resolve), except in a parallel worker, which
+ * reaches only the shared tables its leader handed over (0A000).
+ */
 extern CphtHandle *cpht_handles_use(int32 handle);
 
 /* The table the operations of access.h work on, of cpht_handles_use's
@@ -63,8 +86,8 @@ cpht_handle_table(const CphtHandle *h)
 	return h->shared ? h->shared_access : h->table;
 }
 
-/* The entry of a shared table's handle (dropped or not), or NULL when the
- * handle is not one. */
+/* The entry of a shared table's handle this session registered (dropped or
+ * not), or NULL when it has not registered it. */
 extern CphtHandle *cpht_handles_shared(int32 handle);
 
 /* Live private tables in handle order: pass 0 first, then the previous handle;

@@ -130,6 +130,7 @@ cpht_import_file(PG_FUNCTION_ARGS)
 	uint64		reserved;
 
 	cpht_key_file_check_role(false);
+	cpht_key_file_check_path(path, false);
 	buf = palloc_extended(max * sizeof(uint64), MCXT_ALLOC_HUGE);
 	keys = palloc_extended(max * sizeof(uint64), MCXT_ALLOC_HUGE);
 	(void) cpht_handles_use(handle);

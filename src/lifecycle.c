@@ -219,7 +219,7 @@ cpht_create(PG_FUNCTION_ARGS)
 Datum
 cpht_drop(PG_FUNCTION_ARGS)
 {
-	if (cpht_handles_shared(PG_GETARG_INT32(0)))
+	if (cpht_handle_is_shared(PG_GETARG_INT32(0)))
 		return cpht_shared_drop(fcinfo);
 	cpht_txn_drop(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();

@@ -173,7 +173,7 @@ plan_check_walker(Node *node, PlanCheck *check)
 		if (list_length(agg->args) < 1 ||
 			!constant_handle((Node *) ((TargetEntry *) linitial(agg->args))->expr,
 							 check->params, &handle) ||
-			(h = cpht_handles_shared(handle)) == NULL || h->shared_entry < 0)
+			(h = cpht_shared_lookup(handle)) == NULL || h->shared_entry < 0)
 		{
 			check->refuse = true;
 			return true;

@@ -20,6 +20,7 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "fmgr.h"
@@ -48,14 +49,12 @@ static int	maxshared = 0;
 int32
 cpht_shared_handle_of(int32 entry, uint64 table_id)
 {
-	for (int i = 0; i < nshared; i++)
-	{
-		CphtHandle *h = cpht_handles_shared(shared_handles[i]);
+	CphtHandle *h;
 
-		if (h->shared_entry == entry && h->shared_table_id == table_id)
-			return h->handle;
-	}
-	return 0;
+	if (table_id == 0 || table_id > CPHT_MAX_SHARED_TABLE_ID)
+		return 0;
+	h = cpht_handles_shared(CPHT_SHARED_HANDLE_BASE + (int32) table_id);
+	return h != NULL && h->shared_entry == entry ? h->handle : 0;
 }
 
 int
@@ -97,13 +96,28 @@ restarted_error(int32 handle, const char *durable_name)
 			 errhint("Open the table again with cpht_open('%s').", durable_name)));
 }
 
-/* Registers a handle for the shared table; at_handle 0 takes the next
- * handle, another value that one (see cpht_handles_add_at). */
-static int32
-register_handle(int32 entry, const CphtCatalogEntry *e, int32 at_handle)
+/*
+ * The session's entry for the shared table of catalog entry `entry` (*e a
+ * copy of it), registered under the table's handle if it was not yet.
+ * The handle is the table's id in the shared range (handles.h), the same
+ * number in every session.
+ */
+static CphtHandle *
+register_handle(int32 entry, const CphtCatalogEntry *e)
 {
 	CphtHandle	h;
-	int32		handle;
+	CphtHandle *registered;
+
+	if (e->table_id == 0 || e->table_id > CPHT_MAX_SHARED_TABLE_ID)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("shared cpht table \"%s\" has no handle", NameStr(e->name)),
+				 errdetail("Its table id " UINT64_FORMAT " is past the " UINT64_FORMAT " shared tables a server can create between restarts.",
+						   e->table_id, CPHT_MAX_SHARED_TABLE_ID),
+				 errhint("Restart the server.")));
+	registered = cpht_handles_shared(CPHT_SHARED_HANDLE_BASE + (int32) e->table_id);
+	if (registered != NULL)
+		return registered;
 
 	if (nshared == maxshared)
 	{
@@ -112,9 +126,8 @@ register_handle(int32 entry, const CphtCatalogEntry *e, int32 at_handle)
 			? repalloc(shared_handles, sizeof(int32) * maxshared)
 			: MemoryContextAlloc(TopMemoryContext, sizeof(int32) * maxshared);
 	}
-	if (at_handle == 0)
-		cpht_handles_reserve();
 	memset(&h, 0, sizeof(h));
+	h.handle = CPHT_SHARED_HANDLE_BASE + (int32) e->table_id;
 	h.shared = true;
 	h.shared_entry = entry;
 	h.shared_table_id = e->table_id;
@@ -126,10 +139,10 @@ register_handle(int32 entry, const CphtCatalogEntry *e, int32 at_handle)
 	h.capacity = e->capacity;
 	h.bytes = e->bytes;
 	h.shared_access = cpht_access_shared(0);
-	handle = at_handle == 0 ? cpht_handles_add(&h) : cpht_handles_add_at(at_handle, &h);
-	cpht_access_set_handle(h.shared_access, handle);
-	shared_handles[nshared++] = handle;
-	return handle;
+	cpht_access_set_handle(h.shared_access, h.handle);
+	registered = cpht_handles_add_shared(&h);
+	shared_handles[nshared++] = h.handle;
+	return registered;
 }
 
 static void
@@ -161,11 +174,11 @@ lost_error(const CphtCatalogEntry *e)
 CphtSharedRef
 cpht_shared_ref(int32 handle, char *name, Oid *owner)
 {
-	CphtHandle *h = cpht_handles_shared(handle);
+	CphtHandle *h = cpht_handles_use(handle);
 	CphtCatalogEntry copy;
 	CphtSharedRef ref;
 
-	Assert(h != NULL);
+	Assert(h->shared);
 	if (h->shared_entry < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -232,7 +245,20 @@ cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id)
 	/* Dropped since the leader opened it: the handle's first use says so
 	 * (cpht_shared_ref compares the table ids). */
 	copy.table_id = table_id;
-	(void) register_handle(entry, &copy, handle);
+	if (handle != CPHT_SHARED_HANDLE_BASE + (int64) table_id)
+		elog(ERROR, "cpht handle %d does not name shared table id " UINT64_FORMAT, handle, table_id);
+	(void) register_handle(entry, &copy);
+}
+
+/* 42602 for a name no shared table can have, at create and at open alike. */
+static void
+check_name(const char *name)
+{
+	if (name[0] == '\0' || strlen(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid shared cpht table name \"%s\"", cpht_echo_name(name)),
+				 errdetail("A name has 1 to %d bytes.", NAMEDATALEN - 1)));
 }
 
 /* Creating and dropping take effect at once: no rollback would undo them. */
@@ -297,11 +323,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 
 	name = text_to_cstring(PG_GETARG_TEXT_PP(4));
 	cpht_client_require_preload(durable ? "cpht_create with durable => true" : "cpht_create with a name");
-	if (name[0] == '\0' || strlen(name) >= NAMEDATALEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("invalid shared cpht table name \"%s\"", name),
-				 errdetail("A name has 1 to %d bytes.", NAMEDATALEN - 1)));
+	check_name(name);
 	refuse_transaction_block("creating a shared cpht table");
 
 	bytes = cpht_create_params(PG_GETARG_INT64(0), text_to_cstring(PG_GETARG_TEXT_PP(1)),
@@ -337,7 +359,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	copy = cpht_catalog[entry];
 	LWLockRelease(cpht_control->catalog_lock);
 	copy.table_id = rep->table_id;	/* even if dropped since */
-	PG_RETURN_INT32(register_handle(entry, &copy, 0));
+	PG_RETURN_INT32(register_handle(entry, &copy)->handle);
 }
 
 /*
@@ -391,6 +413,73 @@ cpht_shared_wait_restored(void)
 	ConditionVariableCancelSleep();
 }
 
+/*
+ * A shared table's handle that this session has not registered: the
+ * number carries the table id, which the shared catalog names (ids are
+ * never reused while the server runs).  The table must be of this
+ * database and usable by the current role, as for cpht_open.
+ */
+CphtHandle *
+cpht_shared_resolve(int32 handle, bool missing_ok)
+{
+	uint64		table_id = (uint64) (handle - CPHT_SHARED_HANDLE_BASE);
+	uint64		first_id = 0;
+	CphtCatalogEntry copy;
+	int32		entry = -1;
+
+	Assert(cpht_handle_is_shared(handle));
+	if (cpht_control != NULL)
+	{
+		/* tables being restored are open to no one (see cpht_open) */
+		cpht_shared_wait_restored();
+		LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+		first_id = cpht_control->first_table_id;
+		for (int i = 0; i < cpht_control->max_tables; i++)
+		{
+			CphtCatalogEntry *e = &cpht_catalog[i];
+
+			if ((e->state == CPHT_ENTRY_LIVE || e->state == CPHT_ENTRY_LOST) &&
+				e->table_id == table_id && e->dboid == MyDatabaseId)
+			{
+				entry = i;
+				copy = *e;
+				break;
+			}
+		}
+		LWLockRelease(cpht_control->catalog_lock);
+	}
+	if (entry < 0)
+	{
+		if (missing_ok)
+			return NULL;
+		/* ids grow with every table: one below the running worker's
+		 * first was given by a worker before it */
+		if (table_id != 0 && table_id < first_id)
+			restarted_error(handle, NULL);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("No shared table of this database has this handle."),
+				 errhint("Open shared tables by name with cpht_open().")));
+	}
+	if (missing_ok && !has_privs_of_role(GetUserId(), copy.owner))
+		return NULL;
+	check_privileges(NameStr(copy.name), copy.owner);
+	/* a lost table is registered too: its calls say so, and cpht_drop
+	 * frees its name */
+	return register_handle(entry, &copy);
+}
+
+CphtHandle *
+cpht_shared_lookup(int32 handle)
+{
+	CphtHandle *h = cpht_handles_shared(handle);
+
+	if (h == NULL && cpht_handle_is_shared(handle) && !IsParallelWorker())
+		h = cpht_shared_resolve(handle, true);
+	return h;
+}
+
 /* cpht_open(name): this session's handle of a shared table. */
 PG_FUNCTION_INFO_V1(cpht_open);
 Datum
@@ -399,9 +488,10 @@ cpht_open(PG_FUNCTION_ARGS)
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	CphtCatalogEntry copy;
 	int32		entry = -1;
-	int32		handle;
 
 	cpht_client_require_preload("cpht_open");
+	/* a name no table can have is a wrong name, not a missing table */
+	check_name(name);
 
 	/*
 	 * Tables the worker is still restoring are open to no one: the restore
@@ -428,10 +518,7 @@ cpht_open(PG_FUNCTION_ARGS)
 		lost_error(&copy);
 	check_privileges(name, copy.owner);
 
-	handle = cpht_shared_handle_of(entry, copy.table_id);
-	if (handle == 0)
-		handle = register_handle(entry, &copy, 0);
-	PG_RETURN_INT32(handle);
+	PG_RETURN_INT32(register_handle(entry, &copy)->handle);
 }
 
 /* ---- cpht_drop on a shared handle ---------------------------------------- */
@@ -476,7 +563,8 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 	int32		handle = handle_arg(fcinfo);
 	CphtSharedRef ref;
 
-	CphtHandle *h = cpht_handles_shared(handle);
+	/* a handle this session did not open yet is looked up by its number */
+	CphtHandle *h = cpht_handles_use(handle);
 	bool		lost;
 
 	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
@@ -495,7 +583,7 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 	ref = cpht_shared_ref(handle, NULL, NULL);
 	refuse_transaction_block("dropping a shared cpht table");
 	cpht_remote_drop(&ref);
-	cpht_handles_shared(handle)->shared_entry = -1;
+	h->shared_entry = -1;
 	PG_RETURN_VOID();
 }
 

@@ -8,6 +8,7 @@
 #include "fmgr.h"
 
 #include "client.h"
+#include "handles.h"
 
 /* cpht_drop of a shared table's handle: for every session, at once.  The
  * other functions reach shared tables through access.h. */
@@ -24,6 +25,20 @@ extern CphtSharedRef cpht_shared_ref(int32 handle, char *name, Oid *owner);
  * checks of cpht_shared_ref). */
 extern uint64 cpht_shared_call(int32 handle, CphtCall call, const uint64 *keys,
 							   uint64 n, uint8 *status);
+
+/*
+ * The entry of shared handle `handle`, which this session has not
+ * registered, looked up in the shared catalog and registered: 42704 when
+ * no shared table of this database has that handle (58000 when a cpht
+ * worker before the running one gave it), 42501 when the role may not use
+ * it; with missing_ok NULL instead of either.
+ */
+extern CphtHandle *cpht_shared_resolve(int32 handle, bool missing_ok);
+
+/* The entry of a shared handle, registered now if it was not (NULL when it
+ * names no shared table the role may use, and in a parallel worker for one
+ * the leader did not hand over): for the planner, which must not raise. */
+extern CphtHandle *cpht_shared_lookup(int32 handle);
 
 /* This session's handle of a shared table, 0 if it has not opened it. */
 extern int32 cpht_shared_handle_of(int32 entry, uint64 table_id);

@@ -24,6 +24,10 @@
 
 #include "cpht_table.h"
 
+/* Set in the ids of private tables held by the worker, never in a shared
+ * table's. */
+#define CPHT_PRIVATE_TABLE_ID_BIT (UINT64CONST(1) << 63)
+
 /*
  * Slot states.  IDLE -> SUBMITTED (the backend), SUBMITTED -> RUNNING (the
  * worker takes it, by compare-and-swap), RUNNING -> DONE (the worker
@@ -255,6 +259,12 @@ typedef struct CphtControl
 	int			worker_pgprocno;
 	uint64		generation;		/* worker starts since the server started */
 	uint64		next_table_id;	/* only the worker touches it */
+	/* The first table id the running worker gave (under catalog_lock): a
+	 * smaller one is of a worker before it. */
+	uint64		first_table_id;
+	/* Private tables in the worker count their ids here (under mutex),
+	 * apart from shared tables' (CPHT_PRIVATE_TABLE_ID_BIT). */
+	uint64		next_private_id;
 	LWLock	   *catalog_lock;
 	ConditionVariable window_cv;	/* a window was freed */
 	/*

@@ -112,6 +112,7 @@ cpht_shmem_startup(void)
 		ctl->window_free = cpht_transfer_windows == 64 ? ~UINT64CONST(0) :
 			(UINT64CONST(1) << cpht_transfer_windows) - 1;
 		ctl->next_table_id = 1;
+		ctl->next_private_id = 1;
 		for (int i = 0; i < cpht_max_shared_tables; i++)
 		{
 			memset(&cpht_catalog[i], 0, sizeof(CphtCatalogEntry));

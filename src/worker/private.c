@@ -189,8 +189,12 @@ private_create(CphtSlot *slot, int s)
 	}
 	cpht_table_set_logging(table, req->logging);
 
+	/*
+	 * Ids of their own, with the top bit set: shared tables' handles carry
+	 * their table ids (handles.h), which private tables must not use up.
+	 */
 	SpinLockAcquire(&cpht_control->mutex);
-	id = cpht_control->next_table_id++;
+	id = CPHT_PRIVATE_TABLE_ID_BIT | cpht_control->next_private_id++;
 	SpinLockRelease(&cpht_control->mutex);
 	p = hash_search(privates, &id, HASH_ENTER, &found);
 	Assert(!found);
