@@ -64,6 +64,7 @@ static uint64 owner_held = 0;
 static uint64 owner_cap = 0;
 static uint64 server_held = 0;
 static uint64 server_cap = 0;
+static bool derived_logged = false;
 
 uint64
 cpht_quota_server_cap(void)
@@ -94,6 +95,16 @@ cpht_quota_server_cap(void)
 	if (cpht_control->gpu_state == CPHT_GPU_USABLE)
 		gpu = cpht_control->gpu_total_bytes * (uint64) Max(cpht_control->gpu_count, 1);
 	SpinLockRelease(&cpht_control->mutex);
+	/* once per worker: the bound is not visible anywhere else */
+	if (!derived_logged)
+	{
+		derived_logged = true;
+		ereport(LOG,
+				(errmsg("cpht worker bounds the memory of shared tables to " UINT64_FORMAT " MB",
+						(host + gpu) >> 20),
+				 errdetail("cpht.max_shared_memory is -1: half of the host's memory (" UINT64_FORMAT " MB) plus the memory of the GPUs the worker uses (" UINT64_FORMAT " MB).",
+						   host >> 20, gpu >> 20)));
+	}
 	return host + gpu;
 }
 
