@@ -350,6 +350,9 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	namestrcpy(&req->name, name);
 	req->dboid = MyDatabaseId;
 	req->owner = GetUserId();
+	/* the table keeps this session's cap (the worker's quota.c): settled
+	 * by cpht_memory_check above, and only a superuser can change it */
+	req->memory_cap_kb = cpht_max_memory_kb;
 	rep = cpht_client_send();
 	if (rep->status != CPHT_OK)
 		cpht_check_status(rep->status, 0, rep->message);

@@ -313,6 +313,26 @@ else
 fi
 q -c "SELECT cpht_drop(cpht_open('d_big'))" > /dev/null || fail "dropping d_big"
 
+# ---- a durable table keeps its memory cap ------------------------------------
+# The cpht.max_memory of the creating session caps its owner's shared tables
+# (worker/quota.c); the snapshot keeps it, so the restored table is capped as
+# before: a superuser's put of 4M keys (9.2MB of slots) meets the 8MB cap.
+psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" > /dev/null <<'SQL'
+SET cpht.max_memory = '8MB';
+SET ROLE durable_owner;
+SELECT cpht_create(1000, transactional => false, name => 'd_capped', durable => true);
+SQL
+"${cluster[@]}" restart
+if ! wait_restored d_capped; then
+	fail "d_capped is not back 30 s after a clean restart"
+else
+	out=$(q -c "SELECT cpht_put(cpht_open('d_capped'), ARRAY(SELECT generate_series(1, 4000000)::bigint))" 2>&1 || true)
+	grep -q "would exceed its owner's memory cap" <<<"$out" || fail "d_capped lost its memory cap across a restart: $out"
+	[ "$(q -c "SELECT cpht_count(cpht_open('d_capped'))")" = 0 ] || fail "d_capped kept keys of a refused put"
+	echo "== durable: a durable table keeps its memory cap across a restart"
+fi
+q -c "SELECT cpht_drop(cpht_open('d_capped'))" > /dev/null || fail "dropping d_capped"
+
 # Starts the server again after a kill -9 of the postmaster whose children
 # were $1: they end when they notice.
 start_after_postmaster_kill() {

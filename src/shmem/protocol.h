@@ -164,6 +164,11 @@ typedef struct CphtRequest
 	TransactionId sub_xid;
 	/* CREATE: a durable table (snapshots, WAL) */
 	bool		durable;
+	/*
+	 * CREATE of a shared table: the creating session's cpht.max_memory
+	 * (kB, 0: none), which becomes the table's memory_cap_kb (below).
+	 */
+	int32		memory_cap_kb;
 } CphtRequest;
 
 /* Owners a write that met other transactions' pending keys reports. */
@@ -250,6 +255,14 @@ typedef struct CphtCatalogEntry
 	/* durable tables: saved in pg_cpht/, changes in WAL (durable.c) */
 	bool		durable;
 	XLogRecPtr	create_lsn;		/* end of its CREATE record: its identity */
+	/*
+	 * The cpht.max_memory of the session that created the table (kB, 0:
+	 * none): what the shared tables of its owner, with their open
+	 * transactions' changes, may hold together when this one grows or is
+	 * written (worker/quota.c).  Kept with a durable table's snapshot and
+	 * CREATE record.
+	 */
+	int32		memory_cap_kb;
 } CphtCatalogEntry;
 
 typedef struct CphtControl
@@ -327,6 +340,10 @@ extern bool cpht_preloaded;
 extern int	cpht_max_shared_tables;
 extern int	cpht_transfer_windows;
 extern int	cpht_transfer_chunk;
+
+/* cpht.max_shared_memory (MB; -1: derived by the worker, 0: no limit),
+ * reloadable (worker/quota.c) */
+extern int	cpht_max_shared_memory_mb;
 
 /* From _PG_init while preloading: settings, hooks, the worker. */
 extern void cpht_shmem_init(void);

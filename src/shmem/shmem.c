@@ -27,6 +27,7 @@ bool		cpht_preloaded = false;
 int			cpht_max_shared_tables = 64;
 int			cpht_transfer_windows = 4;
 int			cpht_transfer_chunk = 1 << 22;
+int			cpht_max_shared_memory_mb = -1;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -153,6 +154,22 @@ cpht_shmem_init(void)
 							"0 turns such rounds off.",
 							&cpht_snapshot_wal,
 							1024, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	/*
+	 * What all shared tables may hold in the cpht worker (worker/quota.c).
+	 * Not unlimited by default: any role that may create a shared table
+	 * could otherwise fill the worker's host memory, and the OOM killer's
+	 * SIGKILL of the worker restarts the whole server.  How much memory
+	 * there is is known only to the worker (the host's RAM, the GPUs it
+	 * found), so -1 lets it derive the bound.
+	 */
+	DefineCustomIntVariable("cpht.max_shared_memory",
+							"Memory all shared cpht tables may hold together in the cpht worker.",
+							"Table slots, their growth and open transactions' changes. -1: half of the host's memory plus the memory of the GPUs the worker uses; 0: no limit.",
+							&cpht_max_shared_memory_mb,
+							-1, -1, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MB,
 							NULL, NULL, NULL);
 

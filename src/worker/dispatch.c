@@ -464,6 +464,9 @@ op_create(CphtSlot *slot)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("shared cpht tables cannot be created while the cpht worker restores durable tables"),
 				 errhint("Create the table again in a moment.")));
+	/* within its owner's cap and cpht.max_shared_memory (quota.c) */
+	cpht_quota_check_create(&req->name, req->owner, req->memory_cap_kb,
+							cpht_params_table_bytes(&req->params));
 
 	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
 	for (i = 0; i < ctl->max_tables; i++)
@@ -534,6 +537,7 @@ op_create(CphtSlot *slot)
 	e->transactional = req->transactional;
 	e->durable = false;
 	e->create_lsn = InvalidXLogRecPtr;
+	e->memory_cap_kb = Max(req->memory_cap_kb, 0);
 	cpht_xacts_table_created(i, table_ids[i], req->transactional);
 	e->capacity = req->capacity;
 	e->bytes = cpht_params_table_bytes(&req->params);
@@ -634,6 +638,25 @@ cpht_worker_table_lose(int entry, const char *reason)
 	cpht_table_destroy(t);
 }
 
+/*
+ * run_call, and for a write on a shared table within the memory its owner's
+ * cap and cpht.max_shared_memory leave (quota.c): a call the kernels' memory
+ * hook refused was undone by run_call, and is answered with 53400 naming
+ * the cap.
+ */
+static void
+run_shared_budgeted(CphtSlot *slot, int s, cpht_table *t, const CallPieces *pc)
+{
+	const CphtRequest *req = &slot->req;
+	bool		budgeted = !req->private_table && req->call != CPHT_CALL_FIND;
+
+	if (budgeted)
+		cpht_quota_begin(req->entry);
+	run_call(slot, s, t, req->call, pc);
+	if (budgeted && slot->rep.status == CPHT_ERR_LIMIT && cpht_quota_active())
+		cpht_quota_refused(cpht_worker_budget_refused());
+}
+
 static void
 op_call(CphtSlot *slot, int s)
 {
@@ -648,7 +671,7 @@ op_call(CphtSlot *slot, int s)
 	pc.total = req->nkeys;
 	pc.streamed = false;
 	if (req->nkeys > 0)
-		run_call(slot, s, t, req->call, &pc);
+		run_shared_budgeted(slot, s, t, &pc);
 	if (req->call != CPHT_CALL_FIND)
 		after_write(req, t);
 }
@@ -676,7 +699,7 @@ op_stream(CphtSlot *slot, int s)
 	pc.streamed = true;
 	if (req->total == 0)
 		elog(ERROR, "cpht stream of no keys");
-	run_call(slot, s, t, req->call, &pc);
+	run_shared_budgeted(slot, s, t, &pc);
 	if (req->call != CPHT_CALL_FIND)
 		after_write(req, t);
 }
@@ -747,9 +770,14 @@ handle_request(CphtSlot *slot, int s)
 				reply_status(rep, cpht_table_stats(t, &before), cpht_table_error(t));
 				if (rep->status != CPHT_OK)
 					break;
+				/* a rebuild holds both layouts for a while */
+				if (!req->private_table)
+					cpht_quota_begin(req->entry);
 				running_cancel = &slot->cancel;
 				reply_status(rep, cpht_table_rebuild(t), cpht_table_error(t));
 				running_cancel = NULL;
+				if (rep->status == CPHT_ERR_LIMIT && cpht_quota_active())
+					cpht_quota_refused(cpht_worker_budget_refused());
 				rep->value = before.tombstones[0] + before.tombstones[1];
 				break;
 			}
@@ -821,6 +849,7 @@ serve_one(int s)
 	PG_END_TRY();
 	if (slot->req.private_table)
 		cpht_private_note_bytes(s, &slot->req, &slot->rep);
+	cpht_quota_end();
 	slot->rep.memory_delta = cpht_private_request_end();
 	serving = -1;
 	MemoryContextSwitchTo(old);

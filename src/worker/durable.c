@@ -1032,8 +1032,9 @@ durable_entry(XLogRecPtr create_lsn)
  * WARNING) when its name is taken or no entry is free.
  */
 static int
-install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, bool transactional,
-		int64 capacity, XLogRecPtr create_lsn, XLogRecPtr snapshot_lsn, XLogRecPtr current_lsn)
+install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, int32 memory_cap_kb,
+		bool transactional, int64 capacity, XLogRecPtr create_lsn, XLogRecPtr snapshot_lsn,
+		XLogRecPtr current_lsn)
 {
 	CphtControl *ctl = cpht_control;
 	cpht_stats	stats;
@@ -1078,6 +1079,7 @@ install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, bool transact
 		e->name = *name;
 		e->dboid = dboid;
 		e->owner = owner;
+		e->memory_cap_kb = memory_cap_kb;
 		e->table_id = id;
 		e->kind = stats.kind;
 		e->device = stats.device;
@@ -1269,7 +1271,7 @@ restore_file(const char *path, const char *file)
 		cpht_table_destroy(t);
 		goto fail;
 	}
-	entry = install(t, s.dboid, &s.name, s.owner, s.transactional, s.capacity,
+	entry = install(t, s.dboid, &s.name, s.owner, s.memory_cap_kb, s.transactional, s.capacity,
 					s.create_lsn, s.snapshot_lsn, current_lsn);
 	if (entry < 0)
 	{
@@ -1386,7 +1388,8 @@ replay_record(XLogReaderState *reader)
 					mark_failed(c->dboid, NameStr(c->name), create_lsn, InvalidXLogRecPtr, reason);
 					break;
 				}
-				entry = install(t, c->dboid, &c->name, c->owner, c->transactional, c->capacity,
+				entry = install(t, c->dboid, &c->name, c->owner, cpht_wal_create_cap(reader),
+								c->transactional, c->capacity,
 								create_lsn, reader->ReadRecPtr, reader->ReadRecPtr);
 				if (entry < 0)
 					cpht_table_destroy(t);

@@ -50,6 +50,12 @@ typedef struct xl_cpht_create
 	cpht_params params;
 } xl_cpht_create;
 
+/*
+ * A CREATE record is followed by the table's memory cap (int32, kB:
+ * CphtCatalogEntry.memory_cap_kb); records written before the cap existed
+ * end without it, which is no cap (cpht_wal_create_cap).
+ */
+
 typedef struct xl_cpht_drop
 {
 	uint32		magic;
@@ -108,6 +114,10 @@ extern void cpht_wal_mark_xid(TransactionId xid);
 /* The record's cpht payload, or NULL when it is not a cpht record. */
 extern const char *cpht_wal_payload(XLogReaderState *record, uint8 *info);
 
+/* The memory cap a CREATE record carries after its xl_cpht_create (0: none,
+ * or a record written before caps existed). */
+extern int32 cpht_wal_create_cap(XLogReaderState *record);
+
 /* ---- snapshot files (snapshot.c) ------------------------------------------ */
 
 #define CPHT_SNAPSHOT_DIR "pg_cpht"
@@ -133,6 +143,7 @@ typedef struct CphtSnapshot
 	NameData	name;
 	Oid			owner;
 	bool		transactional;
+	int32		memory_cap_kb;	/* CphtCatalogEntry's */
 	int64		capacity;
 	XLogRecPtr	create_lsn;
 	XLogRecPtr	snapshot_lsn;

@@ -61,7 +61,9 @@ cpht_wal_payload(XLogReaderState *record, uint8 *info)
 	switch (*info)
 	{
 		case XLOG_CPHT_CREATE:
-			return len == sizeof(xl_cpht_create) ? data : NULL;
+			/* with the memory cap after it, or without (older records) */
+			return len == sizeof(xl_cpht_create) ||
+				len == sizeof(xl_cpht_create) + sizeof(int32) ? data : NULL;
 		case XLOG_CPHT_DROP:
 			return len == sizeof(xl_cpht_drop) ? data : NULL;
 		case XLOG_CPHT_XID:
@@ -137,6 +139,7 @@ XLogRecPtr
 cpht_wal_create(const CphtCatalogEntry *e, const cpht_params *params)
 {
 	xl_cpht_create rec;
+	int32		cap;
 
 	memset(&rec, 0, sizeof(rec));
 	rec.magic = CPHT_WAL_MAGIC;
@@ -146,9 +149,21 @@ cpht_wal_create(const CphtCatalogEntry *e, const cpht_params *params)
 	rec.transactional = e->transactional;
 	rec.capacity = e->capacity;
 	rec.params = *params;
+	cap = e->memory_cap_kb;
 	XLogBeginInsert();
 	XLogRegisterData((char *) &rec, sizeof(rec));
+	XLogRegisterData((char *) &cap, sizeof(cap));
 	return XLogInsert(CPHT_RMGR_ID, XLOG_CPHT_CREATE);
+}
+
+int32
+cpht_wal_create_cap(XLogReaderState *record)
+{
+	int32		cap = 0;
+
+	if (XLogRecGetDataLen(record) == sizeof(xl_cpht_create) + sizeof(int32))
+		memcpy(&cap, XLogRecGetData(record) + sizeof(xl_cpht_create), sizeof(cap));
+	return Max(cap, 0);
 }
 
 XLogRecPtr

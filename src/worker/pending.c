@@ -47,18 +47,42 @@ grow(PendingMap *map, uint64 size)
 	return true;
 }
 
-bool
-pending_reserve(PendingMap *map, uint64 more)
+/* The slots a map needs for `more` entries beyond its own (its size when
+ * it has room). */
+static uint64
+reserved_size(const PendingMap *map, uint64 more)
 {
 	uint64		want = map->count + more;
 	uint64		size = map->slots ? map->mask + 1 : 0;
 
 	if (want * 2 <= size)
-		return true;
+		return size;
 	size = Max(size, 1024);
 	while (size < want * 2)
 		size *= 2;
+	return size;
+}
+
+bool
+pending_reserve(PendingMap *map, uint64 more)
+{
+	uint64		size = reserved_size(map, more);
+
+	if (size == (map->slots ? map->mask + 1 : 0))
+		return true;
 	return grow(map, size);
+}
+
+uint64
+pending_bytes(const PendingMap *map)
+{
+	return map->slots ? (map->mask + 1) * sizeof(PendingEntry) : 0;
+}
+
+uint64
+pending_reserve_bytes(const PendingMap *map, uint64 more)
+{
+	return reserved_size(map, more) * sizeof(PendingEntry) - pending_bytes(map);
 }
 
 PendingEntry *

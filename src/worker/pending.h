@@ -32,6 +32,11 @@ typedef struct PendingMap
  * cannot fail; false when out of memory (the map is unchanged). */
 extern bool pending_reserve(PendingMap *map, uint64 more);
 
+/* Bytes the map holds, and the bytes pending_reserve(map, more) would add
+ * to them (the old slots are freed once moved). */
+extern uint64 pending_bytes(const PendingMap *map);
+extern uint64 pending_reserve_bytes(const PendingMap *map, uint64 more);
+
 /* The entry of a key, or NULL. */
 extern PendingEntry *pending_find(const PendingMap *map, uint64 key);
 

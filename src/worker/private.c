@@ -17,7 +17,9 @@
  * weighs the growth against what the backend's cpht.max_memory leaves
  * (the request's memory_budget) and answers the net bytes taken or given
  * back in the reply, so the backend counts its worker tables' undo logs as
- * its own.  Shared tables count against no session.
+ * its own.  A write on a shared table runs under a budget too, set by
+ * quota.c from its owner's cap and cpht.max_shared_memory
+ * (cpht_worker_budget_on); its bytes count against no session.
  */
 #include "postgres.h"
 
@@ -47,6 +49,7 @@ static int *slot_pid = NULL;	/* their owner */
 static bool budget_on = false;
 static int64 budget_left = 0;
 static int64 budget_delta = 0;
+static int64 budget_refused = 0;	/* what the last refusal asked for */
 
 static void
 publish_counts(int delta_tables, int64 delta_bytes)
@@ -70,7 +73,10 @@ worker_memory_hook(int64_t delta)
 		int64		left = __atomic_load_n(&budget_left, __ATOMIC_RELAXED);
 
 		if (delta > left)
+		{
+			__atomic_store_n(&budget_refused, delta, __ATOMIC_RELAXED);
 			return 0;
+		}
 		__atomic_fetch_sub(&budget_left, delta, __ATOMIC_RELAXED);
 	}
 	else if (delta < 0 && __atomic_load_n(&budget_on, __ATOMIC_RELAXED))
@@ -102,8 +108,35 @@ void
 cpht_private_request_begin(const CphtRequest *req)
 {
 	budget_delta = 0;
+	budget_refused = 0;
 	budget_on = req->private_table && req->memory_budget != PG_UINT64_MAX;
 	budget_left = req->memory_budget > (uint64) PG_INT64_MAX ? PG_INT64_MAX : (int64) req->memory_budget;
+}
+
+void
+cpht_worker_budget_on(uint64 left)
+{
+	budget_left = left > (uint64) PG_INT64_MAX ? PG_INT64_MAX : (int64) left;
+	budget_refused = 0;
+	budget_on = true;
+}
+
+bool
+cpht_worker_budget_take(uint64 bytes)
+{
+	if (bytes > (uint64) PG_INT64_MAX)
+		bytes = PG_INT64_MAX;
+	if (bytes == 0)
+		return true;
+	if (!worker_memory_hook((int64) bytes))
+		return false;
+	return true;
+}
+
+uint64
+cpht_worker_budget_refused(void)
+{
+	return (uint64) budget_refused;
 }
 
 int64

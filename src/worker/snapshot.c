@@ -47,6 +47,13 @@ typedef struct CphtSnapshotHeader
 	uint32		header_bytes;
 	Oid			owner;
 	bool		transactional;
+	/*
+	 * The table's memory cap (CphtCatalogEntry.memory_cap_kb), in what was
+	 * padding: files written before it existed have 0 there (the header
+	 * is zeroed before it is filled), which is no cap, and the layout and
+	 * the version stay those of version 2.
+	 */
+	int32		memory_cap_kb;
 	int64		capacity;
 	XLogRecPtr	create_lsn;
 	XLogRecPtr	snapshot_lsn;
@@ -54,6 +61,9 @@ typedef struct CphtSnapshotHeader
 	uint64		nsegments;
 	uint64		nentries;
 } CphtSnapshotHeader;
+
+StaticAssertDecl(offsetof(CphtSnapshotHeader, capacity) == 96,
+				 "memory_cap_kb must fit in the padding of the version 2 header");
 
 #define SNAPSHOT_PREFIX_BYTES offsetof(CphtSnapshotHeader, header_bytes)
 
@@ -165,6 +175,7 @@ cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t, XLogRec
 	h.header_bytes = sizeof(h);
 	h.owner = e->owner;
 	h.transactional = e->transactional;
+	h.memory_cap_kb = e->memory_cap_kb;
 	h.capacity = e->capacity;
 	h.create_lsn = e->create_lsn;
 	h.snapshot_lsn = lsn;
@@ -354,6 +365,7 @@ cpht_snapshot_open(const char *path, CphtSnapshotFile *r, CphtSnapshot *out,
 	}
 	out->owner = h.owner;
 	out->transactional = h.transactional;
+	out->memory_cap_kb = Max(h.memory_cap_kb, 0);
 	out->capacity = h.capacity;
 	out->create_lsn = h.create_lsn;
 	out->snapshot_lsn = h.snapshot_lsn;

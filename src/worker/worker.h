@@ -54,6 +54,36 @@ extern void cpht_private_note_bytes(int s, const CphtRequest *req, CphtReply *re
 extern void cpht_private_request_begin(const CphtRequest *req);
 extern int64 cpht_private_request_end(void);
 
+/*
+ * A request on a shared table whose kernels and pending state may take at
+ * most `left` bytes more (quota.c): budget_on turns the budget on for the
+ * rest of the request, budget_take takes bytes of it for the worker's own
+ * allocations (false, nothing taken, when they pass it), budget_refused is
+ * what the last refusal asked for.
+ */
+extern void cpht_worker_budget_on(uint64 left);
+extern bool cpht_worker_budget_take(uint64 bytes);
+extern uint64 cpht_worker_budget_refused(void);
+
+/*
+ * quota.c: what shared tables may hold.  A table's bytes are its slots and
+ * its open transactions' pending state; its owner's shared tables together
+ * are bounded by the table's memory_cap_kb, all of them by
+ * cpht.max_shared_memory.  check_create: ERROR 53400 when a new table of
+ * `bytes` would pass either.  begin: before a write (or rebuild) of the
+ * table at catalog index entry, the budget for its kernels and pending
+ * state (cpht_worker_budget_*); refused: ERROR 53400 after such a request
+ * failed with CPHT_ERR_LIMIT, or a pending reservation was refused
+ * (`needed` bytes more), with the figures of the cap that was hit.
+ */
+extern uint64 cpht_quota_server_cap(void);
+extern void cpht_quota_check_create(const NameData *name, Oid owner, int32 cap_kb, uint64 bytes);
+extern void cpht_quota_begin(int entry);
+extern void cpht_quota_end(void);
+extern bool cpht_quota_active(void);
+extern void cpht_quota_take(uint64 bytes);
+extern void cpht_quota_refused(uint64 needed) pg_attribute_noreturn();
+
 /* main.c: a sticky device fault ends the worker; the postmaster starts a
  * new one.  Answers every request in flight with 58000 first. */
 extern void cpht_worker_device_lost(const char *reason) pg_attribute_noreturn();

@@ -209,6 +209,8 @@ index_pending(TableXacts *tx)
 		return;
 	dlist_foreach(it, &tx->xacts)
 		total += dlist_container(XactTable, table_node, it.cur)->n;
+	/* the map is the table's pending state: within its memory caps */
+	cpht_quota_take(pending_reserve_bytes(&tx->map, total));
 	if (!pending_reserve(&tx->map, total))
 	{
 		pending_free(&tx->map);
@@ -283,13 +285,30 @@ out_of_memory(uint64 n)
 			 errdetail("Recording the changes of a call of " UINT64_FORMAT " keys on a transactional shared table needs more memory there.", n)));
 }
 
-/* Room for n more entries and one more segment, before the call runs. */
+/* Bytes of an undo list of cap entries with segcap segments. */
+static uint64
+list_bytes(uint64 cap, int segcap)
+{
+	return cap * (sizeof(uint64) + sizeof(uint8)) + (uint64) segcap * sizeof(XactSegment);
+}
+
+/*
+ * Room for n more entries and one more segment, before the call runs.
+ * What it adds to the table's pending state is taken from the request's
+ * budget first (quota.c: ERROR 53400 beyond the table's memory caps), so
+ * a refused call leaves everything as it was.
+ */
 static void
 reserve(TableXacts *tx, XactTable *tt, uint64 n)
 {
+	uint64		new_cap = tt->n + n > tt->cap ? Max(Max(tt->cap * 2, tt->n + n), 1024) : tt->cap;
+	int			new_segcap = tt->nsegs == tt->segcap ? Max(tt->segcap * 2, 8) : tt->segcap;
+
+	cpht_quota_take(list_bytes(new_cap, new_segcap) - list_bytes(tt->cap, tt->segcap) +
+					(tx->indexed ? pending_reserve_bytes(&tx->map, n) : 0));
 	if (tt->n + n > tt->cap)
 	{
-		uint64		cap = Max(Max(tt->cap * 2, tt->n + n), 1024);
+		uint64		cap = new_cap;
 		uint64	   *keys = realloc(tt->keys, cap * sizeof(uint64));
 		uint8	   *where;
 
@@ -304,7 +323,7 @@ reserve(TableXacts *tx, XactTable *tt, uint64 n)
 	}
 	if (tt->nsegs == tt->segcap)
 	{
-		int			cap = Max(tt->segcap * 2, 8);
+		int			cap = new_segcap;
 		XactSegment *segs = realloc(tt->segs, cap * sizeof(XactSegment));
 
 		if (segs == NULL)
@@ -470,6 +489,25 @@ cpht_xacts_after_call(const CphtRequest *req, cpht_table *t, CphtCall call,
 		}
 	}
 	return CPHT_OK;
+}
+
+uint64
+cpht_xacts_table_bytes(int entry)
+{
+	TableXacts *tx = &table_xacts[entry];
+	uint64		bytes;
+	dlist_iter	it;
+
+	if (!tx->transactional)
+		return 0;
+	bytes = pending_bytes(&tx->map);
+	dlist_foreach(it, &tx->xacts)
+	{
+		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
+
+		bytes += sizeof(XactTable) + list_bytes(tt->cap, tt->segcap);
+	}
+	return bytes;
 }
 
 uint64

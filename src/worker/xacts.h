@@ -50,6 +50,10 @@ extern cpht_status cpht_xacts_after_call(const CphtRequest *req, cpht_table *t, 
  */
 extern bool cpht_xacts_scan_conflicts(const CphtRequest *req, CphtReply *rep);
 
+/* Bytes of the pending state of the table at catalog index entry: its open
+ * transactions' undo lists and its pending map (quota.c counts them). */
+extern uint64 cpht_xacts_table_bytes(int entry);
+
 /* The table's count as the caller's transaction sees it, and as committed. */
 extern uint64 cpht_xacts_count(const CphtRequest *req, uint64 physical);
 extern uint64 cpht_xacts_committed_count(int entry, uint64 physical);
