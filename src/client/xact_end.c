@@ -21,6 +21,7 @@
 #include "access/parallel.h"
 #include "access/transam.h"
 #include "access/xact.h"
+#include "storage/pmsignal.h"
 
 #include "waits.h"
 
@@ -52,11 +53,17 @@ tell_worker(CphtOp op, TransactionId sub_xid)
 	CphtRequest *req;
 	CphtReply  *rep;
 
+	/*
+	 * The slot is attached when the write is noted, and a request's wait
+	 * ends with its reply, so only the postmaster's death leaves it busy.
+	 */
 	if (!cpht_client_idle())
 	{
 		ereport(WARNING,
 				(errmsg("the cpht worker could not be told that transaction %u ended", written_top),
-				 errdetail("This session cannot send requests to the cpht worker any more.")));
+				 PostmasterIsAlive() ?
+				 errdetail("This session's request to the cpht worker has not ended.") :
+				 errdetail("The postmaster exited: the server is going down.")));
 		return;
 	}
 	req = cpht_client_request();
