@@ -8,14 +8,17 @@
 -- durable writes, as CHECKPOINT does), are no longer executable by PUBLIC.
 -- Their C functions check the role as well (pg_read_server_files,
 -- pg_write_server_files, pg_checkpoint), so a GRANT made by mistake lets
--- no other role in.  Members of pg_checkpoint may run cpht_checkpoint as
--- they may run CHECKPOINT.  cpht_create stays executable by PUBLIC: it
+-- no other role in.  EXECUTE goes to those predefined roles instead, so
+-- their members may run these functions as they may run CHECKPOINT and
+-- COPY to and from files.  cpht_create stays executable by PUBLIC: it
 -- creates private tables, and for a shared or durable table it checks that
 -- the role has CREATE on the database.
 REVOKE EXECUTE ON FUNCTION cpht_checkpoint() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cpht_checkpoint() TO pg_checkpoint;
 REVOKE EXECUTE ON FUNCTION cpht_export_file(int, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cpht_export_file(int, text) TO pg_write_server_files;
 REVOKE EXECUTE ON FUNCTION cpht_import_file(int, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cpht_import_file(int, text) TO pg_read_server_files;
 
 COMMENT ON FUNCTION cpht_checkpoint() IS
 'writes a snapshot of every durable shared table that changed since its last one, lets the server remove the WAL before the oldest snapshot, and returns how many it wrote (superusers and members of pg_checkpoint)';

@@ -578,7 +578,6 @@ cpht_alter_owner(PG_FUNCTION_ARGS)
 	CphtRequest *req;
 
 	cpht_client_require_preload("cpht_alter_owner");
-	refuse_transaction_block("changing the owner of a shared cpht table");
 	/* regrole accepts any number: the role must exist */
 	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(new_owner)))
 		ereport(ERROR,
@@ -604,6 +603,8 @@ cpht_alter_owner(PG_FUNCTION_ARGS)
 					 errmsg("permission denied to change the owner of shared cpht table \"%s\"", name),
 					 errdetail("Changing the owner of a shared cpht table needs the CREATE privilege on the database, as creating one does.")));
 	}
+	/* whether the role may, then when */
+	refuse_transaction_block("changing the owner of a shared cpht table");
 
 	req = cpht_client_request();
 	req->op = CPHT_OP_ALTER_OWNER;
