@@ -72,37 +72,37 @@ BEGIN
 	PERFORM dblink_exec('p', 'GRANT cpht_pv_b TO cpht_pv_a');
 
 	PERFORM dblink_exec('p', 'SET ROLE cpht_pv_a');
-	SELECT sqlstate INTO res FROM pg_temp.remote_state('p',
+	SELECT state INTO res FROM pg_temp.remote_state('p',
 		$q$SELECT cpht_create(100, name => 'pv_t')$q$);
 	RETURN NEXT is(res, '42501', 'a role without CREATE on the database may not create a shared table (42501)');
-	SELECT sqlstate INTO res FROM pg_temp.remote_state('p',
+	SELECT state INTO res FROM pg_temp.remote_state('p',
 		$q$SELECT cpht_create(100, name => 'pv_d', durable => true)$q$);
 	RETURN NEXT is(res, '42501', '... nor a durable one (42501)');
-	SELECT sqlstate INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_drop(cpht_create(100))$q$);
+	SELECT state INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_drop(cpht_create(100))$q$);
 	RETURN NEXT is(res, 'ok', '... but may create private tables');
 	PERFORM dblink_exec('p', 'RESET ROLE');
 	PERFORM dblink_exec('p', format('GRANT CREATE ON DATABASE %I TO cpht_pv_a', db));
 	PERFORM dblink_exec('p', 'SET ROLE cpht_pv_a');
-	SELECT sqlstate INTO res FROM pg_temp.remote_state('p',
+	SELECT state INTO res FROM pg_temp.remote_state('p',
 		$q$SELECT cpht_create(100, name => 'pv_t')$q$);
 	RETURN NEXT is(res, 'ok', 'after GRANT CREATE ON DATABASE it may');
 	PERFORM dblink_exec('p', 'RESET ROLE');
 
 	-- cpht_tables() shows what the role may use
 	RETURN NEXT is(pg_temp.as_role('cpht_pv_c',
-		$q$DO $d$ BEGIN IF (SELECT count(*) FROM cpht_tables() WHERE shared) <> 0 THEN RAISE EXCEPTION 'seen'; END IF; END $d$$q$),
+		$q$SELECT 1 / (SELECT (count(*) = 0)::int FROM cpht_tables() WHERE shared)$q$),
 		'ok', 'cpht_tables() shows another role none of the shared tables it may not use');
 	RETURN NEXT is(pg_temp.as_role('cpht_pv_a',
-		$q$DO $d$ BEGIN IF (SELECT count(*) FROM cpht_tables() WHERE name = 'pv_t') <> 1 THEN RAISE EXCEPTION 'not seen'; END IF; END $d$$q$),
+		$q$SELECT 1 / (SELECT (count(*) = 1)::int FROM cpht_tables() WHERE name = 'pv_t')$q$),
 		'ok', '... and the owner its table');
 
 	-- changing the owner
 	RETURN NEXT is(pg_temp.as_role('cpht_pv_c', $q$SELECT cpht_alter_owner('pv_t', 'cpht_pv_c')$q$), '42501',
 		'a role without the owner''s privileges may not change its owner (42501)');
 	PERFORM dblink_exec('p', 'SET ROLE cpht_pv_a');
-	SELECT sqlstate INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_alter_owner('pv_t', 'cpht_pv_c')$q$);
+	SELECT state INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_alter_owner('pv_t', 'cpht_pv_c')$q$);
 	RETURN NEXT is(res, '42501', 'the owner may not give it to a role it is not a member of (42501)');
-	SELECT sqlstate INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_alter_owner('pv_t', 'cpht_pv_b')$q$);
+	SELECT state INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_alter_owner('pv_t', 'cpht_pv_b')$q$);
 	RETURN NEXT is(res, 'ok', 'the owner may give it to a role it is a member of');
 	PERFORM dblink_exec('p', 'RESET ROLE');
 	RETURN NEXT is((SELECT owner FROM cpht_tables() WHERE name = 'pv_t'), 'cpht_pv_b'::regrole,
@@ -111,7 +111,7 @@ BEGIN
 		'the new owner may use it');
 
 	-- DROP ROLE, REASSIGN OWNED, DROP OWNED
-	RETURN NEXT is((SELECT sqlstate FROM pg_temp.remote_state('p', 'DROP ROLE cpht_pv_b')), '2BP01',
+	RETURN NEXT is((SELECT state FROM pg_temp.remote_state('p', 'DROP ROLE cpht_pv_b')), '2BP01',
 		'DROP ROLE of a role that owns a shared table is refused (2BP01)');
 	PERFORM dblink_exec('p', 'BEGIN');
 	PERFORM dblink_exec('p', 'REASSIGN OWNED BY cpht_pv_b TO cpht_pv_c');
@@ -128,14 +128,14 @@ BEGIN
 	PERFORM dblink_exec('p', 'DROP OWNED BY cpht_pv_c');
 	RETURN NEXT is((SELECT count(*) FROM cpht_tables() WHERE name = 'pv_t'), 0::bigint,
 		'DROP OWNED drops the shared tables of the role');
-	RETURN NEXT is((SELECT sqlstate FROM pg_temp.remote_state('p', 'DROP ROLE cpht_pv_c')), 'ok',
+	RETURN NEXT is((SELECT state FROM pg_temp.remote_state('p', 'DROP ROLE cpht_pv_c')), 'ok',
 		'DROP ROLE once it owns none');
 
 	-- one database holds at most cpht.max_shared_tables_per_database
 	SELECT count(*) INTO used FROM cpht_tables() WHERE shared;
 	lim := used + 2;
 	PERFORM dblink_exec('p', format('ALTER SYSTEM SET cpht.max_shared_tables_per_database = %s', lim));
-	PERFORM dblink_exec('p', 'SELECT pg_reload_conf()');
+	PERFORM pg_reload_conf();
 	t0 := clock_timestamp();
 	WHILE (cpht_worker_info()->>'max_shared_tables_per_database')::int <> lim
 		  AND clock_timestamp() < t0 + interval '30 seconds' LOOP
@@ -145,21 +145,21 @@ BEGIN
 		'the worker takes a new cpht.max_shared_tables_per_database on reload');
 	PERFORM pg_temp.remote('p', $q$SELECT cpht_create(100, name => 'pv_l1')$q$);
 	PERFORM pg_temp.remote('p', $q$SELECT cpht_create(100, name => 'pv_l2')$q$);
-	SELECT sqlstate INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_create(100, name => 'pv_l3')$q$);
+	SELECT state INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_create(100, name => 'pv_l3')$q$);
 	RETURN NEXT is(res, '53400', 'a database at cpht.max_shared_tables_per_database may create no more (53400)');
 	PERFORM dblink_exec('p', format('DROP DATABASE IF EXISTS %I', other_db));
 	PERFORM dblink_exec('p', format('CREATE DATABASE %I', other_db));
 	PERFORM dblink_connect('o', format('dbname=%s port=%s host=%s options=''-c cpht.device=cpu''',
 		other_db, current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
 	PERFORM dblink_exec('o', 'CREATE EXTENSION cpht');
-	SELECT sqlstate INTO res FROM pg_temp.remote_state('o', $q$SELECT cpht_create(100, name => 'pv_l3')$q$);
+	SELECT state INTO res FROM pg_temp.remote_state('o', $q$SELECT cpht_create(100, name => 'pv_l3')$q$);
 	RETURN NEXT is(res, 'ok', 'another database may still create one');
 	PERFORM dblink_disconnect('o');
 	PERFORM dblink_exec('p', format('DROP DATABASE %I', other_db));
 	PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('pv_l1'))$q$);
 	PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('pv_l2'))$q$);
 	PERFORM dblink_exec('p', 'ALTER SYSTEM RESET cpht.max_shared_tables_per_database');
-	PERFORM dblink_exec('p', 'SELECT pg_reload_conf()');
+	PERFORM pg_reload_conf();
 
 	PERFORM dblink_exec('p', format('REVOKE CREATE ON DATABASE %I FROM cpht_pv_a', db));
 	PERFORM dblink_exec('p', 'DROP ROLE cpht_pv_a');
@@ -167,12 +167,12 @@ BEGIN
 END $$;
 
 -- Runs sql in dblink session conn: 'ok' or the SQLSTATE it failed with.
-CREATE FUNCTION pg_temp.remote_state(conn text, sql text, OUT sqlstate text) LANGUAGE plpgsql AS $$
+CREATE FUNCTION pg_temp.remote_state(conn text, sql text, OUT state text) LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM * FROM dblink(conn, sql) AS t(v text);
-	sqlstate := 'ok';
+	state := 'ok';
 EXCEPTION WHEN OTHERS THEN
-	sqlstate := SQLSTATE;
+	state := SQLSTATE;
 END $$;
 
 SELECT pg_temp.shared_tests();
