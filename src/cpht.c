@@ -224,7 +224,11 @@ _PG_init(void)
 	 * transaction committed.
 	 */
 	if (process_shared_preload_libraries_in_progress)
+	{
 		cpht_db_drop_init();
+		/* owner roles of shared tables (client/owners.c), likewise */
+		cpht_owners_init();
+	}
 	/* transactional shared tables tell the worker how transactions end */
 	cpht_xact_end_init();
 	/* shared_preload_libraries: the worker's settings, memory and

@@ -181,8 +181,8 @@ cpht_info(PG_FUNCTION_ARGS)
 
 /*
  * One row per live private table of this session, then one per shared
- * table of this database (handle null where this session has not opened
- * it).  The columns name, owner, shared and placement came with 0.2; an
+ * table of this database that the role may use (handle null where this
+ * session has not opened it); the tables of other roles are not shown.  The columns name, owner, shared and placement came with 0.2; an
  * installation of 0.1 asks for the first six only.
  */
 Datum
@@ -233,6 +233,9 @@ cpht_tables(PG_FUNCTION_ARGS)
 		e = cpht_catalog[i];
 		LWLockRelease(cpht_control->catalog_lock);
 		if (e.state != CPHT_ENTRY_LIVE || e.dboid != MyDatabaseId)
+			continue;
+		/* as cpht_open: only the tables the role may use are shown */
+		if (!has_privs_of_role(GetUserId(), e.owner))
 			continue;
 
 		memset(nulls, 0, sizeof(nulls));
@@ -298,9 +301,11 @@ cpht_worker_info(PG_FUNCTION_ARGS)
 	else
 		appendStringInfoString(&buf, "null");
 	appendStringInfo(&buf, ", \"worker_starts\": " UINT64_FORMAT ", \"shared_tables\": %d"
-					 ", \"max_shared_tables\": %d, \"windows\": %d, \"windows_free\": %d"
+					 ", \"max_shared_tables\": %d, \"max_shared_tables_per_database\": %d"
+					 ", \"windows\": %d, \"windows_free\": %d"
 					 ", \"window_keys\": " UINT64_FORMAT,
-					 generation, tables, cpht_control->max_tables, cpht_control->nwindows,
+					 generation, tables, cpht_control->max_tables,
+					 gpu.max_tables_per_database, cpht_control->nwindows,
 					 pg_popcount64(free_windows), cpht_control->window_keys);
 	/* private tables of all backends, and the worker's GPU */
 	appendStringInfo(&buf, ", \"private_tables\": %d, \"private_bytes\": " UINT64_FORMAT

@@ -23,12 +23,15 @@
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "cpht.h"
@@ -261,6 +264,35 @@ check_name(const char *name)
 				 errdetail("A name has 1 to %d bytes.", NAMEDATALEN - 1)));
 }
 
+/*
+ * Creating a shared table takes one of the worker's cpht.max_shared_tables
+ * slots and a name every session of the database sees, and a durable one
+ * costs WAL and disk: like CREATE SCHEMA, it needs CREATE on the database,
+ * which PostgreSQL grants only to the database's owner (and superusers)
+ * unless someone grants it.  Checked here, before anything goes to the
+ * worker.  durable is a parameter of cpht_create, which stays executable
+ * by PUBLIC for private tables, so this check is what guards durable
+ * tables too.
+ */
+static void
+check_create_privilege(const char *name, bool durable)
+{
+	if (pg_database_aclcheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
+	{
+		char	   *db = get_database_name(MyDatabaseId);
+		char	   *role = GetUserNameFromId(GetUserId(), false);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to create %s cpht table \"%s\"",
+						durable ? "durable shared" : "shared", name),
+				 errdetail("Creating a shared cpht table needs the CREATE privilege on database \"%s\".",
+						   db ? db : "?"),
+				 errhint("A superuser or the database's owner can grant it: GRANT CREATE ON DATABASE %s TO %s.",
+						 quote_identifier(db ? db : "?"), quote_identifier(role))));
+	}
+}
+
 /* Creating and dropping take effect at once: no rollback would undo them. */
 static void
 refuse_transaction_block(const char *what)
@@ -324,6 +356,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	name = text_to_cstring(PG_GETARG_TEXT_PP(4));
 	cpht_client_require_preload(durable ? "cpht_create with durable => true" : "cpht_create with a name");
 	check_name(name);
+	check_create_privilege(name, durable);
 	refuse_transaction_block("creating a shared cpht table");
 
 	bytes = cpht_create_params(PG_GETARG_INT64(0), text_to_cstring(PG_GETARG_TEXT_PP(1)),
@@ -597,8 +630,78 @@ cpht_checkpoint(PG_FUNCTION_ARGS)
 {
 	CphtRequest *req;
 
+	/*
+	 * As CHECKPOINT: a snapshot round writes every changed durable table
+	 * of every database and stalls their writers meanwhile.  EXECUTE is
+	 * not granted to PUBLIC; this check holds where it was granted anyway,
+	 * or where the 0.3 library runs an extension not updated yet.
+	 */
+	if (!has_privs_of_role(GetUserId(), ROLE_PG_CHECKPOINT))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to run cpht_checkpoint()"),
+				 errdetail("Only superusers and roles with privileges of the \"pg_checkpoint\" role may run it."),
+				 errhint("A superuser can grant it: GRANT pg_checkpoint TO %s.",
+						 quote_identifier(GetUserNameFromId(GetUserId(), false)))));
 	cpht_client_require_preload("cpht_checkpoint");
 	req = cpht_client_request();
 	req->op = CPHT_OP_CHECKPOINT;
 	PG_RETURN_INT32((int32) cpht_client_send()->value);
+}
+
+/*
+ * cpht_alter_owner(name, new_owner): as ALTER ... OWNER TO.  The caller
+ * must have the privileges of the current owner (or be a superuser), be a
+ * member of the new owner, and have CREATE on the database, which creating
+ * the table would have needed: giving a table away must not let a role
+ * hold more tables than it could create.  Takes effect at once, for every
+ * session; the worker logs the change of a durable table so that it
+ * survives restarts.
+ */
+PG_FUNCTION_INFO_V1(cpht_alter_owner);
+Datum
+cpht_alter_owner(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	Oid			new_owner = PG_GETARG_OID(1);
+	CphtCatalogEntry copy;
+	int32		entry;
+	CphtRequest *req;
+
+	cpht_client_require_preload("cpht_alter_owner");
+	/* regrole accepts any number: the role must exist */
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(new_owner)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", new_owner)));
+	cpht_shared_wait_restored();
+	entry = find_by_name(name, &copy);
+	if (entry < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("shared cpht table \"%s\" does not exist", name)));
+	if (copy.state == CPHT_ENTRY_LOST)
+		lost_error(&copy);
+	check_privileges(name, copy.owner);
+	if (copy.owner == new_owner)
+		PG_RETURN_VOID();
+	if (!superuser())
+	{
+		check_is_member_of_role(GetUserId(), new_owner);
+		if (pg_database_aclcheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to change the owner of shared cpht table \"%s\"", name),
+					 errdetail("Changing the owner of a shared cpht table needs the CREATE privilege on the database, as creating one does.")));
+	}
+	/* whether the role may, then when */
+	refuse_transaction_block("changing the owner of a shared cpht table");
+
+	req = cpht_client_request();
+	req->op = CPHT_OP_ALTER_OWNER;
+	req->entry = entry;
+	req->table_id = copy.table_id;
+	req->owner = new_owner;
+	(void) cpht_client_send();
+	PG_RETURN_VOID();
 }

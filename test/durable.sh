@@ -77,7 +77,8 @@ psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "SET client_min_messages = warning"
 	-c "DROP ROLE IF EXISTS durable_owner" -c "DROP ROLE IF EXISTS durable_other" \
 	-c "CREATE ROLE durable_owner LOGIN" -c "CREATE ROLE durable_other LOGIN" \
 	-c "ALTER SYSTEM SET cpht.snapshot_interval = 0" -c "SELECT pg_reload_conf()" > /dev/null
-q -c "CREATE EXTENSION cpht" -c "GRANT ALL ON SCHEMA public TO durable_owner, durable_other"
+q -c "CREATE EXTENSION cpht" -c "GRANT ALL ON SCHEMA public TO durable_owner, durable_other" \
+	-c "GRANT CREATE ON DATABASE $db TO durable_owner"
 
 # The slot that keeps WAL for durable tables exists only while one does.
 slot_count="SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'cpht_durable'"
@@ -435,6 +436,33 @@ res=$(q -c "SELECT cpht_find(cpht_open('d_auto'), '{200000,-3,922337203685477580
 [ "$res" = "{t,t,t,t,t,t,f} 100005 true auto true" ] || fail "d_auto after a replay of wide keys: $res"
 q -c "SELECT cpht_drop(cpht_open('d_auto'))" > /dev/null || fail "dropping d_auto"
 echo "== durable: automatic key width and every property survive every kind of restart ($((SECONDS - section_start)) s)"
+
+# ---- 4b. a new owner across a crash and a clean restart -------------------------
+# The change is in WAL (replayed after a crash) and marks the table changed
+# (the clean shutdown's round writes a file naming the new owner).
+echo "== durable: a new owner survives a crash (WAL) and a clean restart (snapshot)"
+q > /dev/null <<'SQL'
+SELECT cpht_create(1000, name => 'd_owned', durable => true);
+SELECT cpht_put(cpht_open('d_owned'), '{1,2,3}');
+SELECT cpht_checkpoint();
+SELECT cpht_alter_owner('d_owned', 'durable_other');
+SQL
+pm=$(head -1 "$datadir/postmaster.pid")
+children=$(pgrep -P "$pm" || true)
+kill -9 "$pm"
+start_after_postmaster_kill "$children"
+wait_restored d_owned || fail "d_owned is not back 30 s after kill -9 of the postmaster"
+res=$(q -c "SELECT owner::text || ' ' || count FROM cpht_tables() WHERE name = 'd_owned'" 2>&1 || true)
+[ "$res" = "durable_other 3" ] || fail "the new owner of d_owned after kill -9 of the postmaster (owner, count): $res"
+q -c "SELECT cpht_alter_owner('d_owned', 'durable_owner')" > /dev/null || fail "changing the owner of d_owned back"
+"${cluster[@]}" restart
+wait_restored d_owned || fail "d_owned is not back 30 s after a clean restart"
+res=$(q -c "SELECT owner::text || ' ' || count FROM cpht_tables() WHERE name = 'd_owned'" 2>&1 || true)
+[ "$res" = "durable_owner 3" ] || fail "the new owner of d_owned after a clean restart (owner, count): $res"
+out=$(q -c "SET ROLE durable_other" -c "SELECT cpht_open('d_owned')" 2>&1 || true)
+grep -q 'permission denied for shared cpht table "d_owned"' <<<"$out" || fail "the former owner may open d_owned: $out"
+q -c "SELECT cpht_drop(cpht_open('d_owned'))" > /dev/null || fail "dropping d_owned"
+echo "== durable: a new owner survives a crash and a clean restart"
 
 # ---- 5. WAL kept for an idle table ---------------------------------------------
 # Rounds move the retention point of unchanged tables: the slot follows the

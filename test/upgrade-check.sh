@@ -1,6 +1,8 @@
 #!/bin/bash
-# The upgrade path: a database that installed cpht 0.1 and used it is brought
-# up with ALTER EXTENSION cpht UPDATE, and must then be the same extension as
+# The upgrade path: a database that installed cpht 0.1 and used it, and one
+# that installed 0.2 (whose update changes privileges: cpht_checkpoint and
+# the file functions are no longer PUBLIC), are brought up with ALTER
+# EXTENSION cpht UPDATE, and must then each be the same extension as
 # a fresh CREATE EXTENSION cpht: the default version, and every member
 # object with the same definition, volatility, parallel safety, strictness,
 # costs, privileges and comment.  Then the catalog and API tests
@@ -12,12 +14,13 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 UPGRADED=cpht_upgraded
+UPGRADED_02=cpht_upgraded_02
 FRESH=cpht_fresh
 
 q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 
 default=$(sed -n "s/^[[:space:]]*default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" cpht.control)
-for db in $UPGRADED $FRESH; do
+for db in $UPGRADED $UPGRADED_02 $FRESH; do
 	q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 done
 
@@ -37,6 +40,28 @@ if [ "$check" != "$want" ]; then
 	echo "upgrade-check: FAILED: 0.1 in use, then ALTER EXTENSION cpht UPDATE: got"
 	echo "$check"
 	echo "upgrade-check: want (put before, extversion, count and find-or-put after)"
+	echo "$want"
+	exit 1
+fi
+# The same from 0.2, whose grants the update changes.
+check=$(q -At -d $UPGRADED_02 <<'SQL'
+CREATE EXTENSION cpht VERSION '0.2';
+SELECT has_function_privilege('public', 'cpht_checkpoint()', 'EXECUTE');
+SELECT cpht_create(1000) AS h \gset
+SELECT cpht_put(:h, '{1,2,3}') AS put_before;
+ALTER EXTENSION cpht UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'cpht';
+SELECT cpht_count(:h) || ' ' || cpht_fop(:h, '{3,4}')::text;
+SELECT has_function_privilege('public', 'cpht_checkpoint()', 'EXECUTE')::text || ' ' ||
+	has_function_privilege('public', 'cpht_export_file(int, text)', 'EXECUTE') || ' ' ||
+	has_function_privilege('public', 'cpht_import_file(int, text)', 'EXECUTE');
+SQL
+)
+want=$(printf 't\n3\n%s\n3 {f,t}\nfalse false false' "$default")
+if [ "$check" != "$want" ]; then
+	echo "upgrade-check: FAILED: 0.2 in use, then ALTER EXTENSION cpht UPDATE: got"
+	echo "$check"
+	echo "upgrade-check: want (PUBLIC's EXECUTE on cpht_checkpoint, put before, extversion, count and find-or-put after, PUBLIC's EXECUTE on the checkpoint and file functions after)"
 	echo "$want"
 	exit 1
 fi
@@ -76,19 +101,23 @@ SQL
 upgraded_members=$(mktemp)
 fresh_members=$(mktemp)
 trap 'rm -f "$upgraded_members" "$fresh_members"' EXIT
-members $UPGRADED > "$upgraded_members"
 members $FRESH > "$fresh_members"
-if ! diff -u --label "fresh CREATE EXTENSION cpht" --label "0.1 + ALTER EXTENSION cpht UPDATE" \
-	"$fresh_members" "$upgraded_members"; then
-	echo "upgrade-check: FAILED: the updated extension differs from a fresh install (diff above)"
-	exit 1
-fi
-echo "upgrade-check: 0.1 updated to $default: $(grep -c '^[a-z_]*(' "$fresh_members") functions and aggregates the same as a fresh install"
+for pair in "0.1:$UPGRADED" "0.2:$UPGRADED_02"; do
+	from=${pair%%:*}
+	db=${pair#*:}
+	members "$db" > "$upgraded_members"
+	if ! diff -u --label "fresh CREATE EXTENSION cpht" --label "$from + ALTER EXTENSION cpht UPDATE" \
+		"$fresh_members" "$upgraded_members"; then
+		echo "upgrade-check: FAILED: the extension updated from $from differs from a fresh install (diff above)"
+		exit 1
+	fi
+	echo "upgrade-check: $from updated to $default: $(grep -c '^[a-z_]*(' "$fresh_members") functions and aggregates the same as a fresh install"
+done
 
 # The catalog and API tests against the upgraded database.
 q -d $UPGRADED -c "CREATE EXTENSION pgtap"
 pg_prove -d $UPGRADED --failures test/pgtap/api.sql
 
-for db in $UPGRADED $FRESH; do
+for db in $UPGRADED $UPGRADED_02 $FRESH; do
 	q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db"
 done

@@ -117,6 +117,11 @@ extern bool cpht_client_can_send(void);
  * the commit tells the worker).  From _PG_init in the postmaster. */
 extern void cpht_db_drop_init(void);
 
+/* owners.c: with cpht preloaded, DROP ROLE of a role owning shared tables
+ * is refused, REASSIGN OWNED and DROP OWNED handle them.  From _PG_init in
+ * the postmaster. */
+extern void cpht_owners_init(void);
+
 /* The cpht worker's GPU state (CPHT_GPU_USABLE or CPHT_GPU_UNUSABLE with
  * the reason), waiting for a worker to run; *generation gets the worker's
  * start count. */

@@ -81,7 +81,10 @@ typedef enum CphtOp
 	 * cpht extension was dropped (sent once that transaction committed):
 	 * dropped, durable ones for good; replies how many (worker/databases.c)
 	 */
-	CPHT_OP_DROP_DATABASE
+	CPHT_OP_DROP_DATABASE,
+	/* req.entry and req.table_id: its owner becomes req.owner (a durable
+	 * table's change goes to WAL) */
+	CPHT_OP_ALTER_OWNER
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
@@ -289,6 +292,9 @@ typedef struct CphtControl
 	ConditionVariable durable_cv;
 	int			nslots;
 	int			max_tables;
+	/* the shared tables one database may hold, as the worker enforces it
+	 * (cpht.max_shared_tables_per_database; under mutex) */
+	int			max_tables_per_database;
 	int			nwindows;		/* at most 64 */
 	uint64		window_keys;
 	uint64		window_free;	/* bit w set: window w is free */
@@ -338,6 +344,10 @@ extern bool cpht_preloaded;
 
 /* Postmaster settings */
 extern int	cpht_max_shared_tables;
+extern int	cpht_max_shared_tables_per_database;	/* reloadable */
+
+/* The shared tables one database may hold under the settings now. */
+extern int	cpht_tables_per_database_limit(void);
 extern int	cpht_transfer_windows;
 extern int	cpht_transfer_chunk;
 

@@ -25,9 +25,28 @@ char	   *cpht_arena = NULL;
 bool		cpht_preloaded = false;
 
 int			cpht_max_shared_tables = 64;
+int			cpht_max_shared_tables_per_database = -1;
 int			cpht_transfer_windows = 4;
 int			cpht_transfer_chunk = 1 << 22;
 int			cpht_max_shared_memory_mb = -1;
+
+/*
+ * -1 (the default): three quarters of cpht.max_shared_tables, so that one
+ * database cannot take every slot; 0: no limit of its own (the server's
+ * cpht.max_shared_tables alone); N: at most N.  Never more than the
+ * server holds.
+ */
+int
+cpht_tables_per_database_limit(void)
+{
+	int			max = cpht_max_shared_tables;
+
+	if (cpht_max_shared_tables_per_database < 0)
+		return Max(1, max / 4 * 3 + (max % 4) * 3 / 4);
+	if (cpht_max_shared_tables_per_database == 0)
+		return max;
+	return Min(cpht_max_shared_tables_per_database, max);
+}
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -108,6 +127,7 @@ cpht_shmem_startup(void)
 		ConditionVariableInit(&ctl->durable_cv);
 		ctl->nslots = nslots;
 		ctl->max_tables = cpht_max_shared_tables;
+		ctl->max_tables_per_database = cpht_tables_per_database_limit();
 		ctl->nwindows = cpht_transfer_windows;
 		ctl->window_keys = (uint64) cpht_transfer_chunk;
 		ctl->window_free = cpht_transfer_windows == 64 ? ~UINT64CONST(0) :
@@ -187,6 +207,13 @@ cpht_shmem_init(void)
 							&cpht_max_shared_tables,
 							64, 1, 65536,
 							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cpht.max_shared_tables_per_database",
+							"Shared cpht tables one database can hold at once.",
+							"-1 allows three quarters of cpht.max_shared_tables, so that one database cannot take every slot; 0 sets no limit of its own. Durable tables restored at start count but are never refused.",
+							&cpht_max_shared_tables_per_database,
+							-1, -1, 65536,
+							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("cpht.transfer_windows",
 							"Windows of the shared memory arena that carry keys to the cpht worker.",

@@ -487,6 +487,36 @@ op_create(CphtSlot *slot)
 		/* a lost table of that name is replaced */
 		o->state = CPHT_ENTRY_FREE;
 	}
+
+	/*
+	 * One database may hold cpht.max_shared_tables_per_database of the
+	 * server's slots, so that it cannot take every one: tables of the
+	 * database in any state but free count (a lost one holds its slot
+	 * until dropped or replaced).  Only creation is refused: the restore
+	 * of durable tables (durable.c's install) takes no notice of it, so
+	 * lowering the setting loses no table.
+	 */
+	{
+		int			limit = cpht_tables_per_database_limit();
+		int			used = 0;
+
+		for (i = 0; i < ctl->max_tables; i++)
+			if (cpht_catalog[i].state != CPHT_ENTRY_FREE && cpht_catalog[i].dboid == req->dboid)
+				used++;
+		SpinLockAcquire(&ctl->mutex);
+		ctl->max_tables_per_database = limit;
+		SpinLockRelease(&ctl->mutex);
+		if (used >= limit)
+		{
+			LWLockRelease(ctl->catalog_lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many shared cpht tables in this database"),
+					 errdetail("A database holds at most %d of the server's %d (cpht.max_shared_tables_per_database).",
+							   limit, ctl->max_tables),
+					 errhint("Drop a shared table of this database, or raise cpht.max_shared_tables_per_database and reload the configuration.")));
+		}
+	}
 	for (i = 0; i < ctl->max_tables; i++)
 	{
 		if (cpht_catalog[i].state == CPHT_ENTRY_FREE)
@@ -733,6 +763,27 @@ op_scan(CphtSlot *slot)
 	rep->scan_count = cpht_table_count(t);
 }
 
+/*
+ * A new owner for a shared table (the backend checked the roles).  A
+ * durable table's snapshot file names its owner, and so does its CREATE
+ * record: the change goes to WAL, flushed before the reply, and marks the
+ * table changed, so that replay after a crash applies it and the next
+ * round writes a file with the new owner (durable.c).
+ */
+static void
+op_alter_owner(CphtSlot *slot)
+{
+	const CphtRequest *req = &slot->req;
+
+	(void) request_table(req);
+	if (!OidIsValid(req->owner))
+		elog(ERROR, "cpht request gives no owner");
+	cpht_durable_owner_changed(req->entry, req->owner);
+	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
+	cpht_catalog[req->entry].owner = req->owner;
+	LWLockRelease(cpht_control->catalog_lock);
+}
+
 static void
 handle_request(CphtSlot *slot, int s)
 {
@@ -789,6 +840,9 @@ handle_request(CphtSlot *slot, int s)
 			break;
 		case CPHT_OP_DROP_DATABASE:
 			cpht_worker_op_drop_database(slot);
+			break;
+		case CPHT_OP_ALTER_OWNER:
+			op_alter_owner(slot);
 			break;
 		case CPHT_OP_XACT_COMMIT:
 		case CPHT_OP_XACT_ABORT:

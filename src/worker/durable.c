@@ -874,6 +874,26 @@ cpht_durable_log_call(const CphtRequest *req, cpht_table *t, uint64 position, Cp
 	return CPHT_OK;
 }
 
+/*
+ * The owner is in the table's snapshot file (and its CREATE record): the
+ * change is logged, flushed before the reply as the creation is, and the
+ * table counts as changed from there, so that its retention point stays
+ * before the record (replay after a crash applies it) until the next
+ * round writes a file that names the new owner.
+ */
+void
+cpht_durable_owner_changed(int entry, Oid owner)
+{
+	CphtCatalogEntry *e = &cpht_catalog[entry];
+
+	if (!e->durable || !durable[entry].live)
+		return;
+	if (!durable[entry].changed)
+		durable[entry].first_change = GetXLogInsertRecPtr();
+	XLogFlush(cpht_wal_owner(e->create_lsn, owner));
+	durable[entry].changed = true;
+}
+
 /* ---- restoring at start --------------------------------------------------------- */
 
 typedef enum XidOutcome
@@ -1402,6 +1422,21 @@ replay_record(XLogReaderState *reader)
 		case XLOG_CPHT_EXACT:
 			/* read by scan_exact, before */
 			break;
+		case XLOG_CPHT_OWNER:
+			{
+				const xl_cpht_owner *o = (const xl_cpht_owner *) data;
+
+				/* as a change of its keys: only after its file */
+				entry = durable_entry(o->table);
+				if (entry < 0 || durable[entry].awaiting ||
+					reader->ReadRecPtr < durable[entry].current_lsn)
+					break;
+				LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
+				cpht_catalog[entry].owner = o->owner;
+				LWLockRelease(cpht_control->catalog_lock);
+				durable[entry].changed = true;
+				break;
+			}
 		case XLOG_CPHT_DROP:
 			entry = durable_entry(((const xl_cpht_drop *) data)->table);
 			if (entry >= 0)

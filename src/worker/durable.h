@@ -34,6 +34,7 @@
 									 * that name it */
 #define XLOG_CPHT_EXACT		0x50	/* written by a snapshot round: the
 									 * listed snapshot files are exact here */
+#define XLOG_CPHT_OWNER		0x60	/* a table's owner changed */
 
 /* Keys per PUT or ERASE record (8 MB of keys): a call's keys take as many
  * records as needed, all of the same transaction. */
@@ -61,6 +62,13 @@ typedef struct xl_cpht_drop
 	uint32		magic;
 	XLogRecPtr	table;			/* create_lsn of the table */
 } xl_cpht_drop;
+
+typedef struct xl_cpht_owner
+{
+	uint32		magic;
+	Oid			owner;			/* the new owner */
+	XLogRecPtr	table;			/* create_lsn of the table */
+} xl_cpht_owner;
 
 typedef struct xl_cpht_keys
 {
@@ -98,6 +106,7 @@ extern void cpht_wal_register(void);
 /* Records the worker writes; each returns the end of what it wrote. */
 extern XLogRecPtr cpht_wal_create(const CphtCatalogEntry *e, const cpht_params *params);
 extern XLogRecPtr cpht_wal_drop(XLogRecPtr table);
+extern XLogRecPtr cpht_wal_owner(XLogRecPtr table, Oid owner);
 extern XLogRecPtr cpht_wal_exact(const xl_cpht_exact_table *tables, uint32 n);
 extern XLogRecPtr cpht_wal_keys(uint8 info, XLogRecPtr table, TransactionId xid,
 								const uint64 *keys, uint64 n);
@@ -251,6 +260,8 @@ extern long cpht_durable_timeout(void);
  * be read: the caller undoes the call), CHECKPOINT. */
 extern void cpht_durable_created(int entry, cpht_table *t, const cpht_params *params);
 extern void cpht_durable_dropped(int entry);
+/* Before table entry's owner becomes owner: logged (flushed) if durable. */
+extern void cpht_durable_owner_changed(int entry, Oid owner);
 extern cpht_status cpht_durable_log_call(const CphtRequest *req, cpht_table *t,
 										 uint64 position, CphtReply *rep);
 extern int	cpht_durable_checkpoint(bool only_changed);

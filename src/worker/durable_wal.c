@@ -1,6 +1,6 @@
 /*
- * durable_wal.c — cpht's WAL records: a durable table's creation and drop,
- * and the keys each call on it inserted or deleted.
+ * durable_wal.c — cpht's WAL records: a durable table's creation, drop and
+ * changes of owner, and the keys each call on it inserted or deleted.
  *
  * Only the cpht worker writes them, while it serves the request, so their
  * order in WAL is the order in which the table changed.  Redo does
@@ -41,6 +41,8 @@ cpht_identify(uint8 info)
 			return "XID";
 		case XLOG_CPHT_EXACT:
 			return "EXACT";
+		case XLOG_CPHT_OWNER:
+			return "OWNER";
 	}
 	return NULL;
 }
@@ -66,6 +68,8 @@ cpht_wal_payload(XLogReaderState *record, uint8 *info)
 				len == sizeof(xl_cpht_create) + sizeof(int32) ? data : NULL;
 		case XLOG_CPHT_DROP:
 			return len == sizeof(xl_cpht_drop) ? data : NULL;
+		case XLOG_CPHT_OWNER:
+			return len == sizeof(xl_cpht_owner) ? data : NULL;
 		case XLOG_CPHT_XID:
 			return data;
 		case XLOG_CPHT_EXACT:
@@ -111,6 +115,11 @@ cpht_desc(StringInfo buf, XLogReaderState *record)
 		case XLOG_CPHT_DROP:
 			appendStringInfo(buf, "table %X/%X",
 							 LSN_FORMAT_ARGS(((const xl_cpht_drop *) data)->table));
+			break;
+		case XLOG_CPHT_OWNER:
+			appendStringInfo(buf, "table %X/%X owner %u",
+							 LSN_FORMAT_ARGS(((const xl_cpht_owner *) data)->table),
+							 ((const xl_cpht_owner *) data)->owner);
 			break;
 		default:
 			{
@@ -177,6 +186,20 @@ cpht_wal_drop(XLogRecPtr table)
 	XLogBeginInsert();
 	XLogRegisterData((char *) &rec, sizeof(rec));
 	return XLogInsert(CPHT_RMGR_ID, XLOG_CPHT_DROP);
+}
+
+XLogRecPtr
+cpht_wal_owner(XLogRecPtr table, Oid owner)
+{
+	xl_cpht_owner rec;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.magic = CPHT_WAL_MAGIC;
+	rec.owner = owner;
+	rec.table = table;
+	XLogBeginInsert();
+	XLogRegisterData((char *) &rec, sizeof(rec));
+	return XLogInsert(CPHT_RMGR_ID, XLOG_CPHT_OWNER);
 }
 
 /*

@@ -219,6 +219,10 @@ cpht_worker_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			/* cpht_worker_info() shows the limit op_create enforces */
+			SpinLockAcquire(&cpht_control->mutex);
+			cpht_control->max_tables_per_database = cpht_tables_per_database_limit();
+			SpinLockRelease(&cpht_control->mutex);
 		}
 	}
 

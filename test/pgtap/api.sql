@@ -15,6 +15,7 @@ SELECT is(
 		  WHERE e.extname = 'cpht'
 		  ORDER BY p.proname COLLATE "C"),
 	ARRAY[
+		'cpht_alter_owner(name text, new_owner regrole) -> void, kind f, volatility v, parallel u, strict t',
 		'cpht_checkpoint() -> integer, kind f, volatility v, parallel u, strict t',
 		'cpht_count(handle integer) -> bigint, kind f, volatility v, parallel r, strict t',
 		-- not strict: name, key_bits and shards default to NULL (a NULL among the others gives NULL)

@@ -40,6 +40,8 @@ BEGIN
 	PERFORM dblink_exec('p', 'CREATE ROLE cpht_t_member IN ROLE cpht_t_owner');
 	PERFORM dblink_exec('p', 'CREATE ROLE cpht_t_noinherit NOINHERIT IN ROLE cpht_t_owner');
 	PERFORM dblink_exec('p', 'CREATE ROLE cpht_t_other');
+	-- creating a shared table needs CREATE on the database
+	PERFORM dblink_exec('p', format('GRANT CREATE ON DATABASE %I TO cpht_t_owner', current_database()));
 	PERFORM dblink_exec('p', 'SET ROLE cpht_t_owner');
 	PERFORM pg_temp.remote('p', $q$SELECT cpht_create(1000, transactional => false, name => 'priv_t')$q$);
 	PERFORM dblink_exec('p', 'RESET ROLE');
@@ -71,6 +73,7 @@ BEGIN
 	RETURN NEXT throws_ok(format('SELECT cpht_find(%s, ''{1}'')', h), '42704', NULL,
 		'once dropped it is gone for every session');
 
+	PERFORM dblink_exec('p', format('REVOKE CREATE ON DATABASE %I FROM cpht_t_owner', current_database()));
 	PERFORM dblink_exec('p', 'DROP ROLE cpht_t_owner, cpht_t_member, cpht_t_noinherit, cpht_t_other');
 	PERFORM dblink_disconnect('p');
 END $$;
