@@ -54,6 +54,8 @@ BEGIN
 	-- this transaction
 	PERFORM dblink_exec('p', 'DROP ROLE IF EXISTS cpht_t_capped');
 	PERFORM dblink_exec('p', 'CREATE ROLE cpht_t_capped');
+	-- creating shared tables needs CREATE on the database
+	PERFORM dblink_exec('p', format('GRANT CREATE ON DATABASE %I TO cpht_t_capped', current_database()));
 	-- session a: the role, capped at 8MB as ALTER ROLE ... SET would cap it
 	PERFORM dblink_exec('a', 'SET cpht.max_memory = ''8MB''');
 	PERFORM dblink_exec('a', 'SET ROLE cpht_t_capped');
@@ -153,6 +155,7 @@ BEGIN
 
 	PERFORM dblink_disconnect('a');
 	PERFORM dblink_disconnect('b');
+	PERFORM dblink_exec('p', format('REVOKE CREATE ON DATABASE %I FROM cpht_t_capped', current_database()));
 	PERFORM dblink_exec('p', 'DROP ROLE cpht_t_capped');
 	PERFORM dblink_disconnect('p');
 END $$;
