@@ -171,7 +171,7 @@ lost_error(const CphtCatalogEntry *e)
 			(errcode(ERRCODE_SYSTEM_ERROR),
 			 errmsg("shared cpht table \"%s\" was lost", NameStr(e->name)),
 			 errdetail("Its memory was in a cpht worker that exited: %s.", e->lost_reason),
-			 errhint("Create it again with cpht_create(..., name => '%s').", NameStr(e->name))));
+			 errhint("Create it again with cpht_create(..., name => %s).", quote_literal_cstr(NameStr(e->name)))));
 }
 
 CphtSharedRef
@@ -500,7 +500,16 @@ cpht_shared_resolve(int32 handle, bool missing_ok)
 	}
 	if (missing_ok && !has_privs_of_role(GetUserId(), copy.owner))
 		return NULL;
-	check_privileges(NameStr(copy.name), copy.owner);
+	/*
+	 * Reached by number, not by name: a role without rights on it learns
+	 * neither its name nor its owner (handles can be counted through, and
+	 * cpht_tables() does not show such tables either).
+	 */
+	if (!has_privs_of_role(GetUserId(), copy.owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for cpht table %d", handle),
+				 errdetail("It is a shared table of another role.")));
 	/* a lost table is registered too: its calls say so, and cpht_drop
 	 * frees its name */
 	return register_handle(entry, &copy);
@@ -549,7 +558,7 @@ cpht_open(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("shared cpht table \"%s\" does not exist", name),
-				 errhint("Create it with cpht_create(..., name => '%s').", name)));
+				 errhint("Create it with cpht_create(..., name => %s).", quote_literal_cstr(name))));
 	if (copy.state == CPHT_ENTRY_LOST)
 		lost_error(&copy);
 	check_privileges(name, copy.owner);
@@ -669,6 +678,7 @@ cpht_alter_owner(PG_FUNCTION_ARGS)
 	CphtRequest *req;
 
 	cpht_client_require_preload("cpht_alter_owner");
+	check_name(name);
 	/* regrole accepts any number: the role must exist */
 	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(new_owner)))
 		ereport(ERROR,

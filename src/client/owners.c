@@ -222,7 +222,7 @@ tell_worker(int entry, const CphtCatalogEntry *e, Oid new_owner)
 				 errdetail("The cpht worker answered: %s", rep->message),
 				 OidIsValid(new_owner) ?
 				 errhint("Give it to its new owner with cpht_alter_owner().") :
-				 errhint("Drop it with cpht_drop(cpht_open('%s')).", NameStr(e->name))));
+				 errhint("Drop it with cpht_drop(cpht_open(%s)).", quote_literal_cstr(NameStr(e->name)))));
 }
 
 /* At commit: the noted statements, on the live tables of this database. */
@@ -237,11 +237,23 @@ apply_noted(void)
 		LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
 		e = cpht_catalog[i];
 		LWLockRelease(cpht_control->catalog_lock);
-		if (e.state != CPHT_ENTRY_LIVE || e.dboid != MyDatabaseId)
+		if (e.state == CPHT_ENTRY_FREE || e.dboid != MyDatabaseId)
 			continue;
 		owner = owner_after_noted(&e);
-		if (owner != e.owner)
+		if (owner == e.owner)
+			continue;
+		if (e.state == CPHT_ENTRY_LIVE)
 			tell_worker(i, &e, owner);
+		else
+			/* lost, or a durable table the restarted worker restores:
+			 * it keeps its owner, which may be gone by now */
+			ereport(WARNING,
+					(errmsg("shared cpht table \"%s\" could not be %s", NameStr(e.name),
+							OidIsValid(owner) ? "given its new owner" : "dropped"),
+					 errdetail("It was not available: the cpht worker restarted, or the table was lost."),
+					 errhint("Once it is back, a superuser can %s it with %s.",
+							 OidIsValid(owner) ? "give" : "drop",
+							 OidIsValid(owner) ? "cpht_alter_owner()" : "cpht_drop()")));
 	}
 }
 

@@ -27,6 +27,7 @@
 #include "portability/instr_time.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 
 #include "cpht_table.h"
@@ -129,7 +130,7 @@ request_table(const CphtRequest *req)
 				(errcode(ERRCODE_SYSTEM_ERROR),
 				 errmsg("shared cpht table \"%s\" was lost", NameStr(e->name)),
 				 errdetail("Its memory was in a cpht worker that exited: %s.", e->lost_reason),
-				 errhint("Create it again with cpht_create(..., name => '%s').", NameStr(e->name))));
+				 errhint("Create it again with cpht_create(..., name => %s).", quote_literal_cstr(NameStr(e->name)))));
 	/* ids grow with every table: a smaller one than this worker's first
 	 * was opened before it started */
 	if (req->table_id < first_table_id)
@@ -778,6 +779,8 @@ op_alter_owner(CphtSlot *slot)
 	(void) request_table(req);
 	if (!OidIsValid(req->owner))
 		elog(ERROR, "cpht request gives no owner");
+	/* giving a table away must not let it pass the new owner's cap */
+	cpht_quota_check_owner_change(req->entry, req->owner);
 	cpht_durable_owner_changed(req->entry, req->owner);
 	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
 	cpht_catalog[req->entry].owner = req->owner;

@@ -192,6 +192,40 @@ cpht_quota_check_create(const NameData *name, Oid owner, int32 cap_kb, uint64 by
 		refuse(NameStr(*name), false, all, bytes, scap);
 }
 
+/*
+ * Table entry is to belong to new_owner: its bytes join the new owner's
+ * shared tables, which must stay within the table's own cap and within the
+ * cap of every table the new owner has (each was promised that bound).
+ */
+void
+cpht_quota_check_owner_change(int entry, Oid new_owner)
+{
+	CphtCatalogEntry *e = &cpht_catalog[entry];
+	uint64		own,
+				all,
+				bytes = table_bytes(entry),
+				cap = e->memory_cap_kb > 0 ? (uint64) e->memory_cap_kb * 1024 : 0;
+
+	if (e->owner == new_owner)
+		return;
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *o = &cpht_catalog[i];
+		uint64		c;
+
+		if (o->state != CPHT_ENTRY_LIVE || o->owner != new_owner || o->memory_cap_kb <= 0)
+			continue;
+		c = (uint64) o->memory_cap_kb * 1024;
+		if (cap == 0 || c < cap)
+			cap = c;
+	}
+	if (cap == 0)
+		return;
+	sums(new_owner, &own, &all);
+	if (bytes > room(cap, own))
+		refuse(NameStr(e->name), true, own, bytes, cap);
+}
+
 void
 cpht_quota_begin(int entry)
 {

@@ -4,7 +4,7 @@
 -- message; relative server file paths; a scalar row type; a private table
 -- named in a parallel worker.
 BEGIN;
-SELECT plan(16);
+SELECT plan(17);
 
 \ir include/shared_sessions.psql
 
@@ -38,13 +38,16 @@ DECLARE
 	m record;
 BEGIN
 	IF NOT (cpht_worker_info()->>'preloaded')::boolean THEN
-		RETURN NEXT skip('cpht is not in shared_preload_libraries: no shared tables', 7);
+		RETURN NEXT skip('cpht is not in shared_preload_libraries: no shared tables', 8);
 		RETURN;
 	END IF;
 	RETURN NEXT throws_ok($q$SELECT cpht_open('')$q$, '42602', 'invalid shared cpht table name ""',
 		'cpht_open of an empty name is 42602, as cpht_create''s');
 	RETURN NEXT throws_ok(format('SELECT cpht_open(%L)', repeat('x', 64)), '42602', NULL,
 		'cpht_open of a 64-byte name is 42602');
+	RETURN NEXT throws_ok(format('SELECT cpht_alter_owner(%L, current_user::regrole)', repeat('x', 100000)), '42602',
+		'invalid shared cpht table name "' || repeat('x', 64) || '..."',
+		'cpht_alter_owner checks its name as cpht_open does, echoing 64 bytes of it');
 	RETURN NEXT throws_ok(format('SELECT cpht_create(10, name => %L)', repeat('x', 64)), '42602', NULL,
 		'cpht_create of a 64-byte name is 42602');
 	RETURN NEXT throws_ok(format('SELECT cpht_create(10, name => %L)', ''), '42602', NULL,

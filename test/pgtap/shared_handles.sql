@@ -5,7 +5,7 @@
 -- number fails in another session (42704) instead of reaching some other
 -- table; a role without the owner's privileges gets 42501.
 BEGIN;
-SELECT plan(14);
+SELECT plan(15);
 
 \ir include/shared_sessions.psql
 
@@ -18,6 +18,24 @@ BEGIN
 		EXECUTE sql;
 	EXCEPTION WHEN OTHERS THEN
 		result := SQLSTATE;
+	END;
+	RESET ROLE;
+	RETURN result;
+END $$;
+
+-- The SQLSTATE and message sql fails with as role, or 'ok'.
+CREATE FUNCTION pg_temp.as_role_message(role text, sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	result text := 'ok';
+	msg text;
+	detail text;
+BEGIN
+	EXECUTE format('SET LOCAL ROLE %I', role);
+	BEGIN
+		EXECUTE sql;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+		result := SQLSTATE || ' ' || msg || ' / ' || detail;
 	END;
 	RESET ROLE;
 	RETURN result;
@@ -41,7 +59,7 @@ DECLARE
 	pb int;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 14);
+		RETURN NEXT skip(why, 15);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('ha');
@@ -90,6 +108,9 @@ BEGIN
 	-- privileges as for cpht_open
 	RETURN NEXT is(pg_temp.as_role('cpht_h_other', format('SELECT cpht_count(%s)', ha)), '42501',
 		'a role without the owner''s privileges may not use the handle (42501)');
+	RETURN NEXT is(pg_temp.as_role_message('cpht_h_other', format('SELECT cpht_count(%s)', ha)),
+		format('42501 permission denied for cpht table %s / It is a shared table of another role.', ha),
+		'... and learns neither the table''s name nor its owner from the number');
 	PERFORM dblink_exec('hb', 'SET ROLE cpht_h_other');
 	RETURN NEXT is(pg_temp.remote_state('hb', format('SELECT cpht_drop(%s)', ha)), '42501',
 		'nor drop the table by it (42501)');

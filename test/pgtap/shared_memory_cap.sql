@@ -8,7 +8,7 @@
 -- cpu, and the test session sets it): a GPU table also counts transfer
 -- buffers, and the figures below are sized for slot memory.
 BEGIN;
-SELECT plan(14);
+SELECT plan(17);
 SET LOCAL cpht.device = cpu;
 
 \ir include/shared_sessions.psql
@@ -44,7 +44,7 @@ DECLARE
 	mb bigint;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 14);
+		RETURN NEXT skip(why, 17);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('p');
@@ -52,8 +52,9 @@ BEGIN
 	PERFORM pg_temp.connect('b');
 	-- roles must exist for other sessions: created and dropped outside
 	-- this transaction
-	PERFORM dblink_exec('p', 'DROP ROLE IF EXISTS cpht_t_capped');
-	PERFORM dblink_exec('p', 'CREATE ROLE cpht_t_capped');
+	PERFORM dblink_exec('p', 'DROP ROLE IF EXISTS cpht_t_capped, cpht_t_capgroup');
+	PERFORM dblink_exec('p', 'CREATE ROLE cpht_t_capgroup');
+	PERFORM dblink_exec('p', 'CREATE ROLE cpht_t_capped IN ROLE cpht_t_capgroup');
 	-- creating shared tables needs CREATE on the database
 	PERFORM dblink_exec('p', format('GRANT CREATE ON DATABASE %I TO cpht_t_capped', current_database()));
 	-- session a: the role, capped at 8MB as ALTER ROLE ... SET would cap it
@@ -120,6 +121,19 @@ BEGIN
 	PERFORM dblink_exec('a', 'COMMIT');
 	RETURN NEXT is(pg_temp.count_of('mcap_txn'), 111001::bigint, '... and both transactions'' keys are there');
 	PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('mcap_txn'))$q$);
+	-- ---- giving tables away does not escape the cap -------------------------
+	-- each table takes about 6MB of the 8MB cap: the role creates one,
+	-- gives it to its group, creates another and gives that too
+	PERFORM pg_temp.remote('a', $q$SELECT cpht_create(2500000, transactional => false, name => 'mcap_give1')$q$);
+	RETURN NEXT is(pg_temp.try_remote('a', $q$SELECT cpht_alter_owner('mcap_give1', 'cpht_t_capgroup')$q$), 'ok',
+		'a capped role gives a table within its cap to a role of its own');
+	PERFORM pg_temp.remote('a', $q$SELECT cpht_create(2500000, transactional => false, name => 'mcap_give2')$q$);
+	RETURN NEXT is(pg_temp.try_remote('a', $q$SELECT cpht_alter_owner('mcap_give2', 'cpht_t_capgroup')$q$), '53400',
+		'... but a second one that would take the new owner past the tables'' cap is refused with 53400');
+	RETURN NEXT is((SELECT string_agg(name || ' ' || owner, ', ' ORDER BY name) FROM cpht_tables() WHERE name LIKE 'mcap_give%'),
+		'mcap_give1 cpht_t_capgroup, mcap_give2 cpht_t_capped', '... and it stays with its owner');
+	PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('mcap_give1')), cpht_drop(cpht_open('mcap_give2'))$q$);
+
 	PERFORM dblink_exec('a', 'RESET ROLE');
 	PERFORM dblink_exec('a', 'RESET cpht.max_memory');
 
@@ -156,7 +170,7 @@ BEGIN
 	PERFORM dblink_disconnect('a');
 	PERFORM dblink_disconnect('b');
 	PERFORM dblink_exec('p', format('REVOKE CREATE ON DATABASE %I FROM cpht_t_capped', current_database()));
-	PERFORM dblink_exec('p', 'DROP ROLE cpht_t_capped');
+	PERFORM dblink_exec('p', 'DROP ROLE cpht_t_capped, cpht_t_capgroup');
 	PERFORM dblink_disconnect('p');
 END $$;
 
