@@ -23,22 +23,18 @@ BEGIN
 	RETURN result;
 END $$;
 
--- The SQLSTATE and message sql fails with as role, or 'ok'.
-CREATE FUNCTION pg_temp.as_role_message(role text, sql text) RETURNS text LANGUAGE plpgsql AS $$
+-- The SQLSTATE, message and detail sql fails with in dblink session
+-- conn, or 'ok'.
+CREATE FUNCTION pg_temp.remote_message(conn text, sql text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
-	result text := 'ok';
 	msg text;
 	detail text;
 BEGIN
-	EXECUTE format('SET LOCAL ROLE %I', role);
-	BEGIN
-		EXECUTE sql;
-	EXCEPTION WHEN OTHERS THEN
-		GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
-		result := SQLSTATE || ' ' || msg || ' / ' || detail;
-	END;
-	RESET ROLE;
-	RETURN result;
+	PERFORM * FROM dblink(conn, sql) AS t(v text);
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+	RETURN SQLSTATE || ' ' || msg || ' / ' || detail;
 END $$;
 
 -- The SQLSTATE sql fails with in dblink session conn, or 'ok'.
@@ -108,9 +104,12 @@ BEGIN
 	-- privileges as for cpht_open
 	RETURN NEXT is(pg_temp.as_role('cpht_h_other', format('SELECT cpht_count(%s)', ha)), '42501',
 		'a role without the owner''s privileges may not use the handle (42501)');
-	RETURN NEXT is(pg_temp.as_role_message('cpht_h_other', format('SELECT cpht_count(%s)', ha)),
+	PERFORM pg_temp.connect('hc');
+	PERFORM dblink_exec('hc', 'SET ROLE cpht_h_other');
+	RETURN NEXT is(pg_temp.remote_message('hc', format('SELECT cpht_count(%s)', ha)),
 		format('42501 permission denied for cpht table %s / It is a shared table of another role.', ha),
-		'... and learns neither the table''s name nor its owner from the number');
+		'... and a session that never opened it learns neither the table''s name nor its owner from the number');
+	PERFORM dblink_disconnect('hc');
 	PERFORM dblink_exec('hb', 'SET ROLE cpht_h_other');
 	RETURN NEXT is(pg_temp.remote_state('hb', format('SELECT cpht_drop(%s)', ha)), '42501',
 		'nor drop the table by it (42501)');

@@ -132,7 +132,8 @@ BEGIN
 		'... but a second one that would take the new owner past the tables'' cap is refused with 53400');
 	RETURN NEXT is((SELECT string_agg(name || ' ' || owner, ', ' ORDER BY name) FROM cpht_tables() WHERE name LIKE 'mcap_give%'),
 		'mcap_give1 cpht_t_capgroup, mcap_give2 cpht_t_capped', '... and it stays with its owner');
-	PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('mcap_give1')), cpht_drop(cpht_open('mcap_give2'))$q$);
+	PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('mcap_give1'))$q$);
+	PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('mcap_give2'))$q$);
 
 	PERFORM dblink_exec('a', 'RESET ROLE');
 	PERFORM dblink_exec('a', 'RESET cpht.max_memory');
