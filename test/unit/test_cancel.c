@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "table_internal.h"
+#include "table/device_ops.h"
 #include "unit.h"
 
 #define TABLE_KEYS 600000		/* a rebuild checks every 2^18 items */

@@ -2,7 +2,7 @@
  * test_faults.c — a device fault in the middle of a call undoes the call
  * whole.
  *
- * The test-only fault injection (table_faults.h) makes the k-th backend
+ * The test-only fault injection (faults.h) makes the k-th backend
  * step of a call fail after the steps before it changed the table (CPU:
  * steps of a find-or-put or erase; GPU: pipeline chunks).  For both kinds
  * and both devices (the GPU where one is usable), with and without the
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "table_internal.h"
+#include "table/device_ops.h"
 #include "unit.h"
 
 #define OLD_KEYS 60000

@@ -38,8 +38,8 @@
 
 #include "cpht_table.h"
 #include "reference_set.h"
-#include "table_internal.h"
-#include "table_faults.h"
+#include "table/device_ops.h"
+#include "util/faults.h"
 #include "unit.h"
 #include "unit_tables.h"
 

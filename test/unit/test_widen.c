@@ -24,9 +24,9 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "layout.h"
+#include "table/layout.h"
 #include "reference_set.h"
-#include "table_internal.h"
+#include "table/device_ops.h"
 #include "unit.h"
 #include "unit_tables.h"
 
