@@ -130,21 +130,12 @@ struct cpht_table
 	pthread_t	runner;
 	cpht_stream *streams;
 	/*
-	 * A sharded table (shards.c): nshards > 1 tables hold the keys;
-	 * this one routes calls to them and keeps no slots (backend NULL).  Its
-	 * count and log_len are the sums of theirs; log_segs says which shard
-	 * holds each stretch of the combined log.
+	 * A sharded table: several tables hold the keys (kernels/shards/, its
+	 * own state behind this pointer); this one keeps no slots (backend
+	 * NULL) and its count and log_len are the sums of theirs.  NULL for
+	 * one table.  Only table/table_api.c tests it.
 	 */
-	int			nshards;
-	struct cpht_table **shard;
-	uint64_t	shard_seed;
-	struct shard_log_seg *log_segs;
-	size_t		log_nsegs;
-	size_t		log_segs_cap;
-	void	   *split_mem;		/* GPU shards: pinned buffers a call is split
-								 * into, split_cap keys each */
-	size_t		split_cap;
-	int			split_threads;	/* threads splitting a call */
+	struct cpht_sharded *sharded;
 	const cpht_backend *backend;
 	void	   *backend_state;	/* the GPU's stream, buffers, device index */
 	char		errmsg[512];

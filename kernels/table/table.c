@@ -399,13 +399,11 @@ table_slot_key_bits(const cpht_table *t)
 }
 
 uint64_t
-cpht_params_table_bytes(const cpht_params *params)
+table_single_bytes(const cpht_params *params)
 {
 	cpht_table	t;
 	uint64_t	bytes = 0;
 
-	if (params->shards > 1 || params->shards < 0)
-		return table_shards_bytes(params);
 	memset(&t, 0, sizeof(t));
 	t.params = *params;
 	if (table_resolve_layout(&t, NULL, 0) != CPHT_OK)
@@ -418,15 +416,13 @@ cpht_params_table_bytes(const cpht_params *params)
 /* ---- lifecycle ---------------------------------------------------------- */
 
 cpht_status
-cpht_table_create(const cpht_params *params, cpht_table **out,
-				  char *errbuf, size_t errlen)
+table_single_create(const cpht_params *params, cpht_table **out,
+					char *errbuf, size_t errlen)
 {
 	cpht_table *t;
 	cpht_status rc;
 
 	*out = NULL;
-	if (params->shards > 1 || params->shards < 0)
-		return table_shards_create(params, out, errbuf, errlen);
 	t = calloc(1, sizeof(cpht_table));
 	if (t == NULL)
 		return param_fail(errbuf, errlen, CPHT_ERR_NOMEM, "out of host memory");
@@ -469,16 +465,11 @@ cpht_table_create(const cpht_params *params, cpht_table **out,
 }
 
 void
-cpht_table_destroy(cpht_table *t)
+table_single_destroy(cpht_table *t)
 {
 	if (t == NULL)
 		return;
 	table_streams_detach(t);
-	if (t->nshards)
-	{
-		table_shards_destroy(t);
-		return;
-	}
 	table_log_free(t);				/* a backend store goes before the backend */
 	t->backend->destroy(t);
 	table_memory_give((uint64_t) t->grown_bytes);

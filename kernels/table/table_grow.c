@@ -411,10 +411,8 @@ table_relayout(cpht_table *t, const cpht_params *np, int widen)
 }
 
 cpht_status
-cpht_table_grow(cpht_table *t)
+table_single_grow(cpht_table *t)
 {
 	table_settle(t);
-	if (t->nshards)
-		return table_shards_grow(t);
 	return table_grow(t, 0);
 }

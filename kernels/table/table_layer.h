@@ -1,7 +1,9 @@
 /*
- * table_layer.h — what the files of the table layer (table*.c) share among
- * themselves.  The backends do not see it: they meet the layer in
- * device_ops.h.
+ * table_layer.h — what the files of the table layer (kernels/table/) share among
+ * themselves, and the one-table calls a sharded table (kernels/shards/)
+ * runs on its shards.  The devices do not see it: they meet the layer in
+ * device_ops.h.  Nothing here knows of shards: table_api.c alone routes a
+ * sharded table's calls to shards/shards.h.
  */
 #ifndef CPHT_TABLE_LAYER_H
 #define CPHT_TABLE_LAYER_H
@@ -85,33 +87,48 @@ cpht_status table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys,
 										 size_t n, uint8_t *status);
 cpht_status table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
 							  uint8_t *status);
+/* table_api.c: find-or-put on any table, sharded or not, telling how
+ * many keys it inserted (a stream's batch, table_stream.c) */
 cpht_status table_find_or_put_counted(cpht_table *t, const uint64_t *keys,
 									  size_t n, uint8_t *status,
 									  uint64_t *inserted);
 cpht_status table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n,
 							 uint8_t *present);
 
-/* shards.c: a table split over several tables (t->nshards > 1) */
-cpht_status table_shards_create(const cpht_params *params, cpht_table **out,
+/*
+ * One table's public calls (table_api.c routes cpht_table_* here for a
+ * table that is not sharded; the shards, each one table, are called
+ * through these too).  Each means what its cpht_table_* says in
+ * cpht_table.h, and the batch calls time themselves as those do.
+ */
+cpht_status table_single_create(const cpht_params *params, cpht_table **out,
 								char *errbuf, size_t errlen);
-uint64_t	table_shards_bytes(const cpht_params *params);
-void		table_shards_destroy(cpht_table *t);
-cpht_status table_shards_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
+uint64_t	table_single_bytes(const cpht_params *params);
+void		table_single_destroy(cpht_table *t);
+cpht_status table_single_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
 									 uint8_t *status);
-cpht_status table_shards_find(cpht_table *t, const uint64_t *keys, size_t n,
+cpht_status table_single_find(cpht_table *t, const uint64_t *keys, size_t n,
 							  uint8_t *found);
-cpht_status table_shards_erase(cpht_table *t, const uint64_t *keys, size_t n,
+cpht_status table_single_put(cpht_table *t, const uint64_t *keys, size_t n,
+							 uint64_t *inserted);
+cpht_status table_single_erase(cpht_table *t, const uint64_t *keys, size_t n,
 							   uint8_t *present);
-void		table_shards_set_logging(cpht_table *t, int on);
-cpht_status table_shards_rollback_to(cpht_table *t, uint64_t position);
-void		table_shards_truncate_log(cpht_table *t, uint64_t position);
-cpht_status table_shards_log_read(cpht_table *t, uint64_t position, uint64_t n,
+void		table_single_set_logging(cpht_table *t, int on);
+void		table_single_keep_log(cpht_table *t, uint64_t entries);
+void		table_single_truncate_log(cpht_table *t, uint64_t position);
+cpht_status table_single_log_read(cpht_table *t, uint64_t position, uint64_t n,
 								  uint64_t *keys, uint8_t *where);
-void		table_shards_hold_deletes(cpht_table *t, int64_t delta);
-cpht_status table_shards_undo(cpht_table *t, const uint64_t *keys,
+void		table_single_hold_deletes(cpht_table *t, int64_t delta);
+cpht_status table_single_rollback_to(cpht_table *t, uint64_t position);
+cpht_status table_single_undo(cpht_table *t, const uint64_t *keys,
 							  const uint8_t *where, size_t n);
-cpht_status table_shards_rebuild(cpht_table *t);
-cpht_status table_shards_grow(cpht_table *t);
-cpht_status table_shards_stats(cpht_table *t, cpht_stats *out);
+cpht_status table_single_rebuild(cpht_table *t);
+cpht_status table_single_grow(cpht_table *t);
+cpht_status table_single_stats(cpht_table *t, cpht_stats *out);
+uint64_t	table_single_slot_bytes(cpht_table *t);
+uint64_t	table_single_scan_end(cpht_table *t);
+uint64_t	table_single_changes(cpht_table *t);
+cpht_status table_single_scan_keys(cpht_table *t, uint64_t *position, uint64_t *keys,
+								   size_t max, size_t *n);
 
 #endif							/* CPHT_TABLE_LAYER_H */

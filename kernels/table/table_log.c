@@ -282,26 +282,17 @@ table_log_append(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *f
 }
 
 void
-cpht_table_set_logging(cpht_table *t, int on)
+table_single_set_logging(cpht_table *t, int on)
 {
 	table_settle(t);
-	if (t->nshards)
-	{
-		table_shards_set_logging(t, on);
-		return;
-	}
 	if (!on)
-		cpht_table_truncate_log(t, 0);
+		table_single_truncate_log(t, 0);
 	t->logging = on;
 }
 
 void
-cpht_table_keep_log(cpht_table *t, uint64_t entries)
+table_single_keep_log(cpht_table *t, uint64_t entries)
 {
-	/* the logs are the shards': each keeps a store of that size (a call's
-	 * keys need not split evenly) */
-	for (int s = 0; s < t->nshards; s++)
-		cpht_table_keep_log(t->shard[s], entries);
 	t->log_keep = entries;
 }
 
@@ -313,14 +304,9 @@ cpht_table_log_position(cpht_table *t)
 }
 
 void
-cpht_table_truncate_log(cpht_table *t, uint64_t position)
+table_single_truncate_log(cpht_table *t, uint64_t position)
 {
 	table_settle(t);
-	if (t->nshards)
-	{
-		table_shards_truncate_log(t, position);
-		return;
-	}
 	/* Drop the runs that begin at or after position (the one holding it
 	 * just ends there now). */
 	while (t->log_nruns > 0 && t->log_runs[t->log_nruns - 1].start >= position)
@@ -345,14 +331,12 @@ cpht_table_truncate_log(cpht_table *t, uint64_t position)
 }
 
 cpht_status
-cpht_table_log_read(cpht_table *t, uint64_t position, uint64_t n,
-					uint64_t *keys, uint8_t *where)
+table_single_log_read(cpht_table *t, uint64_t position, uint64_t n,
+					  uint64_t *keys, uint8_t *where)
 {
 	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
-	if (t->nshards)
-		return table_shards_log_read(t, position, n, keys, where);
 	if (position > t->log_len || n > t->log_len - position)
 		return table_fail(t, CPHT_ERR_INVALID, "log entries %llu to %llu are past the log's %llu",
 						  (unsigned long long) position, (unsigned long long) (position + n),
@@ -382,14 +366,9 @@ cpht_table_log_read(cpht_table *t, uint64_t position, uint64_t n,
 }
 
 void
-cpht_table_hold_deletes(cpht_table *t, int64_t delta)
+table_single_hold_deletes(cpht_table *t, int64_t delta)
 {
 	table_settle(t);
-	if (t->nshards)
-	{
-		table_shards_hold_deletes(t, delta);
-		return;
-	}
 	if (delta < 0 && (uint64_t) -delta > t->held_deletes)
 		t->held_deletes = 0;
 	else

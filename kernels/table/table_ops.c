@@ -180,8 +180,6 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 
 	if (n == 0)
 		return CPHT_OK;
-	if (t->nshards)
-		return table_shards_find_or_put(t, keys, n, status);	/* each shard grows */
 	/* A key wider than the table widens it first (table_widen.c). */
 	rc = table_widen_for(t, keys, n);
 	if (rc != CPHT_OK)
@@ -223,20 +221,8 @@ table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 	}
 }
 
-/* table_find_or_put, also telling how many keys it inserted. */
 cpht_status
-table_find_or_put_counted(cpht_table *t, const uint64_t *keys, size_t n,
-					uint8_t *status, uint64_t *inserted)
-{
-	uint64_t	before = t->count;
-	cpht_status rc = table_find_or_put(t, keys, n, status);
-
-	*inserted = rc == CPHT_OK ? t->count - before : 0;
-	return rc;
-}
-
-cpht_status
-cpht_table_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+table_single_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 {
 	table_settle(t);
 	table_call_begin(t);
@@ -287,7 +273,7 @@ static cpht_status
 find_fitting(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found);
 
 cpht_status
-cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
+table_single_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 {
 	const uint64_t *fit;
 	size_t	   *at;
@@ -297,8 +283,6 @@ cpht_table_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 
 	table_settle(t);
 	table_call_begin(t);
-	if (t->nshards)
-		return table_call_end(t, table_shards_find(t, keys, n, found));
 	m = fitting_keys(t, keys, n, &fit, &at);
 	if (m == SIZE_MAX)
 		return table_call_end(t, CPHT_ERR_NOMEM);
@@ -344,20 +328,24 @@ find_fitting(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 }
 
 cpht_status
-cpht_table_put(cpht_table *t, const uint64_t *keys, size_t n, uint64_t *inserted)
+table_single_put(cpht_table *t, const uint64_t *keys, size_t n, uint64_t *inserted)
 {
 	uint8_t    *status;
+	uint64_t	before;
 	cpht_status rc;
 
 	table_settle(t);
 	table_call_begin(t);
+	before = t->count;
 	*inserted = 0;
 	if (n == 0)
 		return table_call_end(t, CPHT_OK);
 	status = malloc(n);
 	if (status == NULL)
 		return table_call_end(t, table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n));
-	rc = table_find_or_put_counted(t, keys, n, status, inserted);
+	rc = table_find_or_put(t, keys, n, status);
+	if (rc == CPHT_OK)
+		*inserted = t->count - before;
 	free(status);
 	return table_call_end(t, rc);
 }
@@ -379,8 +367,6 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 				done = 0;
 	cpht_status rc;
 
-	if (t->nshards)
-		return table_shards_erase(t, keys, n, present);
 	rc = table_log_reserve(t, 0, n);
 	if (rc == CPHT_OK)
 		rc = table_log_reserve_where(t, n);
@@ -468,7 +454,7 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 }
 
 cpht_status
-cpht_table_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
+table_single_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 {
 	const uint64_t *fit;
 	size_t	   *at;

@@ -149,7 +149,7 @@ first_room(const cpht_table *t, uint64_t key, uint8_t *const *fill)
 }
 
 cpht_status
-cpht_table_rebuild(cpht_table *t)
+table_single_rebuild(cpht_table *t)
 {
 	void	   *copy[CPHT_MAX_LEVELS] = {NULL, NULL};
 	uint8_t    *fill[CPHT_MAX_LEVELS] = {NULL, NULL};
@@ -162,8 +162,6 @@ cpht_table_rebuild(cpht_table *t)
 	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
-	if (t->nshards)
-		return table_shards_rebuild(t);
 	/* Deleted keys held outside the log have places rebuild cannot update. */
 	if (t->held_deletes > 0)
 		return table_fail(t, CPHT_ERR_INVALID,

@@ -142,7 +142,7 @@ take_out(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *flags)
 }
 
 cpht_status
-cpht_table_rollback_to(cpht_table *t, uint64_t position)
+table_single_rollback_to(cpht_table *t, uint64_t position)
 {
 	int			logging = t->logging;
 	uint64_t	end,
@@ -154,8 +154,6 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
-	if (t->nshards)
-		return table_shards_rollback_to(t, position);
 	end = t->log_len;
 	if (position >= end)
 		return CPHT_OK;
@@ -221,7 +219,7 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
 	free(copied);
 	t->logging = logging;
 	if (rc == CPHT_OK)
-		cpht_table_truncate_log(t, position);
+		table_single_truncate_log(t, position);
 	return rc;
 }
 
@@ -234,7 +232,7 @@ cpht_table_rollback_to(cpht_table *t, uint64_t position)
  * its tombstone, which stayed reserved while the caller held it.
  */
 cpht_status
-cpht_table_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n)
+table_single_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n)
 {
 	int			logging = t->logging;
 	uint8_t    *flags;
@@ -242,8 +240,6 @@ cpht_table_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_
 	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
-	if (t->nshards)
-		return table_shards_undo(t, keys, where, n);
 	if (n == 0)
 		return CPHT_OK;
 	flags = malloc(n);
@@ -264,7 +260,7 @@ cpht_table_undo(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_
 			 * put may grow it again). */
 			uint64_t	inserted;
 
-			rc = cpht_table_put(t, keys + lo, hi - lo, &inserted);
+			rc = table_single_put(t, keys + lo, hi - lo, &inserted);
 		}
 		else if (deleted)
 			rc = table_put_back(t, keys + lo, where + lo, hi - lo);

@@ -18,37 +18,22 @@ level_slots(const layout_level *lv)
 	return lv->buckets * (uint64_t) lv->bucket_slots;
 }
 
-/*
- * A sharded table's scan positions run over its shards in turn, each
- * shard's from 0 to its own scan end.
- */
 uint64_t
-cpht_table_scan_end(cpht_table *t)
+table_single_scan_end(cpht_table *t)
 {
 	uint64_t	end = t->nstash;
 
 	table_settle(t);
-	if (t->nshards)
-	{
-		for (int s = 0; s < t->nshards; s++)
-			end += cpht_table_scan_end(t->shard[s]);
-		return end;
-	}
 	for (int l = 0; l < t->levels; l++)
 		end += level_slots(&t->level[l]);
 	return end;
 }
 
 uint64_t
-cpht_table_changes(cpht_table *t)
+table_single_changes(cpht_table *t)
 {
-	uint64_t	changes;
-
 	table_settle(t);
-	changes = t->changes;
-	for (int s = 0; s < t->nshards; s++)
-		changes += cpht_table_changes(t->shard[s]);
-	return changes;
+	return t->changes;
 }
 
 /* Slots [first, first + count) of level l, decoded; the live keys packed
@@ -84,29 +69,13 @@ scan_level(cpht_table *t, int l, uint64_t first, uint64_t count, uint64_t *keys,
 }
 
 cpht_status
-cpht_table_scan_keys(cpht_table *t, uint64_t *position, uint64_t *keys, size_t max, size_t *n)
+table_single_scan_keys(cpht_table *t, uint64_t *position, uint64_t *keys, size_t max, size_t *n)
 {
 	uint64_t	at = *position;
 	cpht_status rc = CPHT_OK;
 
 	table_settle(t);
 	*n = 0;
-	for (int s = 0; s < t->nshards; s++)
-	{
-		uint64_t	end = cpht_table_scan_end(t->shard[s]);
-
-		if (at < end)
-		{
-			uint64_t	p = at;
-
-			rc = cpht_table_scan_keys(t->shard[s], &p, keys, max, n);
-			*position += p - at;
-			return rc;
-		}
-		at -= end;
-	}
-	if (t->nshards)
-		return CPHT_OK;
 	for (int l = 0; l < t->levels; l++)
 	{
 		uint64_t	slots = level_slots(&t->level[l]);

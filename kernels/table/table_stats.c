@@ -14,30 +14,22 @@ cpht_table_count(cpht_table *t)
 }
 
 uint64_t
-cpht_table_slot_bytes(cpht_table *t)
+table_single_slot_bytes(cpht_table *t)
 {
 	uint64_t	bytes = 0;
 
 	table_settle(t);			/* a stream's batch may be growing it */
-	/* a sharded table's own layout is the one it was created with: its
-	 * shards grow and widen by themselves */
-	for (int s = 0; s < t->nshards; s++)
-		bytes += cpht_table_slot_bytes(t->shard[s]);
-	if (t->nshards)
-		return bytes;
 	for (int l = 0; l < t->levels; l++)
 		bytes += t->params.slots[l] * (uint64_t) (t->level[l].slot_bits / 8);
 	return bytes;
 }
 
 cpht_status
-cpht_table_stats(cpht_table *t, cpht_stats *out)
+table_single_stats(cpht_table *t, cpht_stats *out)
 {
 	cpht_status rc;
 
 	table_settle(t);
-	if (t->nshards)
-		return table_shards_stats(t, out);
 	memset(out, 0, sizeof(*out));
 	out->kind = t->params.kind;
 	out->device = t->params.device;
@@ -49,7 +41,7 @@ cpht_table_stats(cpht_table *t, cpht_stats *out)
 		out->bucket_slots[l] = t->level[l].bucket_slots;
 		out->slot_bits[l] = t->level[l].slot_bits;
 	}
-	out->table_bytes = cpht_table_slot_bytes(t);
+	out->table_bytes = table_single_slot_bytes(t);
 	out->stashed = t->nstash;
 	out->log_entries = t->log_len;
 	out->log_bytes = t->log_cap * sizeof(uint64_t) + t->log_runs_cap * sizeof(cpht_log_run);

@@ -136,13 +136,13 @@ widest(const cpht_table *t)
 	return t->params.signed_keys && t->params.key_bits >= 64;
 }
 
-/* A sharded table's shards follow their own keys' width, each in its
- * own calls: the table over them lets every key through.  held is
- * table_slot_key_bits(t), asked once per batch by the caller. */
+/* held is table_slot_key_bits(t), asked once per batch by the caller.
+ * (A sharded table never asks: its shards follow their own keys' width,
+ * each in its own calls.) */
 int
 table_key_fits(const cpht_table *t, uint64_t key, int held)
 {
-	return t->nshards || !t->params.auto_key_bits ||
+	return !t->params.auto_key_bits ||
 		layout_shr(t->params.signed_keys ? layout_fold(key) : key, held) == 0;
 }
 
@@ -152,7 +152,7 @@ table_keys_fit(const cpht_table *t, const uint64_t *keys, size_t n)
 	uint64_t	plain,
 				folded;
 
-	if (t->nshards || !t->params.auto_key_bits || n == 0 || widest(t))
+	if (!t->params.auto_key_bits || n == 0 || widest(t))
 		return 1;
 	batch_span(t, keys, n, &plain, &folded);
 	return layout_width(t->params.signed_keys ? folded : plain) <= table_slot_key_bits(t);
