@@ -629,7 +629,24 @@ cpu_move_keys(cpht_table *to, cpht_table *from, uint64_t *full)
 	return rc;
 }
 
-const cpht_backend cpht_cpu_backend = {
+/* host memory: no device to report */
+static void
+cpu_device_memory(cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	(void) t;
+	*free_bytes = *total_bytes = 0;
+}
+
+static int
+cpu_device_ordinal(cpht_table *t)
+{
+	(void) t;
+	return -1;
+}
+
+/* No log store and no pinned memory: the table layer keeps the undo log
+ * in host memory. */
+const cpht_device_ops cpht_cpu_ops = {
 	.name = "cpu",
 	.create = cpu_create,
 	.destroy = cpu_destroy,
@@ -648,4 +665,6 @@ const cpht_backend cpht_cpu_backend = {
 	.copy_slot_range = cpu_copy_slot_range,
 	.create_slots = cpu_create,
 	.destroy_slots = cpu_destroy,
+	.device_memory = cpu_device_memory,
+	.device_ordinal = cpu_device_ordinal,
 };

@@ -34,7 +34,7 @@ enum
 	GPU_GROUP_FINE = 2
 };
 
-/* Per-table device state (t->backend_state). */
+/* Per-table device state (t->device_state). */
 typedef struct gpu_state
 {
 	int			device;
@@ -78,7 +78,7 @@ typedef struct gpu_state
 static inline gpu_state *
 gpu_state_of(const cpht_table *t)
 {
-	return (gpu_state *) t->backend_state;
+	return (gpu_state *) t->device_state;
 }
 
 /* Record a CUDA failure in the table (clearing the error where it is not

@@ -1,6 +1,6 @@
 /*
  * gpu_device.cu — the GPU implementation of the table interface
- * (cpht_gpu_backend): device memory, streams, the host pipeline, and the
+ * (cpht_gpu_ops): device memory, streams, the host pipeline, and the
  * check for a usable GPU.
  *
  * Memory.  Each level's slots are one cudaMalloc of exactly slots *
@@ -386,7 +386,7 @@ gpu_destroy(cpht_table *t)
 		(void) cudaStreamDestroy(st->d2h);
 	(void) cudaGetLastError();
 	free(st);
-	t->backend_state = NULL;
+	t->device_state = NULL;
 }
 
 static cpht_status
@@ -430,7 +430,7 @@ gpu_create(cpht_table *t)
 		return table_fail(t, CPHT_ERR_NOMEM, "out of host memory");
 	st->device = gpu_ordinal(t->params.gpu);
 	st->grouping = GPU_GROUP_AUTO;
-	t->backend_state = st;
+	t->device_state = st;
 	rc = create_state(t);
 	/*
 	 * Transfer buffers for batches as large as the table, now: pinning
@@ -924,32 +924,64 @@ gpu_device_ordinal(cpht_table *t)
 	return gpu_state_of(t)->device;
 }
 
-extern "C" const cpht_backend cpht_gpu_backend = {
-	"gpu",
-	gpu_create,
-	gpu_destroy,
-	gpu_find_or_put,
-	gpu_find,
-	gpu_erase,
-	gpu_scan,
-	gpu_device_name,
-	gpu_staging_bytes,
-	gpu_copy_level,
-	gpu_revive_keys,
-	gpu_write_level,
-	gpu_log_reserve,
-	gpu_log_write,
-	gpu_log_read,
-	gpu_log_release,
-	gpu_device_memory,
-	gpu_move_keys,
-	gpu_copy_slot_range,
-	gpu_create_slots,
-	gpu_destroy_slots,
-	gpu_device_ordinal,
-	gpu_pinned_alloc,
-	gpu_pinned_free,
-	gpu_set_direct,
-	gpu_write_slot_bytes,
-	gpu_slot_writes_wait,
-};
+/*
+ * The GPU's entries, each assigned by name (nvcc's C++17 has no designated
+ * initializers), so that reordering the struct cannot miswire them.
+ */
+static cpht_log_store
+gpu_make_log_store(void)
+{
+	cpht_log_store s = {};
+
+	s.reserve = gpu_log_reserve;
+	s.write = gpu_log_write;
+	s.read = gpu_log_read;
+	s.release = gpu_log_release;
+	return s;
+}
+
+static cpht_pinned_ops
+gpu_make_pinned_ops(void)
+{
+	cpht_pinned_ops p = {};
+
+	p.alloc = gpu_pinned_alloc;
+	p.free = gpu_pinned_free;
+	p.set_direct = gpu_set_direct;
+	return p;
+}
+
+static const cpht_log_store gpu_log_store = gpu_make_log_store();
+static const cpht_pinned_ops gpu_pinned_ops = gpu_make_pinned_ops();
+
+static cpht_device_ops
+gpu_make_ops(void)
+{
+	cpht_device_ops o = {};
+
+	o.name = "gpu";
+	o.create = gpu_create;
+	o.destroy = gpu_destroy;
+	o.find_or_put = gpu_find_or_put;
+	o.find = gpu_find;
+	o.erase = gpu_erase;
+	o.scan = gpu_scan;
+	o.device_name = gpu_device_name;
+	o.staging_bytes = gpu_staging_bytes;
+	o.copy_slots = gpu_copy_level;
+	o.revive = gpu_revive_keys;
+	o.write_slots = gpu_write_level;
+	o.device_memory = gpu_device_memory;
+	o.move_keys = gpu_move_keys;
+	o.copy_slot_range = gpu_copy_slot_range;
+	o.create_slots = gpu_create_slots;
+	o.destroy_slots = gpu_destroy_slots;
+	o.device_ordinal = gpu_device_ordinal;
+	o.write_slot_bytes = gpu_write_slot_bytes;
+	o.slot_writes_wait = gpu_slot_writes_wait;
+	o.log_store = &gpu_log_store;
+	o.pinned = &gpu_pinned_ops;
+	return o;
+}
+
+extern "C" const cpht_device_ops cpht_gpu_ops = gpu_make_ops();

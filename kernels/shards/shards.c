@@ -156,11 +156,11 @@ split_mem_bytes(size_t cap)
 static void
 split_mem_create(cpht_table *t)
 {
-	const cpht_backend *b = t->sharded->shard[0]->backend;
+	const cpht_device_ops *b = t->sharded->shard[0]->ops;
 	uint64_t	slots = 0;
 	size_t		cap;
 
-	if (b->pinned_alloc == NULL)
+	if (b->pinned == NULL)
 		return;
 	for (int s = 0; s < t->sharded->nshards; s++)
 		for (int l = 0; l < t->sharded->shard[s]->levels; l++)
@@ -168,7 +168,7 @@ split_mem_create(cpht_table *t)
 	cap = slots < SPLIT_PIECE_KEYS ? (size_t) slots : SPLIT_PIECE_KEYS;
 	if (!table_memory_take(split_mem_bytes(cap)))
 		return;
-	t->sharded->split_mem = b->pinned_alloc(split_mem_bytes(cap));
+	t->sharded->split_mem = b->pinned->alloc(split_mem_bytes(cap));
 	if (t->sharded->split_mem == NULL)
 	{
 		table_memory_give(split_mem_bytes(cap));
@@ -177,7 +177,7 @@ split_mem_create(cpht_table *t)
 	t->sharded->split_cap = cap;
 	/* the shards' transfers go by DMA from anywhere in the buffers */
 	for (int s = 0; s < t->sharded->nshards; s++)
-		t->sharded->shard[s]->backend->set_direct(t->sharded->shard[s], t->sharded->split_mem, split_mem_bytes(cap));
+		t->sharded->shard[s]->ops->pinned->set_direct(t->sharded->shard[s], t->sharded->split_mem, split_mem_bytes(cap));
 }
 
 /*
@@ -264,7 +264,7 @@ shards_destroy(cpht_table *t)
 {
 	if (t->sharded->split_mem)
 	{
-		t->sharded->shard[0]->backend->pinned_free(t->sharded->split_mem);
+		t->sharded->shard[0]->ops->pinned->free(t->sharded->split_mem);
 		table_memory_give(split_mem_bytes(t->sharded->split_cap));
 	}
 	for (int s = 0; s < t->sharded->nshards; s++)

@@ -120,11 +120,12 @@ shards_failed(const cpht_table *t, const shard_job *jobs)
 cpht_status
 shards_fail(cpht_table *t, const shard_job *jobs, int s)
 {
-	const cpht_table *sub = t->sharded->shard[s];
+	cpht_table *sub = t->sharded->shard[s];
+	int			gpu = sub->ops->device_ordinal(sub);
 
-	if (sub->backend->device_ordinal)
+	if (gpu >= 0)
 		return table_fail(t, jobs[s].rc, "shard %d of %d (GPU %d): %s", s + 1, t->sharded->nshards,
-						  sub->backend->device_ordinal(t->sharded->shard[s]), cpht_table_error(sub));
+						  gpu, cpht_table_error(sub));
 	return table_fail(t, jobs[s].rc, "shard %d of %d: %s", s + 1, t->sharded->nshards,
 					  cpht_table_error(sub));
 }

@@ -1,13 +1,17 @@
 /*
- * device_ops.h — what the table layer (table*.c) and the two
- * implementations (cpu_*.c, gpu_*.cu) share behind cpht_table.h.
+ * device_ops.h — what the table layer (kernels/table/) and the two devices
+ * (kernels/cpu/, kernels/gpu/) share behind cpht_table.h: struct
+ * cpht_table and the device ops table each device fills.  Offered by
+ * table/ to cpu/, gpu/ and shards/; never to src/.
  *
  * The table layer owns everything that is the same on both devices: parameter
  * checks and sizing, the key count, undoing a call that ran out of room and
- * the cuckoo stash.  A backend owns the slot memory and runs the algorithms.
+ * the cuckoo stash.  A device owns the slot memory and runs the algorithms.
+ * A table is used from one thread at a time (see cpht_table.h); the device
+ * entries are called by the layer only, with that thread.
  */
-#ifndef CPHT_TABLE_INTERNAL_H
-#define CPHT_TABLE_INTERNAL_H
+#ifndef CPHT_DEVICE_OPS_H
+#define CPHT_DEVICE_OPS_H
 
 #include "cpht_table.h"
 #include "table/layout.h"
@@ -19,7 +23,7 @@
 extern "C" {
 #endif
 
-typedef struct cpht_backend cpht_backend;
+typedef struct cpht_device_ops cpht_device_ops;
 
 /* A run of undo-log entries [start, next run's start or log_len). */
 typedef struct cpht_log_run
@@ -47,10 +51,10 @@ typedef struct cpht_log_run
 #define CPHT_IS_WHERE(code) (((code) & 0x80) != 0)
 
 /*
- * What a backend tells about a find_or_put or erase it ran: `hits` keys
+ * What a device tells about a find_or_put or erase it ran: `hits` keys
  * got status CPHT_PUT (find_or_put) or were removed (erase), `full` keys
  * got CPHT_FULL.  When the call is asked to log (log_at != CPHT_NO_LOG, only
- * for a backend with a log store) it also wrote those `hits` keys to its
+ * for a device with a log store) it also wrote those `hits` keys to its
  * store at entries [log_at, log_at + hits), in any order.
  */
 typedef struct cpht_tally
@@ -60,6 +64,36 @@ typedef struct cpht_tally
 } cpht_tally;
 
 #define CPHT_NO_LOG UINT64_MAX
+
+/*
+ * An undo-log store kept by the device (the GPU keeps the logged keys in
+ * device memory, next to the table, so that its kernels append to it
+ * without a transfer).  reserve makes room for `entries` in all, keeping
+ * the first `keep` (log_len and what the running call already wrote past
+ * it); write and read copy entries [at, at + n) from and to host memory;
+ * release frees the store.  A device without one (the CPU) leaves the log
+ * to the table layer's host store, which its users read in place.
+ */
+typedef struct cpht_log_store
+{
+	cpht_status (*reserve) (cpht_table *t, uint64_t entries, uint64_t keep);
+	cpht_status (*write) (cpht_table *t, uint64_t at, const uint64_t *keys, size_t n);
+	cpht_status (*read) (cpht_table *t, uint64_t at, size_t n, uint64_t *keys);
+	void		(*release) (cpht_table *t);
+} cpht_log_store;
+
+/*
+ * Pinned host memory, which any of the process's devices transfers from
+ * by DMA (alloc, free), and telling a table that arrays inside
+ * [begin, begin + len) are such memory (set_direct), so that its calls
+ * transfer from them without staging.
+ */
+typedef struct cpht_pinned_ops
+{
+	void	   *(*alloc) (size_t bytes);
+	void		(*free) (void *p);
+	void		(*set_direct) (cpht_table *t, const void *begin, size_t len);
+} cpht_pinned_ops;
 
 struct cpht_table
 {
@@ -72,12 +106,12 @@ struct cpht_table
 	/*
 	 * Undo log: keys in call order, in runs of one operation (a call that
 	 * inserts adds a run of inserted keys, a delete a run of deleted keys).
-	 * The keys live in host memory (log_keys) unless the backend keeps them
+	 * The keys live in host memory (log_keys) unless the device keeps them
 	 * itself (the GPU keeps them in device memory, next to the table).
 	 */
 	int			logging;
-	uint64_t   *log_keys;		/* host store; NULL with a backend store */
-	void	   *log_store;		/* backend store (the GPU's device array);
+	uint64_t   *log_keys;		/* host store; NULL with a device store */
+	void	   *log_store;		/* device store (the GPU's device array);
 								 * kept by t across a rebuild */
 	uint64_t	log_len;		/* entries */
 	uint64_t	log_cap;		/* entries the store has room for */
@@ -103,7 +137,7 @@ struct cpht_table
 									 * cpht_table_undo puts them back with a
 									 * plain put until no delete is held */
 	int			reinserting;	/* table_undo_call is putting evicted keys
-								 * back: a backend must try every key, not
+								 * back: a device must try every key, not
 								 * stop at the first homeless one */
 	int			log_moved;		/* keys moved (rebuild, re-put by a rollback)
 								 * since the log began: undo by tombstones */
@@ -131,18 +165,21 @@ struct cpht_table
 	cpht_stream *streams;
 	/*
 	 * A sharded table: several tables hold the keys (kernels/shards/, its
-	 * own state behind this pointer); this one keeps no slots (backend
+	 * own state behind this pointer); this one keeps no slots (ops
 	 * NULL) and its count and log_len are the sums of theirs.  NULL for
 	 * one table.  Only table/table_api.c tests it.
 	 */
 	struct cpht_sharded *sharded;
-	const cpht_backend *backend;
-	void	   *backend_state;	/* the GPU's stream, buffers, device index */
+	const cpht_device_ops *ops;	/* the device's entries, chosen at create */
+	void	   *device_state;	/* the GPU's stream, buffers, device index */
 	char		errmsg[512];
 };
 
 /*
- * A backend.  All arrays are host arrays; a GPU backend stages them.
+ * A device: the entries both devices implement, chosen once when a table
+ * is made (t->ops: cpht_cpu_ops or cpht_gpu_ops), and two optional
+ * sub-tables for what only one device has.  All arrays are host arrays; the
+ * GPU stages them.
  *
  * A find_or_put or erase that fails part way (a device fault) may have
  * changed the table already: it leaves status/present[i] 0 for every key it
@@ -177,18 +214,15 @@ struct cpht_table
  * write_slots: copy level l's slots from host memory (rebuild).
  * copy_slot_range: copy slots [first, first + count) of level l to host
  *   memory, packed at their width (export reads a table a piece at a time).
- * move_keys: insert every live key of `from` (same kind and backend; its
+ * move_keys: insert every live key of `from` (same kind and device; its
  *   slots are only read) into `to`, a new empty table (growth); the keys are
  *   distinct and absent from `to`.  *full = keys that found no slot (then
  *   `to` is thrown away).  It may stop for an interrupt (CPHT_ERR_CANCELED).
- * log_reserve, log_write, log_read, log_release: a log store kept by the
- *   backend (all NULL: the table layer keeps the log in host memory).
- *   reserve makes room for `entries` in all, keeping the first `keep`
- *   (log_len and what the running call already wrote past it);
- *   write and read copy entries [at, at + n) from and to host memory;
- *   release frees the store.
+ * device_memory: free and total memory of the table's device (0 and 0
+ *   for host memory).
+ * device_ordinal: the CUDA ordinal of the table's device (-1: host memory).
  */
-struct cpht_backend
+struct cpht_device_ops
 {
 	const char *name;
 	cpht_status (*create) (cpht_table *t);
@@ -209,33 +243,21 @@ struct cpht_backend
 	cpht_status (*revive) (cpht_table *t, const uint64_t *keys, const uint8_t *where,
 						   size_t n, uint8_t *status);
 	cpht_status (*write_slots) (cpht_table *t, int level, const void *host);
-	cpht_status (*log_reserve) (cpht_table *t, uint64_t entries, uint64_t keep);
-	cpht_status (*log_write) (cpht_table *t, uint64_t at, const uint64_t *keys, size_t n);
-	cpht_status (*log_read) (cpht_table *t, uint64_t at, size_t n, uint64_t *keys);
-	void		(*log_release) (cpht_table *t);
-	/* free and total memory of the table's device (NULL: host memory) */
 	void		(*device_memory) (cpht_table *t, uint64_t *free_bytes, uint64_t *total_bytes);
 	cpht_status (*move_keys) (cpht_table *to, cpht_table *from, uint64_t *full);
 	/* slots [first, first + count) of level l to host memory (scan_keys) */
 	cpht_status (*copy_slot_range) (cpht_table *t, int level, uint64_t first,
 									uint64_t count, void *host);
 	/*
-	 * Growth and widening (NULL: create and destroy): make or free only
-	 * the slot arrays of t's levels (zeroed), for a new layout whose
-	 * backend_state is the table's own, so that it keeps its streams,
-	 * transfer buffers and scratch (create_slots sizes the transfer
-	 * buffers to the new layout, as create does).
+	 * Growth and widening: make or free only the slot arrays of t's levels
+	 * (zeroed), for a new layout whose device_state is the table's own, so
+	 * that it keeps its streams, transfer buffers and scratch
+	 * (create_slots sizes the transfer buffers to the new layout, as
+	 * create does).
 	 */
 	cpht_status (*create_slots) (cpht_table *t);
 	void		(*destroy_slots) (cpht_table *t);
-	/* the CUDA ordinal of the table's device (NULL: host memory) */
 	int			(*device_ordinal) (cpht_table *t);
-	/* pinned host memory any of the process's devices transfers from by
-	 * DMA (NULL: host memory), and telling a table that arrays inside
-	 * [begin, begin + len) are such memory */
-	void	   *(*pinned_alloc) (size_t bytes);
-	void		(*pinned_free) (void *p);
-	void		(*set_direct) (cpht_table *t, const void *begin, size_t len);
 	/*
 	 * Restore a piece at a time: copy `bytes` from host to level l's slots
 	 * at byte `offset`, a copy that may still run on return (host stays
@@ -244,6 +266,10 @@ struct cpht_backend
 	cpht_status (*write_slot_bytes) (cpht_table *t, int level, uint64_t offset,
 									 const void *host, uint64_t bytes);
 	cpht_status (*slot_writes_wait) (cpht_table *t);
+	/* NULL: the table layer keeps the undo log in host memory (table_log.c) */
+	const cpht_log_store *log_store;
+	/* NULL: the device has no pinned memory (the CPU) */
+	const cpht_pinned_ops *pinned;
 };
 
 /* Bits a radix sort of a batch's raw keys must cover to group equal keys:
@@ -254,10 +280,10 @@ table_sort_bits(const cpht_table *t)
 	return t->params.signed_keys ? 64 : t->params.key_bits;
 }
 
-extern const cpht_backend cpht_cpu_backend;
+extern const cpht_device_ops cpht_cpu_ops;
 
 #ifdef CPHT_WITH_GPU
-extern const cpht_backend cpht_gpu_backend;
+extern const cpht_device_ops cpht_gpu_ops;
 #endif
 
 /* printf into t->errmsg; returns `code` so callers can `return table_fail(...)`. */
@@ -268,7 +294,7 @@ cpht_status table_fail(cpht_table *t, cpht_status code, const char *fmt,...)
 			;
 
 /* The memory hook (cpht_set_memory_hook), for the table layer and the
- * backends (the GPU's transfer buffers and scratch area): take asks for
+ * devices (the GPU's transfer buffers and scratch area): take asks for
  * bytes more (1: go ahead), give hands bytes back (table.c). */
 int			table_memory_take(uint64_t bytes);
 void		table_memory_give(uint64_t bytes);
@@ -284,4 +310,4 @@ int			table_interrupted(void);
 }
 #endif
 
-#endif							/* CPHT_TABLE_INTERNAL_H */
+#endif							/* CPHT_DEVICE_OPS_H */

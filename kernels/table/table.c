@@ -442,16 +442,16 @@ table_single_create(const cpht_params *params, cpht_table **out,
 			free(t);
 			return CPHT_ERR_NODEVICE;
 		}
-		t->backend = &cpht_gpu_backend;
+		t->ops = &cpht_gpu_ops;
 #else
 		free(t);
 		return param_fail(errbuf, errlen, CPHT_ERR_NODEVICE, "cpht was built without CUDA support");
 #endif
 	}
 	else
-		t->backend = &cpht_cpu_backend;
+		t->ops = &cpht_cpu_ops;
 
-	rc = t->backend->create(t);
+	rc = t->ops->create(t);
 	if (rc != CPHT_OK)
 	{
 		param_fail(errbuf, errlen, rc, "%s", t->errmsg);
@@ -471,7 +471,7 @@ table_single_destroy(cpht_table *t)
 		return;
 	table_streams_detach(t);
 	table_log_free(t);				/* a backend store goes before the backend */
-	t->backend->destroy(t);
+	t->ops->destroy(t);
 	table_memory_give((uint64_t) t->grown_bytes);
 	free(t->stash);
 	free(t);

@@ -187,11 +187,11 @@ place_tombstones(cpht_table *t, cpht_table *nt, pending_entry *items, size_t n, 
 				keys[m] = items[i].key;
 				pos[m++] = i;
 			}
-		rc = nt->backend->find_or_put(nt, keys, m, status, homeless, &nhomeless, &tally, CPHT_NO_LOG);
+		rc = nt->ops->find_or_put(nt, keys, m, status, homeless, &nhomeless, &tally, CPHT_NO_LOG);
 		if (rc == CPHT_OK && (tally.full > 0 || nhomeless > 0 || tally.hits != m))
 			rc = table_fail(t, CPHT_ERR_FULL, "the larger layout had no room for the tombstones of deleted keys");
 		if (rc == CPHT_OK)
-			rc = nt->backend->erase(nt, keys, m, status, 0, &tally, CPHT_NO_LOG);
+			rc = nt->ops->erase(nt, keys, m, status, 0, &tally, CPHT_NO_LOG);
 		for (size_t j = 0; rc == CPHT_OK && j < m; j++)
 		{
 			if (!CPHT_IS_WHERE(status[j]) || status[j] == CPHT_WHERE_STASH)
@@ -293,7 +293,7 @@ table_relayout(cpht_table *t, const cpht_params *np, int widen)
 	char		why[256];
 	double		took;
 	/* the new layout keeps the table's device state (backend create_slots) */
-	int			shared_state = t->backend->create_slots != NULL;
+	int			shared_state = t->ops->create_slots != NULL;
 	cpht_status rc;
 
 	if (nt == NULL)
@@ -313,15 +313,15 @@ table_relayout(cpht_table *t, const cpht_params *np, int widen)
 						  "%s from %llu to %llu bytes of slots would pass the memory limit (both are held while the keys move)",
 						  what, (unsigned long long) old_bytes, (unsigned long long) new_bytes);
 	}
-	nt->backend = t->backend;
+	nt->ops = t->ops;
 	nt->keep_tombstones = t->keep_tombstones;
 	if (shared_state)
 	{
-		nt->backend_state = t->backend_state;
-		rc = nt->backend->create_slots(nt);
+		nt->device_state = t->device_state;
+		rc = nt->ops->create_slots(nt);
 	}
 	else
-		rc = nt->backend->create(nt);
+		rc = nt->ops->create(nt);
 	if (rc != CPHT_OK)
 	{
 		table_memory_give(new_bytes);
@@ -344,7 +344,7 @@ table_relayout(cpht_table *t, const cpht_params *np, int widen)
 	}
 	if (rc == CPHT_OK)
 	{
-		rc = t->backend->move_keys(nt, t, &full);
+		rc = t->ops->move_keys(nt, t, &full);
 		if (rc != CPHT_OK)
 			memcpy(t->errmsg, nt->errmsg, sizeof(t->errmsg));
 		else if (full > 0)
@@ -354,9 +354,9 @@ table_relayout(cpht_table *t, const cpht_params *np, int widen)
 	if (rc != CPHT_OK)
 	{
 		if (shared_state)
-			nt->backend->destroy_slots(nt);
+			nt->ops->destroy_slots(nt);
 		else
-			nt->backend->destroy(nt);
+			nt->ops->destroy(nt);
 		table_memory_give(new_bytes);
 		free(nt);
 		free(items);
@@ -369,15 +369,15 @@ table_relayout(cpht_table *t, const cpht_params *np, int widen)
 	old.params = t->params;
 	old.levels = t->levels;
 	memcpy(old.level, t->level, sizeof(old.level));
-	old.backend = t->backend;
-	old.backend_state = t->backend_state;
+	old.ops = t->ops;
+	old.device_state = t->device_state;
 	t->params = nt->params;
 	memcpy(t->level, nt->level, sizeof(t->level));
-	t->backend_state = nt->backend_state;
+	t->device_state = nt->device_state;
 	if (shared_state)
-		old.backend->destroy_slots(&old);
+		old.ops->destroy_slots(&old);
 	else
-		old.backend->destroy(&old);
+		old.ops->destroy(&old);
 	table_memory_give(old_bytes);
 	t->grown_bytes += (int64_t) new_bytes - (int64_t) old_bytes;
 	for (size_t i = 0; i < npending; i++)

@@ -49,7 +49,7 @@ cpht_table_image_read_level(cpht_table *t, int level, void *host)
 	if (level < 0 || level >= t->levels)
 		return table_fail(t, CPHT_ERR_INVALID, "the table has no level %d", level + 1);
 	table_settle(t);
-	return t->backend->copy_slots(t, level, host);
+	return t->ops->copy_slots(t, level, host);
 }
 
 void
@@ -112,16 +112,16 @@ cpht_table_image_begin(const cpht_image_info *info, cpht_table **out,
 void *
 cpht_table_image_buffer(cpht_table *t, size_t bytes)
 {
-	if (t->backend->pinned_alloc != NULL)
-		return t->backend->pinned_alloc(bytes);
+	if (t->ops->pinned != NULL)
+		return t->ops->pinned->alloc(bytes);
 	return malloc(bytes);
 }
 
 void
 cpht_table_image_buffer_free(cpht_table *t, void *p)
 {
-	if (t->backend->pinned_free != NULL)
-		t->backend->pinned_free(p);
+	if (t->ops->pinned != NULL)
+		t->ops->pinned->free(p);
 	else
 		free(p);
 }
@@ -134,13 +134,13 @@ cpht_table_image_write(cpht_table *t, int level, uint64_t offset,
 		bytes > image_level_bytes(t, level) - offset)
 		return table_fail(t, CPHT_ERR_INVALID, "bytes [%llu, %llu) are outside level %d's slots",
 						  (unsigned long long) offset, (unsigned long long) (offset + bytes), level + 1);
-	return t->backend->write_slot_bytes(t, level, offset, host, bytes);
+	return t->ops->write_slot_bytes(t, level, offset, host, bytes);
 }
 
 cpht_status
 cpht_table_image_wait(cpht_table *t)
 {
-	return t->backend->slot_writes_wait(t);
+	return t->ops->slot_writes_wait(t);
 }
 
 cpht_status

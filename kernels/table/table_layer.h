@@ -56,7 +56,7 @@ cpht_status table_stash_add(cpht_table *t, const uint64_t *keys, size_t n);
 int			table_stash_remove(cpht_table *t, uint64_t key);
 
 /* table_log.c: the undo log's store and runs */
-int			table_log_on_backend(const cpht_table *t);
+int			table_log_on_device(const cpht_table *t);
 void		table_log_free(cpht_table *t);
 cpht_status table_log_reserve(cpht_table *t, uint64_t pending, uint64_t extra);
 cpht_status table_log_reserve_where(cpht_table *t, uint64_t extra);

@@ -20,9 +20,9 @@
  * transfer (a rollback reads them back).
  */
 int
-table_log_on_backend(const cpht_table *t)
+table_log_on_device(const cpht_table *t)
 {
-	return t->backend->log_reserve != NULL;
+	return t->ops->log_store != NULL;
 }
 
 /*
@@ -51,8 +51,8 @@ table_log_free(cpht_table *t)
 {
 	if (t->log_keys)
 		munmap(t->log_keys, t->log_cap * sizeof(uint64_t));
-	else if (t->log_cap && table_log_on_backend(t))
-		t->backend->log_release(t);
+	else if (t->log_cap && table_log_on_device(t))
+		t->ops->log_store->release(t);
 	table_memory_give(t->log_cap * sizeof(uint64_t));
 	t->log_keys = NULL;
 	t->log_cap = 0;
@@ -100,9 +100,9 @@ table_log_reserve(cpht_table *t, uint64_t pending, uint64_t extra)
 	if (!table_memory_take((cap - t->log_cap) * sizeof(uint64_t)))
 		return table_fail(t, CPHT_ERR_LIMIT, "growing the undo log to %llu entries (%llu bytes) would pass the memory limit",
 						  (unsigned long long) cap, (unsigned long long) (cap * sizeof(uint64_t)));
-	if (table_log_on_backend(t))
+	if (table_log_on_device(t))
 	{
-		cpht_status rc = t->backend->log_reserve(t, cap, t->log_len + pending);
+		cpht_status rc = t->ops->log_store->reserve(t, cap, t->log_len + pending);
 
 		if (rc != CPHT_OK)
 		{
@@ -343,8 +343,8 @@ table_single_log_read(cpht_table *t, uint64_t position, uint64_t n,
 						  (unsigned long long) t->log_len);
 	if (n == 0)
 		return CPHT_OK;
-	if (table_log_on_backend(t))
-		rc = t->backend->log_read(t, position, (size_t) n, keys);
+	if (table_log_on_device(t))
+		rc = t->ops->log_store->read(t, position, (size_t) n, keys);
 	else
 		memcpy(keys, t->log_keys + position, (size_t) n * sizeof(uint64_t));
 	if (rc != CPHT_OK)
@@ -394,7 +394,7 @@ table_log_each_bucket_delete(cpht_table *t, table_log_delete_fn fn, void *arg,
 
 		if (!run->deleted || len == 0)
 			continue;
-		if (table_log_on_backend(t))
+		if (table_log_on_device(t))
 		{
 			uint64_t   *grown = realloc(keys, len * sizeof(uint64_t));
 
@@ -404,7 +404,7 @@ table_log_each_bucket_delete(cpht_table *t, table_log_delete_fn fn, void *arg,
 				break;
 			}
 			keys = grown;
-			rc = t->backend->log_read(t, run->start, len, keys);
+			rc = t->ops->log_store->read(t, run->start, len, keys);
 			if (rc != CPHT_OK)
 				break;
 			k = keys;

@@ -30,7 +30,7 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 	size_t		chunk = n < most ? n : most;
 	size_t		done = 0;
 	uint64_t	puts = 0;
-	int			on_backend = t->logging && table_log_on_backend(t);
+	int			on_backend = t->logging && table_log_on_device(t);
 	cpht_status rc = CPHT_OK;
 	cpht_status log_rc;
 
@@ -61,7 +61,7 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 		 */
 		rc = on_backend ? table_log_reserve(t, puts, m) : CPHT_OK;
 		if (rc == CPHT_OK)
-			rc = t->backend->find_or_put(t, keys + done, m, status + done, homeless, &nhomeless,
+			rc = t->ops->find_or_put(t, keys + done, m, status + done, homeless, &nhomeless,
 										 &tally, on_backend ? t->log_len + puts : CPHT_NO_LOG);
 		if (rc != CPHT_OK)
 		{
@@ -319,7 +319,7 @@ find_fitting(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 
 		if (done > 0 && table_interrupted())
 			return table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", done, n);
-		rc = t->backend->find(t, keys + done, m, found + done);
+		rc = t->ops->find(t, keys + done, m, found + done);
 	}
 	for (size_t i = 0; rc == CPHT_OK && t->nstash > 0 && i < n; i++)
 		if (!found[i])
@@ -390,7 +390,7 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 			rc = table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", done, n);
 			break;
 		}
-		rc = t->backend->erase(t, keys + done, m, present + done, 0, &tally, CPHT_NO_LOG);
+		rc = t->ops->erase(t, keys + done, m, present + done, 0, &tally, CPHT_NO_LOG);
 		for (size_t i = done; i < done + m; i++)
 		{
 			/* A failed chunk reports the keys it removed before failing
@@ -418,8 +418,8 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 		done += m;
 	}
 	/* The backend store takes the keys from host memory. */
-	if (rc == CPHT_OK && t->logging && ngone > 0 && table_log_on_backend(t))
-		rc = t->backend->log_write(t, t->log_len, gone, ngone);
+	if (rc == CPHT_OK && t->logging && ngone > 0 && table_log_on_device(t))
+		rc = t->ops->log_store->write(t, t->log_len, gone, ngone);
 	if (rc != CPHT_OK)
 	{
 		char		why[sizeof(t->errmsg)];
@@ -442,7 +442,7 @@ table_erase_keys(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present
 			t->changes++;
 		if (t->logging && ngone > 0)
 		{
-			if (!table_log_on_backend(t))
+			if (!table_log_on_device(t))
 				memcpy(t->log_keys + t->log_len, gone, ngone * sizeof(uint64_t));
 			memcpy(t->log_where + t->log_nwhere, where, ngone);
 			table_log_mark(t, 1, ngone);

@@ -204,7 +204,7 @@ table_single_rebuild(cpht_table *t)
 				memset((char *) copy[l] + at, 0, len);
 		}
 		if (rc == CPHT_OK)
-			rc = t->backend->copy_slots(t, l, copy[l]);
+			rc = t->ops->copy_slots(t, l, copy[l]);
 		if (rc == CPHT_ERR_CANCELED)
 			table_fail(t, rc, "the rebuild was canceled; the table is unchanged");
 		for (uint64_t i = 0; rc == CPHT_OK && i < nslots; i++)
@@ -341,7 +341,7 @@ table_single_rebuild(cpht_table *t)
 	}
 	t->changes++;
 	for (int l = 0; rc == CPHT_OK && l < t->levels; l++)
-		rc = t->backend->write_slots(t, l, copy[l]);
+		rc = t->ops->write_slots(t, l, copy[l]);
 	if (rc == CPHT_OK)
 	{
 		for (size_t i = 0; i < n; i++)

@@ -41,7 +41,7 @@ table_undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *st
 		if (status[i] == CPHT_PUT)
 			added[nadded++] = keys[i];
 
-	rc = t->backend->erase(t, added, nadded, flags, t->params.kind == CPHT_ICEBERG,
+	rc = t->ops->erase(t, added, nadded, flags, t->params.kind == CPHT_ICEBERG,
 						   &tally, CPHT_NO_LOG);
 	if (rc != CPHT_OK || t->params.kind == CPHT_ICEBERG)
 		goto done;
@@ -57,7 +57,7 @@ table_undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *st
 		size_t		still = 0;
 
 		/* These keys are absent, so the backend inserts every one of them. */
-		rc = t->backend->find_or_put(t, homeless, nold, flags, added, &still,
+		rc = t->ops->find_or_put(t, homeless, nold, flags, added, &still,
 									 &tally, CPHT_NO_LOG);
 		memcpy(homeless, added, still * sizeof(uint64_t));
 		nold = still;
@@ -108,7 +108,7 @@ table_put_back(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t
 		}
 	}
 	if (rc == CPHT_OK && nslotted > 0)
-		rc = t->backend->revive(t, slotted, places, nslotted, status);
+		rc = t->ops->revive(t, slotted, places, nslotted, status);
 	for (size_t i = 0; rc == CPHT_OK && i < nslotted; i++)
 		if (status[i] != CPHT_PUT)
 			stashed[nstashed++] = slotted[i];
@@ -129,7 +129,7 @@ static cpht_status
 take_out(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *flags)
 {
 	cpht_tally	tally = {0, 0};
-	cpht_status rc = t->backend->erase(t, keys, n, flags, 0, &tally, CPHT_NO_LOG);
+	cpht_status rc = t->ops->erase(t, keys, n, flags, 0, &tally, CPHT_NO_LOG);
 
 	t->changes++;
 	if (rc != CPHT_OK)
@@ -167,9 +167,9 @@ table_single_rollback_to(cpht_table *t, uint64_t position)
 			deletes += hi - lo;
 	}
 	flags = malloc((size_t) (end - position));
-	if (table_log_on_backend(t))
+	if (table_log_on_device(t))
 		copied = malloc((size_t) (end - position) * sizeof(uint64_t));
-	if (flags == NULL || (table_log_on_backend(t) && copied == NULL))
+	if (flags == NULL || (table_log_on_device(t) && copied == NULL))
 	{
 		free(flags);
 		free(copied);
@@ -178,7 +178,7 @@ table_single_rollback_to(cpht_table *t, uint64_t position)
 	/* keys[i] is entry position + i. */
 	if (copied)
 	{
-		rc = t->backend->log_read(t, position, (size_t) (end - position), copied);
+		rc = t->ops->log_store->read(t, position, (size_t) (end - position), copied);
 		keys = copied;
 	}
 	else
@@ -191,7 +191,7 @@ table_single_rollback_to(cpht_table *t, uint64_t position)
 	{
 		/* Only inserts since the savepoint: they took slots that were empty
 		 * then, so emptying them restores the table bit for bit. */
-		rc = t->backend->erase(t, keys, end - position, flags, 1, &tally, CPHT_NO_LOG);
+		rc = t->ops->erase(t, keys, end - position, flags, 1, &tally, CPHT_NO_LOG);
 		if (rc == CPHT_OK)
 			t->count -= end - position;
 	}

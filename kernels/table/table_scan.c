@@ -42,7 +42,7 @@ static cpht_status
 scan_level(cpht_table *t, int l, uint64_t first, uint64_t count, uint64_t *keys, size_t *n)
 {
 	const layout_level *lv = &t->level[l];
-	cpht_status rc = t->backend->copy_slot_range(t, l, first, count, keys);
+	cpht_status rc = t->ops->copy_slot_range(t, l, first, count, keys);
 	size_t		out = 0;
 
 	if (rc != CPHT_OK)

@@ -55,15 +55,14 @@ table_single_stats(cpht_table *t, cpht_stats *out)
 	out->slot_key_bits = table_slot_key_bits(t);
 	out->widens = t->widens;
 	out->last_widen_ms = t->last_widen_ms;
-	out->staging_bytes = t->backend->staging_bytes(t);
-	if (t->backend->device_memory)
-		t->backend->device_memory(t, &out->device_free_bytes, &out->device_total_bytes);
-	t->backend->device_name(t, out->device_name, sizeof(out->device_name));
-	rc = t->backend->scan(t, out->live, out->tombstones);
+	out->staging_bytes = t->ops->staging_bytes(t);
+	t->ops->device_memory(t, &out->device_free_bytes, &out->device_total_bytes);
+	t->ops->device_name(t, out->device_name, sizeof(out->device_name));
+	rc = t->ops->scan(t, out->live, out->tombstones);
 	/* one shard: the whole table */
 	out->shards = 1;
 	out->shard[0].device = t->params.device;
-	out->shard[0].gpu = t->backend->device_ordinal ? t->backend->device_ordinal(t) : -1;
+	out->shard[0].gpu = t->ops->device_ordinal(t);
 	out->shard[0].count = out->count;
 	out->shard[0].table_bytes = out->table_bytes;
 	out->shard[0].grows = out->grows;
