@@ -18,6 +18,29 @@
 
 #include "table/layout.h"
 
+/* ---- the 16-bit slot CAS ------------------------------------------------ */
+
+/*
+ * 16-bit slots change by a 32-bit CAS on their aligned pair (no 16-bit
+ * atomic: slow on the paper's GPUs).  gpu_cas16 writes `want` into the half
+ * of *word at bit `shift` (0 or 16) if the pair still is `pair`, and
+ * returns the pair as it was (== pair when it took).  Every 16-bit slot
+ * write goes through it: the one-shot CAS of a claim (gpu_slot_cas), the
+ * eviction's exchange (gpu_slot_swap) and revive's put-back.
+ */
+__device__ __forceinline__ unsigned
+gpu_cas16(unsigned *word, int shift, unsigned pair, uint64_t want)
+{
+	return atomicCAS(word, pair, (pair & ~(0xffffu << shift)) | ((unsigned) (uint16_t) want << shift));
+}
+
+/* The 16-bit slot at bit `shift` of a pair. */
+__device__ __forceinline__ unsigned
+gpu_half16(unsigned pair, int shift)
+{
+	return (pair >> shift) & 0xffffu;
+}
+
 /* ---- a tile of W consecutive lanes of a warp ---------------------------- */
 
 template <int W>
@@ -212,10 +235,9 @@ gpu_lane_set(gpu_lane<SW, B> &v, int t, uint64_t x)
  * algorithms need (Lemma 2 of the paper), and each failure turns one more
  * snapshot slot non-empty, so the retries are bounded.
  *
- * 16-bit slots use a 32-bit CAS on the aligned pair, expecting the pair as
- * the snapshot saw it: no 16-bit atomic (slow on the paper's GPUs), and a
- * neighbour that changed since the snapshot only makes the CAS fail like a
- * lost race.  (Slot pairs never straddle two lanes: a lane part starts at
+ * 16-bit slots use gpu_cas16, expecting the pair as the snapshot saw it:
+ * a neighbour that changed since the snapshot only makes the CAS fail like
+ * a lost race.  (Slot pairs never straddle two lanes: a lane part starts at
  * an even slot.)
  */
 template <int SW, int B>
@@ -230,10 +252,9 @@ gpu_slot_cas(void *slots, uint64_t index, gpu_lane<SW, B> &v, int t,
 		unsigned   *word = (unsigned *) slots + (index >> 1);
 		int			shift = (t & 1) * 16;
 		unsigned	expect = gpu_lane_word(v, t >> 1);
-		unsigned	repl = (expect & ~(0xffffu << shift)) | ((unsigned) (uint16_t) want << shift);
-		unsigned	old = atomicCAS(word, expect, repl);
+		unsigned	old = gpu_cas16(word, shift, expect, want);
 
-		*seen = (old >> shift) & 0xffff;
+		*seen = gpu_half16(old, shift);
 		if (old != expect)
 			gpu_lane_set(v, t, old);
 		return old == expect;
@@ -325,11 +346,10 @@ gpu_slot_swap(void *slots, uint64_t index, uint64_t want)
 
 		for (;;)
 		{
-			unsigned	repl = (old & ~(0xffffu << shift)) | ((unsigned) (uint16_t) want << shift);
-			unsigned	got = atomicCAS(word, old, repl);
+			unsigned	got = gpu_cas16(word, shift, old, want);
 
 			if (got == old)
-				return (old >> shift) & 0xffff;
+				return gpu_half16(old, shift);
 			old = got;
 		}
 	}

@@ -158,4 +158,32 @@ gpu_occupancy(K kernel)
 	return blocks > 0 ? blocks : 1;
 }
 
+#ifdef __CUDACC__
+/*
+ * Warp-aggregated append: the lanes where `want` holds take consecutive
+ * positions from *counter, with one atomic for the whole warp (by its
+ * first such lane).  Returns this lane's position, meaningful where want
+ * holds.  Every lane of the warp must call it (a ballot), so loops that
+ * use it run whole warps together.  The one place for it: the overflow
+ * lists (gpu_list_append), growth's gather and the log's tally.
+ */
+template <typename C>
+__device__ __forceinline__ C
+gpu_warp_append(C *counter, bool want)
+{
+	unsigned	ballot = __ballot_sync(0xffffffffu, want);
+	unsigned	lane = threadIdx.x & 31;
+	int			leader;
+	C			base = 0;
+
+	if (ballot == 0)
+		return 0;
+	leader = __ffs(ballot) - 1;
+	if ((int) lane == leader)
+		base = atomicAdd(counter, (C) __popc(ballot));
+	base = __shfl_sync(0xffffffffu, base, leader);
+	return base + (C) __popc(ballot & ((1u << lane) - 1));
+}
+#endif
+
 #endif							/* CPHT_GPU_COMMON_H */

@@ -84,20 +84,12 @@ gpu_list_carve(gpu_carve *c, gpu_list *l, uint32_t n, int with_index)
 __device__ __forceinline__ void
 gpu_list_append(const gpu_list &l, bool want, uint64_t key, uint32_t i)
 {
-	unsigned	ballot = __ballot_sync(0xffffffffu, want);
-	int			lane = (int) (threadIdx.x & 31);
 	uint32_t	list = (i >> 5) % GPU_LISTS;
-	uint32_t	at = 0;
+	uint32_t	at = gpu_warp_append(&l.counts[list * GPU_LIST_PAD], want);
 
-	/* Nobody in this warp has anything to append. */
-	if (ballot == 0)
-		return;
-	if (lane == __ffs(ballot) - 1)
-		at = atomicAdd(&l.counts[list * GPU_LIST_PAD], (uint32_t) __popc(ballot));
-	at = __shfl_sync(0xffffffffu, at, __ffs(ballot) - 1);
 	if (want)
 	{
-		size_t		slot = (size_t) list * l.cap + at + (uint32_t) __popc(ballot & ((1u << lane) - 1));
+		size_t		slot = (size_t) list * l.cap + at;
 
 		l.keys[slot] = key;
 		if (l.index)

@@ -21,7 +21,6 @@ __global__ void __launch_bounds__(GPU_BLOCK)
 grow_gather(const T *slots, uint64_t begin, uint64_t len, layout_level lv, int key_bits,
 			uint64_t *out, unsigned *count)
 {
-	const unsigned lane = threadIdx.x & 31;
 	const uint64_t stride = (uint64_t) gridDim.x * GPU_BLOCK;
 	/* Whole warps iterate together (the ballot needs every lane). */
 	const uint64_t bound = (len + 31) & ~(uint64_t) 31;
@@ -30,18 +29,14 @@ grow_gather(const T *slots, uint64_t begin, uint64_t len, layout_level lv, int k
 	{
 		uint64_t	s = i < len ? (uint64_t) slots[begin + i] : 0;
 		bool		live = slot_is_live(s);
-		unsigned	mask = __ballot_sync(0xffffffffu, live);
-		unsigned	base = 0;
+		unsigned	at = gpu_warp_append(count, live);
 
-		if (lane == 0 && mask)
-			base = atomicAdd(count, (unsigned) __popc(mask));
-		base = __shfl_sync(0xffffffffu, base, 0);
 		if (live)
 		{
 			int			choice = slot_choice(s, lv.choice_bits);
 			uint64_t	bucket = (begin + i) / (uint64_t) lv.bucket_slots;
 
-			out[base + __popc(mask & ((1u << lane) - 1))] =
+			out[at] =
 				layout_key(layout_level_perm(&lv, key_bits, choice), bucket,
 						   slot_remainder(s, lv.choice_bits));
 		}

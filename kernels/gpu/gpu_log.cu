@@ -34,19 +34,13 @@ tally_kernel(const uint64_t *keys, const uint8_t *out, uint32_t n, uint8_t hit,
 	{
 		uint8_t		r = i < n ? out[i] : 0xff;
 		bool		is_hit = hit == CPHT_WHERE(0, 0) ? i < n && CPHT_IS_WHERE(r) : r == hit;
-		unsigned	hits = __ballot_sync(0xffffffffu, is_hit);
 		unsigned	full = __ballot_sync(0xffffffffu, r == CPHT_FULL);
-		unsigned long long base = 0;
+		unsigned long long at = gpu_warp_append(&counters[0], is_hit);
 
-		if (lane == 0 && hits)
-			base = atomicAdd(&counters[0], (unsigned long long) __popc(hits));
 		if (lane == 0 && full)
 			atomicAdd(&counters[1], (unsigned long long) __popc(full));
-		if (log == NULL)
-			continue;
-		base = __shfl_sync(0xffffffffu, base, 0);
-		if (is_hit)
-			log[base + __popc(hits & ((1u << lane) - 1))] = keys[i];
+		if (log != NULL && is_hit)
+			log[at] = keys[i];
 	}
 }
 

@@ -9,6 +9,7 @@
  * in it), which still holds the key's tombstone (table_rollback.c says
  * why).  The CPU twin is revive_at in cpu_device.c.
  */
+#include "gpu/gpu_bucket.h"	/* gpu_cas16 */
 #include "gpu/gpu_ops.h"
 
 static __device__ __forceinline__ uint64_t
@@ -25,7 +26,8 @@ revive_load(const layout_level &lv, uint64_t i)
 	}
 }
 
-/* Compare-and-swap one slot; 16-bit slots through their aligned 32-bit pair. */
+/* Compare-and-swap one slot; 16-bit slots through their aligned 32-bit
+ * pair (gpu_cas16), again while only the neighbour changed. */
 static __device__ __forceinline__ bool
 revive_cas(const layout_level &lv, uint64_t i, uint64_t expect, uint64_t want)
 {
@@ -39,13 +41,11 @@ revive_cas(const layout_level &lv, uint64_t i, uint64_t expect, uint64_t want)
 
 				for (;;)
 				{
-					unsigned	repl;
 					unsigned	got;
 
-					if (((old >> shift) & 0xffffu) != (unsigned) expect)
+					if (gpu_half16(old, shift) != (unsigned) expect)
 						return false;	/* another key took the slot */
-					repl = (old & ~(0xffffu << shift)) | ((unsigned) want << shift);
-					got = atomicCAS(word, old, repl);
+					got = gpu_cas16(word, shift, old, want);
 					if (got == old)
 						return true;
 					old = got;	/* the neighbour changed: try again */
