@@ -3,7 +3,7 @@
  * bounded eviction chain (Alg. 4 of the paper), find with the early stop,
  * erase by tombstone, and the sort-based find-or-put.
  *
- * Semantics match kernels/cpu_cuckoo.c: CPHT_CUCKOO_CHOICES hash choices;
+ * Semantics match kernels/cpu/cpu_cuckoo.c: CPHT_CUCKOO_CHOICES hash choices;
  * put takes the first free slot (EMPTY or TOMBSTONE; EMPTY only while the
  * undo log holds deleted keys, whose tombstones are kept) of the bucket,
  * else evicts the slot mix64(key ^ step << 40 ^ seed3) mod B (while

@@ -14,7 +14,7 @@
  * the two levels have any geometry without a cross product of kernels, and
  * lets pass 1 run over a batch grouped by primary bucket.
  *
- * Semantics match kernels/cpu_iceberg.c: level 1 fills its first EMPTY
+ * Semantics match kernels/cpu/cpu_iceberg.c: level 1 fills its first EMPTY
  * slot; level 2 fills the first EMPTY slot of the strictly less full
  * secondary bucket, the second one on a tie; tombstones count as occupied
  * and are never reused.
