@@ -160,30 +160,37 @@ gpu_occupancy(K kernel)
 
 #ifdef __CUDACC__
 /*
- * Warp-aggregated append: the lanes where `want` holds take consecutive
- * positions from *counter, with one atomic for the whole warp (by its
- * first such lane).  Returns this lane's position, meaningful where want
- * holds.  Every lane of the warp must call it (a ballot), so loops that
- * use it run whole warps together.  The one place for it: the overflow
- * lists (gpu_list_append), growth's gather and the log's tally.
+ * Warp-aggregated append, in two parts.  GPU_WARP_BALLOT(want) asks the
+ * warp which lanes want a place; GPU_WARP_APPEND(C, counter, want, at, put)
+ * then takes consecutive places for them from *counter (of type C) with one
+ * atomic for the whole warp (by its first wanting lane), and runs `put` on
+ * each wanting lane with `at`, the warp's first place, in scope; its own
+ * place is at + GPU_WARP_RANK, added in the width of the caller's index.
+ * Every lane of the warp must come here (a ballot), so loops that use it
+ * run whole warps together.  The one place for it: the overflow lists
+ * (gpu_list_append), growth's gather and the log's tally.  Macros, not a
+ * function taking a callback: the kernels compile to what they did when
+ * each wrote it out (the same PTX and registers).
  */
-template <typename C>
-__device__ __forceinline__ C
-gpu_warp_append(C *counter, bool want)
-{
-	unsigned	ballot = __ballot_sync(0xffffffffu, want);
-	unsigned	lane = threadIdx.x & 31;
-	int			leader;
-	C			base = 0;
+#define GPU_WARP_BALLOT(want) \
+	unsigned	gpu_wa_ballot = __ballot_sync(0xffffffffu, (want)); \
+	int			gpu_wa_lane = (int) (threadIdx.x & 31)
 
-	if (ballot == 0)
-		return 0;
-	leader = __ffs(ballot) - 1;
-	if ((int) lane == leader)
-		base = atomicAdd(counter, (C) __popc(ballot));
-	base = __shfl_sync(0xffffffffu, base, leader);
-	return base + (C) __popc(ballot & ((1u << lane) - 1));
-}
+#define GPU_WARP_APPEND(C, counter, want, at, put) \
+	do { \
+		C			at = 0; \
+		\
+		if (gpu_wa_ballot == 0) \
+			break;				/* nobody in this warp appends */ \
+		if (gpu_wa_lane == __ffs(gpu_wa_ballot) - 1) \
+			at = atomicAdd((counter), (C) __popc(gpu_wa_ballot)); \
+		at = __shfl_sync(0xffffffffu, at, __ffs(gpu_wa_ballot) - 1); \
+		if (want) \
+			put; \
+	} while (0)
+
+/* Inside GPU_WARP_APPEND's put: this lane's place among the wanting lanes. */
+#define GPU_WARP_RANK ((unsigned) __popc(gpu_wa_ballot & ((1u << gpu_wa_lane) - 1)))
 #endif
 
 #endif							/* CPHT_GPU_COMMON_H */

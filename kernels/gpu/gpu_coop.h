@@ -84,17 +84,17 @@ gpu_list_carve(gpu_carve *c, gpu_list *l, uint32_t n, int with_index)
 __device__ __forceinline__ void
 gpu_list_append(const gpu_list &l, bool want, uint64_t key, uint32_t i)
 {
+	GPU_WARP_BALLOT(want);
 	uint32_t	list = (i >> 5) % GPU_LISTS;
-	uint32_t	at = gpu_warp_append(&l.counts[list * GPU_LIST_PAD], want);
 
-	if (want)
+	GPU_WARP_APPEND(uint32_t, &l.counts[list * GPU_LIST_PAD], want, at,
 	{
-		size_t		slot = (size_t) list * l.cap + at;
+		size_t		slot = (size_t) list * l.cap + at + (uint32_t) GPU_WARP_RANK;
 
 		l.keys[slot] = key;
 		if (l.index)
 			l.index[slot] = i;
-	}
+	});
 }
 
 /* Consumer: prefix sums of the list counts into smem; returns the total.

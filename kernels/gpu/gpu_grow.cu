@@ -29,17 +29,17 @@ grow_gather(const T *slots, uint64_t begin, uint64_t len, layout_level lv, int k
 	{
 		uint64_t	s = i < len ? (uint64_t) slots[begin + i] : 0;
 		bool		live = slot_is_live(s);
-		unsigned	at = gpu_warp_append(count, live);
+		GPU_WARP_BALLOT(live);
 
-		if (live)
+		GPU_WARP_APPEND(unsigned, count, live, at,
 		{
 			int			choice = slot_choice(s, lv.choice_bits);
 			uint64_t	bucket = (begin + i) / (uint64_t) lv.bucket_slots;
 
-			out[at] =
+			out[at + GPU_WARP_RANK] =
 				layout_key(layout_level_perm(&lv, key_bits, choice), bucket,
 						   slot_remainder(s, lv.choice_bits));
-		}
+		});
 	}
 }
 

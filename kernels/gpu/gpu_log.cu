@@ -34,13 +34,17 @@ tally_kernel(const uint64_t *keys, const uint8_t *out, uint32_t n, uint8_t hit,
 	{
 		uint8_t		r = i < n ? out[i] : 0xff;
 		bool		is_hit = hit == CPHT_WHERE(0, 0) ? i < n && CPHT_IS_WHERE(r) : r == hit;
+		GPU_WARP_BALLOT(is_hit);
 		unsigned	full = __ballot_sync(0xffffffffu, r == CPHT_FULL);
-		unsigned long long at = gpu_warp_append(&counters[0], is_hit);
 
+		/* the hits' count, and with a log the hit keys into it */
+		GPU_WARP_APPEND(unsigned long long, &counters[0], is_hit, at,
+		{
+			if (log != NULL)
+				log[at + GPU_WARP_RANK] = keys[i];
+		});
 		if (lane == 0 && full)
 			atomicAdd(&counters[1], (unsigned long long) __popc(full));
-		if (log != NULL && is_hit)
-			log[at] = keys[i];
 	}
 }
 
