@@ -23,7 +23,10 @@ REGRESS_OPTS = --load-extension=$(EXTENSION)
 # (test/run-tests.sh runs them as postgres).
 TAP_TESTS = 1
 
-KERNEL_C = $(sort $(wildcard kernels/table*.c)) kernels/cpu_backend.c kernels/cpu_iceberg.c kernels/cpu_cuckoo.c kernels/cpu_threads.c kernels/radix_sort.c
+# kernels/: one folder per part (docs/layout.md); kernels/gpu/gpu_none.c
+# stands in for the GPU where the CUDA files are not built
+KERNEL_C = $(sort $(wildcard kernels/*/*.c))
+KERNEL_H = $(wildcard kernels/*.h kernels/*/*.h)
 # src/*.c: SQL functions and session state; src/access: a private table
 # in this backend or in the worker; src/shmem: the shared memory
 # layout; src/client: a backend's side of the worker protocol; src/worker:
@@ -39,7 +42,7 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ( [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc ))
 ifeq ($(CPHT_GPU),1)
 ifneq ($(NVCC),)
-CUDA_SRC = $(sort $(wildcard kernels/*.cu))
+CUDA_SRC = $(sort $(wildcard kernels/gpu/*.cu))
 ifneq ($(CUDA_SRC),)
 WITH_GPU = 1
 endif
@@ -47,7 +50,8 @@ endif
 endif
 
 ifdef WITH_GPU
-OBJS += $(CUDA_SRC:.cu=.o)
+KERNEL_C := $(filter-out kernels/gpu/gpu_none.c,$(KERNEL_C))
+OBJS = $(SRC_C:.c=.o) $(KERNEL_C:.c=.o) $(CUDA_SRC:.cu=.o)
 # sm_90 machine code for the H100/H200 plus compute_90 PTX so newer GPUs JIT it.
 NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS = -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DCPHT_WITH_GPU -Ikernels
@@ -55,14 +59,14 @@ PG_CPPFLAGS += -DCPHT_WITH_GPU
 # The CUDA runtime is linked statically and the driver is loaded at run time,
 # so the library loads where no driver exists (never link -lcuda).
 SHLIB_LINK += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
-kernels/%.o: kernels/%.cu kernels/*.h
+kernels/gpu/%.o: kernels/gpu/%.cu $(KERNEL_H)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 endif
 
 PG_CPPFLAGS += -Ikernels -Isrc -Isrc/access -Isrc/shmem -Isrc/client -Isrc/worker -std=gnu11
 SHLIB_LINK += -lpthread
 
-EXTRA_CLEAN = results regression.diffs regression.out test/unit/*.bin test/bench/*.bin kernels/*.unit.o
+EXTRA_CLEAN = results regression.diffs regression.out test/unit/*.bin test/bench/*.bin kernels/*/*.o
 
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Debian's PGXS emits LLVM bitcode for JIT; with CUDA objects (and no clang
@@ -80,11 +84,10 @@ endif
 # every header of src/: a struct that changes (a handle, say) must not meet
 # objects built with its old layout
 $(OBJS): $(wildcard src/*.h src/*/*.h)
-$(OBJS): src/shmem/protocol.h kernels/cpht_table.h kernels/layout.h kernels/table_internal.h kernels/table_layer.h kernels/table_faults.h
-$(KERNEL_C:.c=.o): $(wildcard kernels/*.h)
+$(OBJS): src/shmem/protocol.h $(KERNEL_H)
 
 # ---- tests and demo --------------------------------------------------------
-.PHONY: test demo unit bench-cpu deps
+.PHONY: test demo unit bench-cpu deps check-layout
 
 deps:
 	test/install-deps.sh
@@ -93,12 +96,12 @@ deps:
 # (the GPU tests where no GPU is usable), reported as such, never as passed.
 #
 # The tests link the kernel objects that ship: with PGXS present (always
-# under make test, which installs it first) they are the very kernels/*.o
+# under make test, which installs it first) they are the very kernels/*/*.o
 # the extension links, built by PGXS's rule with its CFLAGS (-fPIC
 # included) and PG_CPPFLAGS.  On a machine without the PostgreSQL server
-# headers make unit still runs: it then builds kernels/*.unit.o with the
+# headers make unit still runs: it then builds kernels/*/*.unit.o with the
 # flags below (those of Debian's PostgreSQL 15 build, and -fPIC), says so,
-# and never touches kernels/*.o, which only PGXS builds, so no object built
+# and never touches kernels/*/*.o, which only PGXS builds, so no object built
 # without PGXS can end up in the extension.
 UNIT_TESTS = $(patsubst %.c,%.bin,$(sort $(wildcard test/unit/test_*.c)))
 ifneq ($(wildcard $(PGXS)),)
@@ -109,12 +112,12 @@ UNIT_KERNEL_OBJS = $(KERNEL_C:.c=.unit.o)
 UNIT_NOTE = no PGXS: unit tests link kernel objects built with cpht's fallback flags, not PGXS's
 UNIT_FALLBACK_CFLAGS = -Wall -Wmissing-prototypes -Wpointer-arith -Werror=vla -fno-strict-aliasing -fwrapv \
 	-fexcess-precision=standard -g -O2 -fstack-protector-strong -fno-omit-frame-pointer -fPIC -std=gnu11
-kernels/%.unit.o: kernels/%.c kernels/*.h
+kernels/%.unit.o: kernels/%.c $(KERNEL_H)
 	$(CC) $(UNIT_FALLBACK_CFLAGS) $(if $(WITH_GPU),-DCPHT_WITH_GPU) -Ikernels -c $< -o $@
 endif
 UNIT_OBJS = $(UNIT_KERNEL_OBJS) $(if $(WITH_GPU),$(CUDA_SRC:.cu=.o))
 UNIT_LIBS = -lpthread -lm $(if $(WITH_GPU),-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++)
-test/unit/%.bin: test/unit/%.c $(UNIT_OBJS) kernels/*.h test/unit/*.h
+test/unit/%.bin: test/unit/%.c $(UNIT_OBJS) $(KERNEL_H) test/unit/*.h
 	$(CC) -O2 -g -std=gnu11 -Wall -Wextra $(if $(WITH_GPU),-DCPHT_WITH_GPU) -Ikernels -o $@ $< $(UNIT_OBJS) $(UNIT_LIBS)
 
 # keep the unit objects between runs (they are intermediates of a pattern rule)
@@ -129,6 +132,10 @@ unit: $(UNIT_TESTS)
 
 test:
 	test/run-tests.sh
+
+# The door rules of docs/layout.md (make test runs it first).
+check-layout:
+	test/check-layout.sh
 
 # The TAP tests alone, against the installed cpht (PROVE_TESTS=t/NAME.pl
 # for one).  PGXS sets PG_REGRESS (Cluster.pm's initdb uses it) and the

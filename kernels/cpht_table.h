@@ -1,18 +1,35 @@
 /*
- * cpht_table.h — the one interface between the PostgreSQL side (src/) and the
- * table algorithms (kernels/).
+ * cpht_table.h — door of the kernels' tables: the one interface between
+ * the PostgreSQL side (src/) and the table algorithms (kernels/).  src/
+ * includes this header, cpht_gpu.h and cpht_util.h and nothing else of
+ * kernels/ (test/check-layout.sh keeps it so).
  *
  * Plain C: no PostgreSQL types, no CUDA types.  Every operation is batch
- * oriented and works on host arrays of 64-bit key patterns.  Two
- * implementations sit behind it — the CPU one (kernels/cpu_*.c) and the GPU
- * one (kernels/gpu_*.cu) — and both use the layout arithmetic of layout.h, so
- * a table built on either answers identically.
+ * oriented and works on host arrays of 64-bit key patterns.  Behind it,
+ * kernels/table/ holds what is the same on both devices and reaches a
+ * device through its ops table (table/device_ops.h): the CPU one
+ * (kernels/cpu/) or the GPU one (kernels/gpu/); both use the layout
+ * arithmetic of table/layout.h, so a table built on either answers
+ * identically.  A sharded table (kernels/shards/) is several such tables
+ * behind the same calls.
+ *
+ * Locking: a table is not thread safe; its owner calls it from one thread
+ * at a time, except that its streams run a batch on a helper thread and
+ * every other call waits for that batch.  Tables share nothing but the
+ * process-wide hooks (interrupt check, memory hook).
  */
 #ifndef CPHT_TABLE_H
 #define CPHT_TABLE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "cpht_util.h"			/* cpht_key_span */
+/*
+ * The GPU door comes along so that a caller of the tables needs one
+ * include; a file that wants only the GPUs includes cpht_gpu.h alone.
+ */
+#include "cpht_gpu.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -497,81 +514,6 @@ uint64_t	cpht_params_table_bytes(const cpht_params *params);
 int			cpht_shards_to_fit(const cpht_params *params, uint64_t gpu_bytes, int gpus);
 
 /*
- * GPU availability.  cpht_gpu_usable() initialises CUDA on first call (so
- * call it only when a GPU table is really wanted) and caches the answer; it
- * returns 0 when the build has no GPU support or no device/driver exists,
- * with the reason in errbuf.
- */
-int			cpht_gpu_built(void);
-int			cpht_gpu_usable(char *errbuf, size_t errlen);
-
-/*
- * Which GPUs cpht uses, by CUDA ordinal: call before the first
- * cpht_gpu_usable (later calls change nothing and return 0).  n = 0 (the
- * default) means every device CUDA shows.  Devices that CUDA does not show
- * or whose compute capability is below 9.0 are left out when probed.
- */
-int			cpht_gpu_set_devices(const int *ordinals, int n);
-
-/* How many GPUs cpht uses (0 when none is usable). */
-int			cpht_gpu_count(void);
-
-/*
- * The first GPU cpht uses (after cpht_gpu_usable said yes): its name and free and
- * total memory.  Returns 0 when it cannot be read.
- */
-int			cpht_gpu_info(char *name, size_t namelen, uint64_t *free_bytes,
-						  uint64_t *total_bytes);
-
-/*
- * Pins host memory for DMA (cudaHostRegister) so that GPU tables transfer
- * keys and results straight from and to it, without the copy through
- * their own pinned buffers, whenever a call's arrays lie inside it.
- * Returns 1, or 0 with the reason in errbuf (no GPU, or the driver
- * refused); memory that is not registered works as before.  At most a few
- * ranges, for the life of the process.
- */
-int			cpht_host_register(void *ptr, size_t len, char *errbuf, size_t errlen);
-
-/*
- * Copies `bytes` from src to dst on up to `threads` threads (0: one per
- * core), a thread per megabyte at most: one thread's memory bandwidth
- * would make a copy of hundreds of megabytes (a large batch going into the
- * cpht worker's transfer windows) cost more than the call on the GPU.  The
- * threads only copy, with every signal blocked, and are joined before it
- * returns.
- */
-void		cpht_parallel_memcpy(void *dst, const void *src, size_t bytes, int threads);
-
-/* A key and the index (or other word) a sort carries with it. */
-typedef struct cpht_key_index
-{
-	uint64_t	key;
-	uint64_t	index;
-} cpht_key_index;
-
-/* Sorts items by key, ascending and stable (an LSD radix sort, on the
- * calling thread).  0, or -1 when its n-item buffer could not be had. */
-int			cpht_sort_key_index(cpht_key_index *items, size_t n);
-
-/*
- * The span of a batch of keys: the OR of the keys and the OR of their
- * zigzag folds, from which a table without key_bits reads the width of
- * the widest (kernels/table_widen.c).  A table finds it with a pass over
- * the keys before every call; a caller that copies the keys anyway gets it
- * from that copy and hands it over, sparing the table its pass.
- */
-typedef struct cpht_key_span
-{
-	uint64_t	plain;
-	uint64_t	folded;
-} cpht_key_span;
-
-/* cpht_parallel_memcpy of n keys that also returns their span. */
-void		cpht_copy_keys_spanned(uint64_t *dst, const uint64_t *src, size_t n, int threads,
-								   cpht_key_span *span);
-
-/*
  * The next call on the table (find-or-put, find, put or erase) whose keys
  * are exactly keys[0..n) takes *span as their span instead of reading them.
  * The span must be that of those keys: a narrower one would let keys the
@@ -579,14 +521,6 @@ void		cpht_copy_keys_spanned(uint64_t *dst, const uint64_t *src, size_t n, int t
  */
 void		cpht_table_expect_span(cpht_table *table, const uint64_t *keys, size_t n,
 								   const cpht_key_span *span);
-
-/*
- * FOR TESTS ONLY: runs a kernel that traps, which leaves the process's
- * CUDA context broken as a sticky fault does; every later device call of
- * every GPU table then fails with CPHT_ERR_DEVICE_LOST.  Returns 0 without
- * a usable GPU.
- */
-int			cpht_gpu_break_context(void);
 
 #ifdef __cplusplus
 }

@@ -394,6 +394,11 @@ if [ "${1:-}" = --suite ]; then
 	exit
 fi
 
+# Before anything is installed or built: the door rules of the source
+# tree (docs/layout.md), from the #include lines alone.
+echo "== layout"
+test/check-layout.sh
+
 echo "== dependencies"
 test/install-deps.sh
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Build the GPU benchmark and the GPU-vs-CPU differential test without
-# PostgreSQL: kernels/*.c with cc, kernels/*.cu with nvcc (the Makefile's
+# PostgreSQL: kernels/*/*.c with cc, kernels/gpu/*.cu with nvcc (the Makefile's
 # flags), linked against the static CUDA runtime.
 #
 #   test/bench/build-gpu-bench.sh [BUILD_DIR]     (default test/bench/build)
@@ -14,12 +14,13 @@ NVCC=${NVCC:-$(command -v nvcc || echo "$CUDA_HOME/bin/nvcc")}
 CC=${CC:-cc}
 JOBS=${JOBS:-$(nproc)}
 NVCC_FLAGS="-O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DCPHT_WITH_GPU -Ikernels"
-KERNEL_C="$(echo kernels/table*.c) kernels/cpu_backend.c kernels/cpu_iceberg.c kernels/cpu_cuckoo.c kernels/cpu_threads.c kernels/radix_sort.c"
+# every kernels C file but the no-CUDA stubs (the Makefile leaves them out too)
+KERNEL_C="$(ls kernels/*/*.c | grep -v '^kernels/gpu/gpu_none\.c$')"
 mkdir -p "$OUT"
 
 # Compile in parallel, one job per file.
 pids=""
-for f in kernels/*.cu; do
+for f in kernels/gpu/*.cu; do
 	o="$OUT/$(basename "$f" .cu).cu.o"
 	( "$NVCC" $NVCC_FLAGS -c "$f" -o "$o" ) &
 	pids="$pids $!"

@@ -40,7 +40,7 @@
 #include <time.h>
 #include <vector>
 
-#include "gpu_ops.h"
+#include "gpu/gpu_ops.h"
 
 #define KEY_BITS 37
 #define PRIMARY_SLOTS ((uint64_t) 1 << 27)

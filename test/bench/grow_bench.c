@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "cpht_table.h"
-#include "layout.h"
+#include "table/layout.h"
 
 static double
 now_ms(void)

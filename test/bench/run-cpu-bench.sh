@@ -8,8 +8,7 @@ cd "$(dirname "$0")/../.."
 out=test/bench/results
 mkdir -p "$out"
 ${CC:-gcc} -O2 -std=gnu11 -Wall -Ikernels -o test/bench/cpu_bench.bin test/bench/cpu_bench.c \
-	kernels/table*.c kernels/cpu_backend.c kernels/cpu_iceberg.c kernels/cpu_cuckoo.c \
-	kernels/cpu_threads.c kernels/radix_sort.c -lpthread
+	kernels/*/*.c -lpthread
 test/bench/cpu_bench.bin "${1:-22}" "${2:-3}" | tee "$out/cpu-bench.csv"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

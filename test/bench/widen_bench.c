@@ -10,7 +10,7 @@
  * grows it prints the layout it grew out of at its highest fill (the keys
  * stored after the last batch before the growth): slot widths and bytes
  * per key; at the end the final layout, the widenings and the times.
- * Build like grow_bench.c (cc with kernels/table*.c and the CPU backend,
+ * Build like grow_bench.c (cc with kernels/table/*.c and the CPU backend,
  * plus the GPU objects for gpu).
  */
 #include <stdio.h>
@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "cpht_table.h"
-#include "layout.h"
+#include "table/layout.h"
 
 static double
 now_ms(void)

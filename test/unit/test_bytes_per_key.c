@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "layout.h"
+#include "table/layout.h"
 #include "reference_set.h"
 #include "unit.h"
 

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "table_internal.h"
+#include "table/device_ops.h"
 #include "unit.h"
 
 #define TABLE_KEYS 600000		/* a rebuild checks every 2^18 items */
@@ -52,7 +52,7 @@ slots_copy(cpht_table *t)
 
 	for (int l = 0; l < t->levels; l++)
 	{
-		CHECK(t->backend->copy_slots(t, l, buf + at) == CPHT_OK, "copy slots");
+		CHECK(t->ops->copy_slots(t, l, buf + at) == CPHT_OK, "copy slots");
 		at += t->level[l].buckets * t->level[l].bucket_slots * (size_t) (t->level[l].slot_bits / 8);
 	}
 	return buf;

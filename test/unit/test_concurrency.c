@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 #include "unit.h"
 
 #define THREADS 8

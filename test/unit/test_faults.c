@@ -2,7 +2,7 @@
  * test_faults.c — a device fault in the middle of a call undoes the call
  * whole.
  *
- * The test-only fault injection (table_faults.h) makes the k-th backend
+ * The test-only fault injection (faults.h) makes the k-th backend
  * step of a call fail after the steps before it changed the table (CPU:
  * steps of a find-or-put or erase; GPU: pipeline chunks).  For both kinds
  * and both devices (the GPU where one is usable), with and without the
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "table_internal.h"
+#include "table/device_ops.h"
 #include "unit.h"
 
 #define OLD_KEYS 60000
@@ -130,7 +130,7 @@ slots_copy(cpht_table *t)
 	buf = malloc(total + 1);
 	for (int l = 0; l < t->levels; l++)
 	{
-		CHECK(t->backend->copy_slots(t, l, buf + at) == CPHT_OK, "copy slots");
+		CHECK(t->ops->copy_slots(t, l, buf + at) == CPHT_OK, "copy slots");
 		at += t->level[l].buckets * t->level[l].bucket_slots * (size_t) (t->level[l].slot_bits / 8);
 	}
 	return buf;
@@ -255,14 +255,14 @@ check_partial(cpht_kind kind, cpht_device dev)
 	if (t == NULL)
 		return;
 	cpht_fault_arm(2);
-	rc = t->backend->find_or_put(t, keys, ncall, status, homeless, &nhomeless, &tally, CPHT_NO_LOG);
+	rc = t->ops->find_or_put(t, keys, ncall, status, homeless, &nhomeless, &tally, CPHT_NO_LOG);
 	cpht_fault_arm(0);
-	CHECK(rc == CPHT_ERR_DEVICE, "partial %s: status %d", t->backend->name, (int) rc);
+	CHECK(rc == CPHT_ERR_DEVICE, "partial %s: status %d", t->ops->name, (int) rc);
 	CHECK(cpht_table_find(t, new_keys + 10, NEW_KEYS - 10, status) == CPHT_OK, "partial: find");
 	for (size_t i = 0; i < NEW_KEYS - 10; i++)
 		puts += status[i];
 	CHECK(puts > 0 && puts < NEW_KEYS - 10, "partial %s %s: %zu keys stored before the fault",
-		  t->backend->name, kind == CPHT_CUCKOO ? "cuckoo" : "iceberg", puts);
+		  t->ops->name, kind == CPHT_CUCKOO ? "cuckoo" : "iceberg", puts);
 	free(status);
 	free(homeless);
 	free(keys);

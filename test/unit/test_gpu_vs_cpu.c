@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "layout.h"
+#include "table/layout.h"
 #include "unit.h"
 
 #define SKIP_CODE 77

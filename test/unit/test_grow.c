@@ -21,9 +21,9 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "layout.h"
-#include "table_faults.h"
-#include "table_internal.h"
+#include "table/layout.h"
+#include "util/faults.h"
+#include "table/device_ops.h"
 #include "unit.h"
 #include "unit_tables.h"
 

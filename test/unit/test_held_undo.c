@@ -15,7 +15,7 @@
 
 #include "cpht_table.h"
 #include "reference_set.h"
-#include "table_internal.h"
+#include "table/device_ops.h"
 #include "unit.h"
 
 #define POOL 40000

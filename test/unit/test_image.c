@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "layout.h"
+#include "table/layout.h"
 #include "unit.h"
 #include "unit_tables.h"
 

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "layout.h"
+#include "table/layout.h"
 #include "unit.h"
 
 static void

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "table_internal.h"
+#include "table/device_ops.h"
 #include "unit.h"
 
 #define SKIP_CODE 77
@@ -80,7 +80,7 @@ slots_of(cpht_table *t, int l)
 {
 	void	   *host = malloc(level_bytes(t, l));
 
-	if (host == NULL || t->backend->copy_slots(t, l, host) != CPHT_OK)
+	if (host == NULL || t->ops->copy_slots(t, l, host) != CPHT_OK)
 	{
 		fprintf(stderr, "copy_slots failed\n");
 		exit(2);
@@ -184,7 +184,7 @@ image_across(cpht_kind kind, int key_bits, int gpu_first)
 	{
 		void	   *img = slots_of(src, l);
 
-		CHECK(dst->backend->write_slots(dst, l, img) == CPHT_OK, "%s/%d %s: write_slots", name, key_bits, dir);
+		CHECK(dst->ops->write_slots(dst, l, img) == CPHT_OK, "%s/%d %s: write_slots", name, key_bits, dir);
 		free(img);
 	}
 	dst->count = src->count;

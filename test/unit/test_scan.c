@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "table_layer.h"
+#include "table/table_layer.h"
 #include "unit.h"
 #include "unit_tables.h"
 

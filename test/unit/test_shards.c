@@ -38,8 +38,9 @@
 
 #include "cpht_table.h"
 #include "reference_set.h"
-#include "table_internal.h"
-#include "table_faults.h"
+#include "shards/shards_internal.h"	/* a sharded table's shards */
+#include "table/device_ops.h"
+#include "util/faults.h"
 #include "unit.h"
 #include "unit_tables.h"
 
@@ -789,12 +790,12 @@ run_shard_threads(void)
 
 		if (t == NULL)
 			return;
-		for (int s = 0; s < t->nshards; s++)
+		for (int s = 0; s < t->sharded->nshards; s++)
 		{
 			int			want = t->params.cpu_threads / shards > 0 ? t->params.cpu_threads / shards : 1;
 
-			CHECK(t->shard[s]->params.cpu_threads == want, "%d shards of a table of %d CPU threads: shard %d has %d",
-				  shards, t->params.cpu_threads, s, t->shard[s]->params.cpu_threads);
+			CHECK(t->sharded->shard[s]->params.cpu_threads == want, "%d shards of a table of %d CPU threads: shard %d has %d",
+				  shards, t->params.cpu_threads, s, t->sharded->shard[s]->params.cpu_threads);
 		}
 		cpht_table_destroy(t);
 	}

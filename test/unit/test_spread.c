@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 #include "unit.h"
 
 typedef enum pattern

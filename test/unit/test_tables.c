@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "table_internal.h"
+#include "table/device_ops.h"
 #include "reference_set.h"
 #include "unit.h"
 

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 #include "unit.h"
 
 #define ROUNDS 5000

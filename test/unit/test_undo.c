@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "table_internal.h"
+#include "table/device_ops.h"
 #include "reference_set.h"
 #include "unit.h"
 
@@ -21,7 +21,7 @@ static cpht_device device = CPHT_DEVICE_CPU;
 static void
 copy_level0(cpht_table *t, void *host)
 {
-	t->backend->copy_slots(t, 0, host);
+	t->ops->copy_slots(t, 0, host);
 }
 
 /* Does the table hold exactly the keys of the reference (over the pool)? */

@@ -24,9 +24,9 @@
 #include <string.h>
 
 #include "cpht_table.h"
-#include "layout.h"
+#include "table/layout.h"
 #include "reference_set.h"
-#include "table_internal.h"
+#include "table/device_ops.h"
 #include "unit.h"
 #include "unit_tables.h"
 
@@ -604,7 +604,7 @@ check_gpu_like_cpu(cpht_kind kind, const char *what)
 
 	if (cpu == NULL || gpu == NULL)
 		return;
-	state = gpu->backend_state;
+	state = gpu->device_state;
 	for (int round = 0; round < PATTERNS; round++)
 	{
 		for (size_t i = 0; i < batch; i++)
@@ -621,7 +621,7 @@ check_gpu_like_cpu(cpht_kind kind, const char *what)
 	}
 	CHECK(differ == 0, "%s: %zu batches answered differently", what, differ);
 	/* Growths and widenings keep the table's streams and buffers. */
-	CHECK(gpu->backend_state == state && stats_of(gpu).grows > 0 && stats_of(gpu).widens > 0,
+	CHECK(gpu->device_state == state && stats_of(gpu).grows > 0 && stats_of(gpu).widens > 0,
 		  "%s: the GPU state was made anew by a growth or widening", what);
 	for (int round = 0; round < PATTERNS; round++)
 	{
