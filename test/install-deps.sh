@@ -1,7 +1,7 @@
 #!/bin/bash
 # Installs the Debian packages the build and the tests need, only those that
 # are missing: the PostgreSQL 15 server and headers, pgTAP and pg_prove,
-# IPC::Run for the TAP tests.
+# IPC::Run for the TAP tests, PgBouncer for the pooler test.
 # Where everything is already present (say, a prepared machine without
 # network access) it does nothing.
 set -euo pipefail
@@ -31,6 +31,8 @@ have_pkg() {
 # perl.
 { perl -MIPC::Run -e 1 2>/dev/null && command -v prove >/dev/null; } ||
 	have_pkg libipc-run-perl || missing+=(libipc-run-perl)
+# t/006_pooler.pl runs cpht behind PgBouncer in transaction mode.
+command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || have_pkg pgbouncer || missing+=(pgbouncer)
 # The throwaway test server is started with pg_virtualenv.
 if [ "${CPHT_TEST_SERVER:-throwaway}" != running ]; then
 	command -v pg_virtualenv >/dev/null || have_pkg postgresql-common || missing+=(postgresql-common)
