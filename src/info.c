@@ -8,6 +8,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
+#include "catalog/pg_authid.h"
 #include "utils/acl.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
@@ -276,6 +277,7 @@ cpht_worker_info(PG_FUNCTION_ARGS)
 	uint64		free_windows;
 	CphtControl gpu;
 	int			tables = 0;
+	bool		all_stats;
 
 	initStringInfo(&buf);
 	if (cpht_control == NULL)
@@ -300,17 +302,24 @@ cpht_worker_info(PG_FUNCTION_ARGS)
 		appendStringInfo(&buf, "%d", pid);
 	else
 		appendStringInfoString(&buf, "null");
-	appendStringInfo(&buf, ", \"worker_starts\": " UINT64_FORMAT ", \"shared_tables\": %d"
+	/*
+	 * What every database and session holds is for roles that may read
+	 * every session's statistics (pg_read_all_stats, as pg_stat_activity
+	 * has it); others get null for those figures.
+	 */
+	all_stats = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+	appendStringInfo(&buf, ", \"worker_starts\": " UINT64_FORMAT ", \"shared_tables\": %s"
 					 ", \"max_shared_tables\": %d, \"max_shared_tables_per_database\": %d"
 					 ", \"windows\": %d, \"windows_free\": %d"
 					 ", \"window_keys\": " UINT64_FORMAT,
-					 generation, tables, cpht_control->max_tables,
+					 generation, all_stats ? psprintf("%d", tables) : "null", cpht_control->max_tables,
 					 gpu.max_tables_per_database, cpht_control->nwindows,
 					 pg_popcount64(free_windows), cpht_control->window_keys);
 	/* private tables of all backends, and the worker's GPU */
-	appendStringInfo(&buf, ", \"private_tables\": %d, \"private_bytes\": " UINT64_FORMAT
+	appendStringInfo(&buf, ", \"private_tables\": %s, \"private_bytes\": %s"
 					 ", \"arena_pinned\": %s, \"gpu\": {\"usable\": %s, \"reason\": ",
-					 gpu.private_tables, gpu.private_bytes,
+					 all_stats ? psprintf("%d", gpu.private_tables) : "null",
+					 all_stats ? psprintf(UINT64_FORMAT, gpu.private_bytes) : "null",
 					 gpu.arena_registered ? "true" : "false",
 					 gpu.gpu_state == CPHT_GPU_USABLE ? "true" :
 					 gpu.gpu_state == CPHT_GPU_UNUSABLE ? "false" : "null");

@@ -6,7 +6,7 @@
 -- be changed (cpht_alter_owner, REASSIGN OWNED), their tables dropped with
 -- DROP OWNED, and DROP ROLE of an owner is refused.
 BEGIN;
-SELECT plan(25);
+SELECT plan(27);
 
 \ir include/shared_sessions.psql
 
@@ -42,6 +42,22 @@ SELECT is(has_function_privilege('cpht_pv_plain', 'cpht_create(bigint, text, int
 GRANT EXECUTE ON FUNCTION cpht_checkpoint() TO cpht_pv_plain;
 SELECT is(pg_temp.as_role('cpht_pv_plain', 'SELECT cpht_checkpoint()'), '42501',
 	'cpht_checkpoint() granted by mistake to a plain role still refuses it (42501)');
+
+-- cpht_worker_info(): what all databases and sessions hold, only for roles
+-- that may read every session's statistics
+CREATE ROLE cpht_pv_stats NOLOGIN IN ROLE pg_read_all_stats;
+SET LOCAL ROLE cpht_pv_plain;
+SELECT cpht_worker_info() AS plain_info \gset
+SET LOCAL ROLE cpht_pv_stats;
+SELECT cpht_worker_info() AS stats_info \gset
+RESET ROLE;
+SELECT is(jsonb_build_array(:'plain_info'::jsonb->'shared_tables', :'plain_info'::jsonb->'private_tables',
+							:'plain_info'::jsonb->'private_bytes')::text,
+	'[null, null, null]',
+	'cpht_worker_info() shows a plain role no server-wide table counts or bytes');
+SELECT is((:'stats_info'::jsonb->>'shared_tables') IS NOT NULL AND (:'stats_info'::jsonb->>'private_bytes') IS NOT NULL,
+	(:'stats_info'::jsonb->>'preloaded')::boolean,
+	'... and shows them to members of pg_read_all_stats (where the worker runs)');
 
 -- ---- preloaded: shared tables ------------------------------------------------------
 CREATE FUNCTION pg_temp.shared_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
