@@ -310,3 +310,30 @@ cpht_memory_budget(void)
 	held = cpht_memory_held();
 	return held >= cap ? 0 : cap - held;
 }
+
+/*
+ * The cpht.max_memory set for role itself (ALTER ROLE ... [IN DATABASE
+ * this one] SET), in kB; 0 when none is.  A shared table a superuser
+ * creates after SET ROLE to a capped role, or gives to one, is held to
+ * that role's cap too, not only to the session's (quota.c).
+ */
+int
+cpht_memory_role_cap_kb(Oid role)
+{
+	Relation	rel;
+	Snapshot	snapshot;
+	char	   *value;
+	int			kb = 0;
+	const char *hint = NULL;
+
+	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	snapshot = RegisterSnapshot(GetCatalogSnapshot(DbRoleSettingRelationId));
+	value = role_setting_value(rel, snapshot, MyDatabaseId, role);
+	if (value == NULL)
+		value = role_setting_value(rel, snapshot, InvalidOid, role);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	if (value == NULL || !parse_int(value, &kb, GUC_UNIT_KB, &hint) || kb < 0)
+		return 0;
+	return kb;
+}

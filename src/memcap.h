@@ -13,6 +13,9 @@
  */
 extern void cpht_memory_settle(void);
 
+/* The cpht.max_memory set for a role itself (ALTER ROLE ... SET), kB; 0: none. */
+extern int	cpht_memory_role_cap_kb(Oid role);
+
 /* Registers the kernels' memory hook (from _PG_init). */
 extern void cpht_memory_init(void);
 

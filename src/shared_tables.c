@@ -383,9 +383,19 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	namestrcpy(&req->name, name);
 	req->dboid = MyDatabaseId;
 	req->owner = GetUserId();
-	/* the table keeps this session's cap (the worker's quota.c): settled
-	 * by cpht_memory_check above, and only a superuser can change it */
+	/*
+	 * The table keeps this session's cap (the worker's quota.c): settled
+	 * by cpht_memory_check above, and only a superuser can change it; or
+	 * the owner role's own, where that is smaller (a superuser, uncapped,
+	 * creating it after SET ROLE to a capped role).
+	 */
 	req->memory_cap_kb = cpht_max_memory_kb;
+	{
+		int			role_cap = cpht_memory_role_cap_kb(req->owner);
+
+		if (role_cap > 0 && (req->memory_cap_kb <= 0 || role_cap < req->memory_cap_kb))
+			req->memory_cap_kb = role_cap;
+	}
 	rep = cpht_client_send();
 	if (rep->status != CPHT_OK)
 		cpht_check_status(rep->status, 0, rep->message);
@@ -712,6 +722,8 @@ cpht_alter_owner(PG_FUNCTION_ARGS)
 	req->entry = entry;
 	req->table_id = copy.table_id;
 	req->owner = new_owner;
+	/* the new owner's own cap bounds what it is given (quota.c) */
+	req->memory_cap_kb = cpht_memory_role_cap_kb(new_owner);
 	(void) cpht_client_send();
 	PG_RETURN_VOID();
 }

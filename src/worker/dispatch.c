@@ -780,7 +780,7 @@ op_alter_owner(CphtSlot *slot)
 	if (!OidIsValid(req->owner))
 		elog(ERROR, "cpht request gives no owner");
 	/* giving a table away must not let it pass the new owner's cap */
-	cpht_quota_check_owner_change(req->entry, req->owner);
+	cpht_quota_check_owner_change(req->entry, req->owner, req->memory_cap_kb);
 	cpht_durable_owner_changed(req->entry, req->owner);
 	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
 	cpht_catalog[req->entry].owner = req->owner;

@@ -194,17 +194,21 @@ cpht_quota_check_create(const NameData *name, Oid owner, int32 cap_kb, uint64 by
 
 /*
  * Table entry is to belong to new_owner: its bytes join the new owner's
- * shared tables, which must stay within the table's own cap and within the
- * cap of every table the new owner has (each was promised that bound).
+ * shared tables, which must stay within the table's own cap, the new
+ * owner's own (new_owner_cap_kb, set for the role; 0: none) and the cap of
+ * every table the new owner has (each was promised that bound).
  */
 void
-cpht_quota_check_owner_change(int entry, Oid new_owner)
+cpht_quota_check_owner_change(int entry, Oid new_owner, int32 new_owner_cap_kb)
 {
 	CphtCatalogEntry *e = &cpht_catalog[entry];
 	uint64		own,
 				all,
 				bytes = table_bytes(entry),
 				cap = e->memory_cap_kb > 0 ? (uint64) e->memory_cap_kb * 1024 : 0;
+
+	if (new_owner_cap_kb > 0 && (cap == 0 || (uint64) new_owner_cap_kb * 1024 < cap))
+		cap = (uint64) new_owner_cap_kb * 1024;
 
 	if (e->owner == new_owner)
 		return;

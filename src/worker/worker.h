@@ -78,7 +78,7 @@ extern uint64 cpht_worker_budget_refused(void);
  */
 extern uint64 cpht_quota_server_cap(void);
 extern void cpht_quota_check_create(const NameData *name, Oid owner, int32 cap_kb, uint64 bytes);
-extern void cpht_quota_check_owner_change(int entry, Oid new_owner);
+extern void cpht_quota_check_owner_change(int entry, Oid new_owner, int32 new_owner_cap_kb);
 extern void cpht_quota_begin(int entry);
 extern void cpht_quota_end(void);
 extern bool cpht_quota_active(void);
