@@ -21,7 +21,7 @@
 #include "keys.h"
 #include "memcap.h"
 #include "txn.h"
-#include "cpht.h"
+#include "guc.h"
 #include "portability/instr_time.h"
 
 /* A find_or_put status array is a boolean array as it stands. */

@@ -10,7 +10,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "cpht.h"
+#include "guc.h"
 #include "cpht_table.h"
 #include "errors.h"
 #include "handles.h"

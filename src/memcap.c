@@ -50,7 +50,7 @@
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 
-#include "cpht.h"
+#include "guc.h"
 #include "handles.h"
 #include "memcap.h"
 #include "txn.h"

@@ -54,6 +54,7 @@
 #include "utils/syscache.h"
 
 #include "fop_new_scan.h"
+#include "guc.h"
 #include "handles.h"
 #include "parallel_plan.h"
 #include "shared_tables.h"
@@ -64,11 +65,6 @@ extern Datum cpht_fop_agg_step(PG_FUNCTION_ARGS);
 
 static planner_hook_type prev_planner = NULL;
 static ExecutorStart_hook_type prev_executor_start = NULL;
-
-/* "handle:entry:table_id,..." of the leader's open shared tables */
-static char *leader_shared_tables = NULL;
-
-#define LEADER_SETTING "cpht.leader_shared_tables"
 
 bool
 cpht_function_is(Oid funcid, PGFunction fn)
@@ -296,7 +292,7 @@ publish_shared_tables(void)
 						 h->handle, h->shared_entry, h->shared_table_id);
 		transactional |= h->transactional;
 	}
-	(void) set_config_option(LEADER_SETTING, buf.data, PGC_SUSET, PGC_S_SESSION,
+	(void) set_config_option(CPHT_LEADER_SETTING, buf.data, PGC_SUSET, PGC_S_SESSION,
 							 GUC_ACTION_LOCAL, true, 0, false);
 	pfree(buf.data);
 	return transactional;
@@ -336,7 +332,7 @@ cpht_executor_start(QueryDesc *query_desc, int eflags)
 void
 cpht_parallel_adopt_handle(int32 handle)
 {
-	const char *p = leader_shared_tables;
+	const char *p = cpht_leader_shared_tables;
 
 	Assert(IsParallelWorker());
 	if (cpht_handles_shared(handle) != NULL)
@@ -368,17 +364,6 @@ cpht_parallel_adopt_handle(int32 handle)
 void
 cpht_parallel_init(void)
 {
-	DefineCustomStringVariable(LEADER_SETTING,
-							   "Internal: the shared cpht tables a parallel query's leader has open.",
-							   "Set by cpht before a parallel query with cpht_fop_agg runs; "
-							   "parallel workers find the leader's handles here.",
-							   &leader_shared_tables,
-							   "",
-							   PGC_SUSET,
-							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE |
-							   GUC_NO_RESET_ALL,
-							   NULL, NULL, NULL);
-
 	prev_planner = planner_hook;
 	planner_hook = cpht_planner;
 	prev_executor_start = ExecutorStart_hook;

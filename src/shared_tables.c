@@ -34,7 +34,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "cpht.h"
+#include "guc.h"
 #include "errors.h"
 #include "handles.h"
 #include "lifecycle.h"

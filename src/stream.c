@@ -32,7 +32,7 @@
 #include "access/parallel.h"
 #include "utils/guc.h"
 
-#include "cpht.h"
+#include "guc.h"
 #include "cpht_table.h"
 #include "errors.h"
 #include "handles.h"
@@ -40,31 +40,6 @@
 #include "parallel_plan.h"
 #include "stream.h"
 #include "txn.h"
-
-int			cpht_batch_size = 1 << 20;
-int			cpht_batch_memory_kb = 128 * 1024;
-
-void
-cpht_stream_define_gucs(void)
-{
-	DefineCustomIntVariable("cpht.batch_size",
-							"Keys cpht_fop_agg() and cpht_fop_rows() send to a table per batch.",
-							"Larger batches use the GPU better; each batch is held twice in memory.",
-							&cpht_batch_size,
-							1 << 20, 1024, 1 << 26,
-							PGC_USERSET,
-							0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("cpht.batch_memory",
-							"Memory the rows of one cpht_fop_rows() batch may take.",
-							"A batch ends early once its rows take this much.",
-							&cpht_batch_memory_kb,
-							128 * 1024, 64, MAX_KILOBYTES,
-							PGC_USERSET,
-							GUC_UNIT_KB,
-							NULL, NULL, NULL);
-}
 
 void
 cpht_stream_check_key(uint64 key, int key_bits)

@@ -7,16 +7,9 @@
 #define CPHT_STREAM_H
 
 #include "cpht_table.h"
+#include "guc.h"
 #include "handles.h"
 
-/* Keys sent to the table per batch (GUC cpht.batch_size). */
-extern int	cpht_batch_size;
-
-/* Memory the rows of one cpht_fop_rows batch may take, in kB (GUC
- * cpht.batch_memory). */
-extern int	cpht_batch_memory_kb;
-
-extern void cpht_stream_define_gucs(void);
 
 /*
  * One stream of batches into a table, with the settings it was opened

@@ -10,11 +10,10 @@
 
 #include "access_internal.h"
 #include "client.h"
-#include "cpht.h"
+#include "guc.h"
 #include "errors.h"
 #include "shared_tables.h"
 
-int			cpht_placement_setting = CPHT_PLACEMENT_BACKEND;
 
 /*
  * In a backend of a preloaded server, nothing may initialise CUDA: the

@@ -18,17 +18,11 @@
 #define CPHT_ACCESS_H
 
 #include "cpht_table.h"
+#include "guc.h"
 
 typedef struct CphtTable CphtTable;
 
-/* Values of cpht.placement. */
-typedef enum CphtPlacement
-{
-	CPHT_PLACEMENT_BACKEND = 0,
-	CPHT_PLACEMENT_WORKER
-} CphtPlacement;
-
-extern int	cpht_placement_setting;
+/* cpht.placement and its values: guc.h */
 
 /*
  * The device a new private table goes to, by cpht.device.  Preloaded, the

@@ -32,7 +32,6 @@ static uint64 mapped_windows = 0;	/* bit w: window w is in this backend's
 									 * page tables */
 static int	stream_worker = -1;	/* pgprocno of the worker a STREAM went to */
 
-bool		cpht_inject_device_fault = false;
 
 static CphtSlot *
 my_slot(void)

@@ -128,9 +128,7 @@ extern void cpht_owners_init(void);
 extern int	cpht_client_gpu(char *reason, size_t len, uint64 *generation);
 extern void cpht_client_gpu_room(int *count, uint64 *free_bytes);
 
-/* Tests only (cpht.inject_device_fault, superuser): every request asks the
- * worker to break its GPU context first, as a sticky fault would. */
-extern bool cpht_inject_device_fault;
+/* cpht.inject_device_fault: guc.h */
 
 /*
  * A request on a private table held by the worker: `op` with the table's

@@ -16,7 +16,7 @@
 #include "portability/instr_time.h"
 
 #include "client.h"
-#include "cpht.h"
+#include "guc.h"
 #include "durable.h"
 #include "errors.h"
 #include "memcap.h"

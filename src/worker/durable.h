@@ -273,9 +273,7 @@ extern int	cpht_durable_drop_files(Oid dboid);
 /* At the worker's clean exit (server shutdown): every changed table. */
 extern void cpht_durable_shutdown(void);
 
-/* Settings (shmem.c defines them) */
-extern int	cpht_snapshot_interval;
-extern int	cpht_snapshot_wal;
+/* Settings cpht.snapshot_interval and cpht.snapshot_wal: guc.h */
 
 /*
  * Whether the restore at start runs.  The worker serves requests that need
