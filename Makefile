@@ -63,7 +63,7 @@ kernels/gpu/%.o: kernels/gpu/%.cu $(KERNEL_H)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 endif
 
-PG_CPPFLAGS += -Ikernels -Isrc -Isrc/access -Isrc/shmem -Isrc/client -Isrc/worker -std=gnu11
+PG_CPPFLAGS += -Isrc -Ikernels -std=gnu11
 SHLIB_LINK += -lpthread
 
 EXTRA_CLEAN = results regression.diffs regression.out test/unit/*.bin test/bench/*.bin kernels/*/*.o

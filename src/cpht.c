@@ -14,17 +14,15 @@
 #include "utils/guc.h"
 
 #include "guc.h"
-#include "access.h"
-#include "client.h"
+#include "tableref/tableref.h"
+#include "worker/worker.h"
+#include "client/client.h"
 #include "cpht_table.h"
-#include "fop_new_scan.h"
+#include "plan/plan.h"
 #include "memcap.h"
-#include "parallel_plan.h"
-#include "protocol.h"
-#include "rows_by_tid.h"
-#include "stream.h"
-#include "txn.h"
-#include "waits.h"
+#include "shmem/protocol.h"
+#include "stream/stream.h"
+#include "session/session.h"
 
 PG_MODULE_MAGIC;
 
@@ -59,6 +57,14 @@ _PG_init(void)
 	}
 	/* transactional shared tables tell the worker how transactions end */
 	cpht_xact_end_init();
+	if (process_shared_preload_libraries_in_progress)
+	{
+		/* durable tables would not survive pg_upgrade: refuse it
+		 * (worker/durable_catalog.c) */
+		cpht_catalog_refuse_binary_upgrade();
+		/* the resource manager of durable tables (worker/durable_wal.c) */
+		cpht_wal_register();
+	}
 	/* shared_preload_libraries: the worker's memory and registration
 	 * (shmem/shmem.c) */
 	cpht_shmem_init();

@@ -51,9 +51,8 @@
 #include "utils/snapmgr.h"
 
 #include "guc.h"
-#include "handles.h"
+#include "session/session.h"
 #include "memcap.h"
-#include "txn.h"
 
 #define MAX_MEMORY_NAME "cpht.max_memory"
 

@@ -14,8 +14,7 @@
 #include "storage/shmem.h"
 #include "utils/guc.h"
 
-#include "durable.h"
-#include "protocol.h"
+#include "shmem/protocol.h"
 
 CphtControl *cpht_control = NULL;
 CphtCatalogEntry *cpht_catalog = NULL;
@@ -156,11 +155,6 @@ cpht_shmem_init(void)
 	 * library; a plain server has no worker. */
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-
-	/* durable tables would not survive pg_upgrade: refuse it (durable_catalog.c) */
-	cpht_catalog_refuse_binary_upgrade();
-
-	cpht_wal_register();
 
 	cpht_preloaded = true;
 	prev_shmem_request_hook = shmem_request_hook;

@@ -31,10 +31,10 @@
 #include "utils/memutils.h"
 
 #include "cpht_table.h"
-#include "protocol.h"
-#include "worker.h"
-#include "durable.h"
-#include "xacts.h"
+#include "shmem/protocol.h"
+#include "worker/worker_internal.h"
+#include "worker/durable.h"
+#include "worker/xacts.h"
 
 /*
  * The keys of a call as the worker finds them: CALL, one piece in one

@@ -58,9 +58,9 @@
 #include "utils/timestamp.h"
 
 #include "guc.h"
-#include "durable.h"
-#include "worker.h"
-#include "xacts.h"
+#include "worker/durable.h"
+#include "worker/worker_internal.h"
+#include "worker/xacts.h"
 
 #define SLOT_NAME "cpht_durable"
 

@@ -28,8 +28,8 @@
 #include "utils/memutils.h"
 
 #include "cpht_table.h"
-#include "protocol.h"
-#include "worker.h"
+#include "shmem/protocol.h"
+#include "worker/worker_internal.h"
 
 typedef struct PrivateTable
 {
