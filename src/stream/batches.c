@@ -37,7 +37,6 @@
 #include "errors.h"
 #include "session/session.h"
 #include "memcap.h"
-#include "plan/plan.h"
 #include "stream/stream.h"
 
 void
