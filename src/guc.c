@@ -49,7 +49,7 @@ int			cpht_transfer_windows = 4;
 int			cpht_transfer_chunk = 1 << 22;
 int			cpht_max_shared_memory_mb = -1;
 
-/* cpht.leader_shared_tables (internal, parallel_plan.c) */
+/* cpht.leader_shared_tables (internal, plan/hooks.c) */
 char	   *cpht_leader_shared_tables = NULL;
 
 static const struct config_enum_entry placement_options[] = {
@@ -308,7 +308,7 @@ cpht_guc_define(void)
 								NULL, NULL, NULL);
 	}
 
-	/* cpht_fop_agg over shared tables in parallel workers (parallel_plan.c) */
+	/* cpht_fop_agg over shared tables in parallel workers (plan/hooks.c) */
 	DefineCustomStringVariable(CPHT_LEADER_SETTING,
 							   "Internal: the shared cpht tables a parallel query's leader has open.",
 							   "Set by cpht before a parallel query with cpht_fop_agg runs; "

@@ -7,7 +7,7 @@
  *
  * Batches.  Rows are fetched in chunks into a batch until the batch holds
  * cpht.batch_size keys or its rows take cpht.batch_memory, whichever comes
- * first; the batch's keys then go to the table (stream.c) while the next
+ * first; the batch's keys then go to the table (stream/batches.c) while the next
  * batch is fetched, so at most two batches of rows are held.  Both
  * settings are read once, when the call starts.
  *

@@ -6,7 +6,7 @@
  *     SELECT * FROM cpht_fop_rows(handle, NULL::source, 'SELECT * FROM source', key_column)
  * does, at close to the cost of the INSERT alone.
  *
- * Fast path, for a source that relscan.c's parallel scan reads as a query
+ * Fast path, for a source that stream/heap_feed.c's parallel scan reads as a query
  * would (a plain heap table, no children, no row-level security for the
  * caller): the scan's workers send each row's key and tid; the leader hands
  * the keys to the table in batches and keeps the key and tid of each row
@@ -16,7 +16,7 @@
  *     INSERT INTO target SELECT * FROM ONLY source
  *     WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)
  * runs once per chunk of them, under the scan's snapshot, so it reads
- * exactly the rows the scan saw.  The scan under it is rows_by_tid.c's
+ * exactly the rows the scan saw.  The scan under it is plan/rows_by_tid_node.c's
  * node, which returns the rows in the order of $1.  Into a target with a
  * B-tree index led by the key (target_indexed_by_key) that order is the
  * keys' order, in chunks that are ranges of keys; else it is heap order.
@@ -230,7 +230,7 @@ key_order_chunk(Relation source, uint64 seen)
 	return rows;
 }
 
-/* The fast path: the new rows from relscan.c, sorted, then the INSERTs. */
+/* The fast path: the new rows from stream/heap_feed.c, sorted, then the INSERTs. */
 static uint64
 insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 {

@@ -37,7 +37,7 @@ parse_kind(const char *kind)
 }
 
 /*
- * The device a new table goes to, by cpht.device (access.c: probed by the
+ * The device a new table goes to, by cpht.device (tableref/tableref.c: probed by the
  * cpht worker when preloaded, by this backend otherwise, and only when the
  * setting allows it: initialising CUDA costs time and GPU memory).
  */
@@ -212,7 +212,7 @@ cpht_create(PG_FUNCTION_ARGS)
  * Drops follow transactions: the handle is gone at once, the memory is
  * freed when the transaction commits, and an abort brings the table back.
  * A shared table is dropped for every session at once instead
- * (shared_tables.c): a different operation, not another placement.
+ * (shared.c): a different operation, not another placement.
  */
 Datum
 cpht_drop(PG_FUNCTION_ARGS)

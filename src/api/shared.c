@@ -136,7 +136,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 							   PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2), cpht_create_shards_arg(fcinfo, durable), &params);
 	/* A role capped by cpht.max_memory gets no larger table this way. */
 	cpht_memory_check(bytes, "shared cpht table");
-	/* the GPU as the cpht worker found it (access.c) */
+	/* the GPU as the cpht worker found it (tableref/tableref.c) */
 	params.device = cpht_choose_device();
 	bytes = cpht_create_fit_gpus(fcinfo, durable, &params, bytes, "shared cpht table");
 	params.seed = cpht_new_seed();

@@ -1,11 +1,11 @@
 /*
- * parallel_plan.c — cpht_fop_agg in parallel workers (and the new-keys
- * node of fop_new_scan.c, which relies on the same two things below: whose
+ * hooks.c — cpht_fop_agg in parallel workers (and the new-keys
+ * node of new_keys_node.c, which relies on the same two things below: whose
  * handles, whose transaction).
  *
  * The aggregate is PARALLEL SAFE so that a scan of a large staging table
  * can feed a shared table from several workers (partial states combined
- * by the leader: stream.c).  Three things make that correct:
+ * by the leader: stream/batches.c).  Three things make that correct:
  *
  * Which queries.  A session's private table lives in its backend (or is
  * owned by it in the cpht worker), where parallel workers cannot reach
@@ -236,7 +236,7 @@ scans_fop_new_relation(FunctionScan *scan)
 
 /*
  * Whether a plan tree writes cpht tables where parallel mode may be on:
- * cpht_fop_agg in any node, the new-keys node (fop_new_scan.c), or a scan
+ * cpht_fop_agg in any node, the new-keys node (new_keys_node.c), or a scan
  * of cpht_fop_new_relation, which runs in the leader of a parallel plan.
  */
 static bool

@@ -1,13 +1,13 @@
 /*
- * fop_new_scan.c — cpht_fop_new_relation as a parallel plan node.
+ * new_keys_node.c — cpht_fop_new_relation as a parallel plan node.
  *
  *   SELECT count(*) FROM cpht_fop_new_relation(h, 'staging');
  *
  * As a set-returning function, cpht_fop_new_relation reads the relation in
- * parallel (relscan.c) but returns its new keys through one backend: the
+ * parallel (stream/heap_feed.c) but returns its new keys through one backend: the
  * function scan stores every row in a tuplestore and reads it back, and
  * whatever the query does with the rows runs in that backend too.  Over a
- * shared table, which parallel workers reach (parallel_plan.c), the
+ * shared table, which parallel workers reach (hooks.c), the
  * planner hook below offers, in place of the function scan, a
  * parallel-aware scan node, "cpht new keys": every participant of a
  * Gather (the workers and the leader) takes pages of the relation from
@@ -37,7 +37,7 @@
  * returning them.
  *
  * If the relation no longer qualifies when the plan runs, the leader reads
- * it through the query route of relscan.c and returns the new keys from a
+ * it through the query route of stream/heap_feed.c and returns the new keys from a
  * tuplestore, as the function would; the workers return nothing.  A
  * leader that reads no rows of the plan (parallel_leader_participation
  * off) cannot do that: such a run fails before it puts any key.

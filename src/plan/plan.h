@@ -33,7 +33,7 @@ extern bool cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum
 
 /*
  * new_keys_node.c: cpht_fop_new_relation as a parallel plan node over a
- * shared table (fop_new_scan.c).
+ * shared table (new_keys_node.c).
  */
 
 /* Installs the planner hook and registers the node (from _PG_init). */
@@ -47,7 +47,7 @@ extern bool cpht_new_keys_plan(Plan *plan);
 
 /*
  * rows_by_tid_node.c: the plan node through which cpht_insert_new reads the
- * new rows of its source in the order it chose (rows_by_tid.c).
+ * new rows of its source in the order it chose (rows_by_tid_node.c).
  */
 
 /*

@@ -1,5 +1,5 @@
 /*
- * rows_by_tid.c — Custom Scan "cpht rows by tid": the rows of a list of
+ * rows_by_tid_node.c — Custom Scan "cpht rows by tid": the rows of a list of
  * tids, returned in the list's order.
  *
  * cpht_insert_new inserts its new rows with

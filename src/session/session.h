@@ -49,14 +49,14 @@ typedef struct CphtHandle
 	bool		transactional;	/* changes follow transactions (txn.c) */
 	bool		rolled_back;	/* gone because its creating transaction
 								 * rolled back (txn.c), not dropped */
-	/* A shared table lives in the cpht worker (shared_tables.c), table is
+	/* A shared table lives in the cpht worker (shared_handles.c), table is
 	 * NULL: */
 	bool		shared;
 	int32		shared_entry;	/* its catalog index, -1 once dropped here */
 	uint64		shared_table_id;
 	uint64		shared_generation;	/* the cpht worker's generation when
 									 * opened (protocol.h) */
-	CphtTable  *shared_access;	/* the operations on it (access.h) */
+	CphtTable  *shared_access;	/* the operations on it (tableref/tableref.h) */
 } CphtHandle;
 
 /* Makes room for one more table; call before creating it, so that
@@ -87,7 +87,7 @@ extern CphtHandle *cpht_handles_get(int32 handle);
  */
 extern CphtHandle *cpht_handles_use(int32 handle);
 
-/* The table the operations of access.h work on, of cpht_handles_use's
+/* The table the operations of tableref/tableref.h work on, of cpht_handles_use's
  * entry. */
 static inline CphtTable *
 cpht_handle_table(const CphtHandle *h)

@@ -1,5 +1,9 @@
 /*
- * shared_tables.c — shared tables by name (cpht in shared_preload_libraries).
+ * shared_handles.c — this session's handles of shared tables (cpht in
+ * shared_preload_libraries): registering them, resolving a handle this
+ * session has not opened, checking a handle before each call, and the
+ * leader's handles in parallel workers.  The SQL functions that create,
+ * open, drop and give away shared tables are in api/shared.c.
  *
  * cpht_create(..., name => 'x') creates a table in the cpht worker that
  * every session of the database opens with cpht_open('x').  In this
@@ -15,8 +19,9 @@
  *     neither runs inside a transaction block (like CREATE DATABASE);
  *   - belong to the creating role: it, its members (has_privs_of_role) and
  *     superusers may use and drop them.
- * Names and privileges are checked here, in the backend, which has the
- * catalogs; the worker checks that the table still exists.
+ * Names and privileges are checked in the backend, which has the
+ * catalogs (here and in api/shared.c); the worker checks that the table
+ * still exists.
  */
 #include "postgres.h"
 
@@ -97,7 +102,7 @@ restarted_error(int32 handle, const char *durable_name)
 /*
  * The session's entry for the shared table of catalog entry `entry` (*e a
  * copy of it), registered under the table's handle if it was not yet.
- * The handle is the table's id in the shared range (handles.h), the same
+ * The handle is the table's id in the shared range (session.h), the same
  * number in every session.
  */
 CphtHandle *

@@ -1,5 +1,5 @@
 /*
- * stream.c — find-or-put over any number of rows.
+ * batches.c — find-or-put over any number of rows.
  *
  * An array is limited to about 2^26 bigints (array_agg's state passes the
  * 1 GB allocation limit while doubling), so large ingests stream instead:
@@ -15,11 +15,11 @@
  * Both overlap the table's work with the executor: batch k runs on a helper
  * thread (and on the GPU for GPU tables) while batch k+1 is collected
  * (cpht_stream_start / cpht_stream_finish); a table in the cpht worker or a
- * shared table runs each batch when it is handed over instead (access.c).
+ * shared table runs each batch when it is handed over instead (tableref/tableref.c).
  * The stream copies each batch, so a batch in flight never points into memory the executor frees on an
  * error; the next call on the table waits for it.
  *
- * This file holds the stream shared by both and the aggregate; fop_rows.c
+ * This file holds the stream shared by both and the aggregate; api/fop_rows.c
  * holds cpht_fop_rows.  Settings are read once, when a stream opens: a
  * query may change them while it runs, and every buffer is sized from the
  * values read then.

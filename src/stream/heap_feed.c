@@ -1,8 +1,8 @@
 /*
- * relscan.c — a relation's key column (and, for cpht_insert_new, each
+ * heap_feed.c — a relation's key column (and, for cpht_insert_new, each
  * row's tid) read into a table's stream of batches, with no function call
  * per row: the funnel under cpht_fop_relation, cpht_fop_new_relation
- * (fop_relation.c) and cpht_insert_new (insert_new.c).
+ * (api/fop_relation.c) and cpht_insert_new (api/insert_new.c).
  *
  * Fast path: a plain heap table without inheritance children and without
  * row-level security for the caller is read by a parallel heap scan of our
@@ -69,7 +69,7 @@
 #include "session/session.h"
 #include "stream/stream.h"
 
-/* Rows a worker sends to the leader per message (relscan.h). */
+/* Rows a worker sends to the leader per message (stream.h). */
 #define CHUNK_ROWS CPHT_RELSCAN_CHUNK_ROWS
 
 /* Each worker's queue holds a few chunks of (key, tid) rows, so a worker

@@ -73,9 +73,9 @@ extern PGDLLEXPORT Datum cpht_fop_agg_step(PG_FUNCTION_ARGS);
 
 /*
  * heap_feed.c: a relation's key column read into a table's stream of
- * batches, by a parallel heap scan of cpht's own or by a query (relscan.c):
+ * batches, by a parallel heap scan of cpht's own or by a query (heap_feed.c):
  * the funnel under cpht_fop_relation and cpht_fop_new_relation
- * (fop_relation.c) and cpht_insert_new (insert_new.c).
+ * (api/fop_relation.c) and cpht_insert_new (api/insert_new.c).
  */
 
 typedef struct RelFeed RelFeed;

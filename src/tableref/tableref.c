@@ -1,6 +1,6 @@
 /*
- * access.c — the operations on a session's private table, dispatched to
- * the kernels in this backend or to worker_table.c; and where a new table
+ * tableref.c — the operations on a session's private table, dispatched to
+ * the kernels in this backend or to worker_private.c; and where a new table
  * goes (cpht.device, cpht.placement).
  */
 #include "postgres.h"
@@ -138,7 +138,7 @@ cpht_access_shared(int32 handle)
 	return t;
 }
 
-/* A batch call on a shared table: checked and raised by shared_tables.c. */
+/* A batch call on a shared table: checked and raised by session/shared_handles.c. */
 static cpht_status
 shared_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n, uint8 *status,
 			uint64 *value)

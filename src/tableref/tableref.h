@@ -1,5 +1,5 @@
 /*
- * access.h — a session's private table, wherever it lives: in this backend
+ * tableref.h — a session's private table, wherever it lives: in this backend
  * (the kernels called directly) or in the cpht worker (requests through
  * shared memory).  The SQL functions, transactions and introspection call
  * these instead of the kernels, so both placements run the same code and
@@ -8,7 +8,7 @@
  *
  * A table lives in the worker when cpht is preloaded and it goes to the
  * GPU (only the worker initialises CUDA), or when cpht.placement = worker.
- * A shared table (shared_tables.c) is reached through the same operations:
+ * A shared table (session/shared_handles.c) is reached through the same operations:
  * its calls check the role's privileges and raise their own errors, as
  * shared tables always did, so its operations return only CPHT_OK.
  * A worker table is lost when the worker that holds it exits; using it
@@ -101,7 +101,7 @@ typedef struct CphtScanPiece
 extern cpht_status cpht_access_scan(CphtTable *t, uint64 *position, uint64 *keys,
 									size_t max, CphtScanPiece *piece);
 
-/* The undo log (txn.c).  rollback_to and truncate_log never raise: they
+/* The undo log (session/txn.c).  rollback_to and truncate_log never raise: they
  * run in transaction callbacks; a worker that cannot be asked makes
  * rollback_to fail (CPHT_ERR_DEVICE, with the reason). */
 extern uint64 cpht_access_log_position(CphtTable *t);

@@ -1,6 +1,6 @@
 /*
- * access_internal.h — what access.c (the dispatch, and tables in this
- * backend) and worker_table.c (tables in the cpht worker) share.
+ * tableref_internal.h — what tableref.c (the dispatch, and tables in this
+ * backend) and worker_private.c (tables in the cpht worker) share.
  */
 #ifndef CPHT_ACCESS_INTERNAL_H
 #define CPHT_ACCESS_INTERNAL_H
@@ -18,7 +18,7 @@ struct CphtTable
 								 * against cpht.max_memory */
 	uint64		slot_bytes;		/* its slot memory as of the last reply */
 	int32		handle;			/* 0 until registered */
-	bool		shared;			/* a shared table's handle (shared_tables.c) */
+	bool		shared;			/* a shared table's handle (session/shared_handles.c) */
 	char		error[CPHT_TEXT_LEN];	/* message of the last failed call */
 	cpht_call_times times;
 };
@@ -36,7 +36,7 @@ struct CphtAccessStream
 	uint64		inserted;
 };
 
-/* worker_table.c */
+/* worker_private.c */
 extern cpht_status cpht_worker_table_create(const cpht_params *params, bool logging,
 											CphtTable *t, char *errbuf, size_t errlen);
 extern void cpht_worker_table_destroy(CphtTable *t);

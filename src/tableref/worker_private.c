@@ -1,5 +1,5 @@
 /*
- * worker_table.c — a session's private table held by the cpht worker:
+ * worker_private.c — a session's private table held by the cpht worker:
  * every operation is a request on this backend's slot (client/).
  *
  * Errors keep the wording of a table in the backend: a kernel status and

@@ -85,7 +85,7 @@ cpht_worker_tables_init(void)
 	/* What a previous worker held is gone with its memory. */
 	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
 	first_table_id = ctl->next_table_id;
-	ctl->first_table_id = first_table_id;	/* for backends (shared_tables.c) */
+	ctl->first_table_id = first_table_id;	/* for backends (session/shared_handles.c) */
 	for (int i = 0; i < ctl->max_tables; i++)
 	{
 		CphtCatalogEntry *e = &cpht_catalog[i];

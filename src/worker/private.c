@@ -224,7 +224,7 @@ private_create(CphtSlot *slot, int s)
 
 	/*
 	 * Ids of their own, with the top bit set: shared tables' handles carry
-	 * their table ids (handles.h), which private tables must not use up.
+	 * their table ids (session/session.h), which private tables must not use up.
 	 */
 	SpinLockAcquire(&cpht_control->mutex);
 	id = CPHT_PRIVATE_TABLE_ID_BIT | cpht_control->next_private_id++;
