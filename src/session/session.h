@@ -141,8 +141,9 @@ extern void cpht_txn_drop(int32 handle);
 extern uint64 cpht_txn_pending_drop_bytes(void);
 
 /*
- * shared_handles.c: shared tables by name: SQL functions on handles of
- * shared tables, and what the rest of the backend asks about them.
+ * shared_handles.c: this session's handles of shared tables, and what
+ * the rest of the backend asks about them (their SQL functions are in
+ * api/shared.c).
  */
 
 /*
