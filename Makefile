@@ -27,10 +27,9 @@ TAP_TESTS = 1
 # stands in for the GPU where the CUDA files are not built
 KERNEL_C = $(sort $(wildcard kernels/*/*.c))
 KERNEL_H = $(wildcard kernels/*.h kernels/*/*.h)
-# src/*.c: SQL functions and session state; src/access: a private table
-# in this backend or in the worker; src/shmem: the shared memory
-# layout; src/client: a backend's side of the worker protocol; src/worker:
-# the cpht worker process
+# src/: _PG_init and the leaves (settings, errors, memory cap) at the top,
+# one folder per layer below (docs/layout.md); includes are written
+# "folder/door.h" against -Isrc
 SRC_C = $(sort $(wildcard src/*.c src/*/*.c))
 OBJS = $(SRC_C:.c=.o) $(KERNEL_C:.c=.o)
 
@@ -63,7 +62,7 @@ kernels/gpu/%.o: kernels/gpu/%.cu $(KERNEL_H)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 endif
 
-PG_CPPFLAGS += -Ikernels -Isrc -Isrc/access -Isrc/shmem -Isrc/client -Isrc/worker -std=gnu11
+PG_CPPFLAGS += -Isrc -Ikernels -std=gnu11
 SHLIB_LINK += -lpthread
 
 EXTRA_CLEAN = results regression.diffs regression.out test/unit/*.bin test/bench/*.bin kernels/*/*.o

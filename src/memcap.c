@@ -3,7 +3,7 @@
  * cap a superuser set is the one in force.
  *
  * Counting.  Tables are counted by the slot memory they were created with
- * (handles.c, and txn.c for tables whose drop has not committed yet); what
+ * (session/handles.c, and session/txn.c for tables whose drop has not committed yet); what
  * a table grows by, and both layouts while it grows, the kernels count
  * through memory_hook() like their undo logs.  The batch buffers
  * of the streaming functions and the rows cpht_fop_rows holds per batch are
@@ -50,10 +50,9 @@
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 
-#include "cpht.h"
-#include "handles.h"
+#include "guc.h"
+#include "session/session.h"
 #include "memcap.h"
-#include "txn.h"
 
 #define MAX_MEMORY_NAME "cpht.max_memory"
 

@@ -11,10 +11,17 @@
 #   - a src file includes anything of kernels/ but its doors (cpht_table.h,
 #     cpht_gpu.h, cpht_util.h);
 #   - a kernels file includes a PostgreSQL header (postgres.h, fmgr.h, or one
-#     of PostgreSQL's include folders), or a src file a CUDA header.
-# Includes are written "folder/name.h" (the build puts only -Ikernels on
-# the path for kernels), so a bare "name.h" of another folder is a
-# violation too.  Tests and benchmarks (test/) are white-box and exempt.
+#     of PostgreSQL's include folders), or a src file a CUDA header;
+#   - a src file includes a header of another src folder other than that
+#     folder's door (SRC_DOORS below), or a door of a folder above its own
+#     in the layers api > plan > stream > session > tableref > client >
+#     worker > shmem > leaves (guc.h, errors.h, memcap.h at the top of
+#     src/); so the worker never includes client/, tableref/, session/ or
+#     api/, and shmem/ nothing above it.  SRC_EXCEPTIONS lists the known
+#     exceptions, each with its reason (docs/layout.md).
+# Includes are written "folder/name.h" (the build puts only -Isrc -Ikernels
+# on the path), so a bare "name.h" of another folder is a violation too.
+# Tests and benchmarks (test/) are white-box and exempt.
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 
@@ -104,6 +111,70 @@ for f in $src_files; do
 			! compgen -G "src/*/$name" >/dev/null; then
 			violation "$f includes kernels' \"$name\" (src/ uses only $TOP_DOORS)"
 		fi
+	done < <(includes "$f")
+done
+
+# src/: the door of each folder, and the layers (higher may include lower)
+declare -A SRC_DOORS=(
+	[api]=api/api.h
+	[plan]=plan/plan.h
+	[stream]=stream/stream.h
+	[session]=session/session.h
+	[tableref]=tableref/tableref.h
+	[client]=client/client.h
+	[worker]=worker/worker.h
+	[shmem]=shmem/protocol.h
+)
+declare -A SRC_RANK=([api]=8 [plan]=7 [stream]=6 [session]=5 [tableref]=4 [client]=3 [worker]=2 [shmem]=1)
+LEAVES="guc.h errors.h memcap.h"
+# "file header": includes that go against the layers, known and kept
+# (docs/layout.md says why); a header only in its door's own folder list.
+SRC_EXCEPTIONS="
+src/plan/new_keys_node.c api/api.h
+src/memcap.c session/session.h
+src/tableref/tableref.c session/session.h
+"
+for f in $src_files; do
+	rel=${f#src/}
+	case "$rel" in
+		*/*) folder=${rel%%/*}; rank=${SRC_RANK[$folder]:-}
+			if [ -z "$rank" ]; then
+				violation "$f is in src/$folder/, which is no src folder of docs/layout.md"
+				continue
+			fi ;;
+		cpht.c) folder=; rank=9 ;;		# _PG_init: may include every door
+		*) folder=; rank=0 ;;			# a leaf
+	esac
+	where=${folder:+src/$folder/}
+	where=${where:-the leaf $f}
+	while read -r kind name; do
+		[ "$kind" = q ] && [ -n "$name" ] || continue
+		case "$name" in
+			*/*)
+				target=${name%%/*}
+				[ -n "${SRC_DOORS[$target]:-}" ] || continue	# PostgreSQL's own folders
+				if [ ! -f "src/$name" ]; then
+					violation "$f includes \"$name\", which is no src header"
+				elif [ "$target" = "$folder" ]; then
+					:
+				elif [ "$name" != "${SRC_DOORS[$target]}" ]; then
+					violation "$f includes \"$name\", private to src/$target/ (its door is ${SRC_DOORS[$target]})"
+				elif [ "${SRC_RANK[$target]}" -ge "$rank" ] &&
+					[[ "$SRC_EXCEPTIONS" != *"
+$f $name
+"* ]]; then
+					violation "$f includes \"$name\": src/$target/ is not below $where (layers: api > plan > stream > session > tableref > client > worker > shmem > leaves)"
+				fi
+				;;
+			*)
+				if [[ " $LEAVES " == *" $name "* ]] || [[ " $TOP_DOORS " == *" $name "* ]]; then
+					continue
+				fi
+				if [ -f "src/$name" ] || compgen -G "src/*/$name" >/dev/null; then
+					violation "$f includes \"$name\" without its folder (write \"folder/$name\")"
+				fi
+				;;
+		esac
 	done < <(includes "$f")
 done
 

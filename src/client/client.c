@@ -22,8 +22,9 @@
 #include "storage/latch.h"
 #include "storage/pmsignal.h"
 #include "storage/proc.h"
+#include "utils/timestamp.h"
 
-#include "client.h"
+#include "client/client.h"
 
 static bool attached = false;
 static bool detached = false;	/* the backend is exiting */
@@ -32,7 +33,6 @@ static uint64 mapped_windows = 0;	/* bit w: window w is in this backend's
 									 * page tables */
 static int	stream_worker = -1;	/* pgprocno of the worker a STREAM went to */
 
-bool		cpht_inject_device_fault = false;
 
 static CphtSlot *
 my_slot(void)
@@ -422,4 +422,29 @@ cpht_client_window_release(int window)
 	SpinLockRelease(&ctl->mutex);
 	held_windows &= ~(UINT64CONST(1) << window);
 	ConditionVariableBroadcast(&ctl->window_cv);
+}
+
+/*
+ * Right after a start or a worker restart the worker is still restoring
+ * durable tables: a name it has not reached yet is missing, or lost from
+ * the previous worker.  cpht_open, cpht_tables() and the creation of a
+ * durable table wait for the restore (cancelably, at most DURABLE_WAIT_MS)
+ * rather than answering that.  A standby restores
+ * nothing until it is promoted, so there it does not wait.
+ */
+#define DURABLE_WAIT_MS 60000
+
+void
+cpht_shared_wait_restored(void)
+{
+	CphtControl *ctl = cpht_control;
+	TimestampTz until;
+
+	if (pg_atomic_read_u32(&ctl->durable_ready) == 1 || RecoveryInProgress())
+		return;
+	until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), DURABLE_WAIT_MS);
+	ConditionVariablePrepareToSleep(&ctl->durable_cv);
+	while (pg_atomic_read_u32(&ctl->durable_ready) == 0 && GetCurrentTimestamp() < until)
+		(void) ConditionVariableTimedSleep(&ctl->durable_cv, 1000, PG_WAIT_EXTENSION);
+	ConditionVariableCancelSleep();
 }

@@ -5,7 +5,7 @@
 #ifndef CPHT_CLIENT_H
 #define CPHT_CLIENT_H
 
-#include "protocol.h"
+#include "shmem/protocol.h"
 
 /* A shared table as the worker knows it. */
 typedef struct CphtSharedRef
@@ -128,9 +128,7 @@ extern void cpht_owners_init(void);
 extern int	cpht_client_gpu(char *reason, size_t len, uint64 *generation);
 extern void cpht_client_gpu_room(int *count, uint64 *free_bytes);
 
-/* Tests only (cpht.inject_device_fault, superuser): every request asks the
- * worker to break its GPU context first, as a sticky fault would. */
-extern bool cpht_inject_device_fault;
+/* cpht.inject_device_fault: guc.h */
 
 /*
  * A request on a private table held by the worker: `op` with the table's
@@ -148,5 +146,19 @@ extern CphtReply *cpht_remote_private(CphtOp op, uint64 table_id, uint64 memory_
 extern uint64 cpht_remote_private_call(uint64 table_id, uint64 memory_budget, CphtCall call,
 									   const uint64 *keys, uint64 n, uint8 *status,
 									   CphtReply *reply);
+
+/*
+ * Waits (cancelably, up to a minute) until the cpht worker has restored the
+ * durable tables after a start or a restart of the worker; returns at once
+ * on a standby, which restores nothing.
+ */
+extern void cpht_shared_wait_restored(void);
+
+/* xact_end.c: a write of (sub)transaction sub_xid of top_xid is about to
+ * be sent. */
+extern void cpht_xact_end_note_write(TransactionId top_xid, TransactionId sub_xid);
+
+/* xact_end.c: registers the transaction callbacks (from _PG_init). */
+extern void cpht_xact_end_init(void);
 
 #endif							/* CPHT_CLIENT_H */

@@ -37,7 +37,7 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 
-#include "client.h"
+#include "client/client.h"
 
 /* Databases whose tables go when the transaction commits, with the
  * (sub)transaction nesting level that dropped them.  A transaction drops

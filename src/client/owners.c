@@ -37,8 +37,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
-#include "client.h"
-#include "shared_tables.h"
+#include "client/client.h"
 
 /* REASSIGN OWNED BY old TO new (new valid) or DROP OWNED BY old (new
  * invalid), in this database, at this (sub)transaction nesting level */

@@ -15,12 +15,12 @@
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 
-#include "client.h"
-#include "cpht.h"
-#include "durable.h"
+#include "client/client.h"
+#include "guc.h"
+#include "worker/worker.h"
 #include "errors.h"
 #include "memcap.h"
-#include "waits.h"
+#include "client/waits.h"
 
 static void
 check_reply(const CphtReply *rep, int32 handle)

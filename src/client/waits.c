@@ -16,7 +16,7 @@
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
 
-#include "waits.h"
+#include "client/waits.h"
 
 void
 cpht_waits_tag(CphtRequest *req, bool transactional, bool write)

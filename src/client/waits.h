@@ -7,7 +7,7 @@
 #ifndef CPHT_WAITS_H
 #define CPHT_WAITS_H
 
-#include "client.h"
+#include "client/client.h"
 
 /*
  * Tags a request on a shared table with the caller's transaction when the
@@ -37,12 +37,5 @@ extern bool cpht_waits_conflicts(const CphtReply *rep, CphtConflicts *c);
  * for none).
  */
 extern void cpht_waits_wait(CphtConflicts *c, const CphtConflicts *prev);
-
-/* xact_end.c: a write of (sub)transaction sub_xid of top_xid is about to
- * be sent. */
-extern void cpht_xact_end_note_write(TransactionId top_xid, TransactionId sub_xid);
-
-/* xact_end.c: registers the transaction callbacks (from _PG_init). */
-extern void cpht_xact_end_init(void);
 
 #endif							/* CPHT_WAITS_H */

@@ -23,7 +23,7 @@
 #include "access/xact.h"
 #include "storage/pmsignal.h"
 
-#include "waits.h"
+#include "client/waits.h"
 
 /* The top transaction that wrote to a transactional shared table, and the
  * latest (sub)transaction that did. */

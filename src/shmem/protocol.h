@@ -23,6 +23,7 @@
 #include "storage/spin.h"
 
 #include "cpht_table.h"
+#include "guc.h"
 
 /* Set in the ids of private tables held by the worker, never in a shared
  * table's. */
@@ -342,18 +343,10 @@ extern char *cpht_arena;
 /* Whether _PG_init ran in the postmaster (shared_preload_libraries). */
 extern bool cpht_preloaded;
 
-/* Postmaster settings */
-extern int	cpht_max_shared_tables;
-extern int	cpht_max_shared_tables_per_database;	/* reloadable */
+/* Postmaster settings: guc.h */
 
 /* The shared tables one database may hold under the settings now. */
 extern int	cpht_tables_per_database_limit(void);
-extern int	cpht_transfer_windows;
-extern int	cpht_transfer_chunk;
-
-/* cpht.max_shared_memory (MB; -1: derived by the worker, 0: no limit),
- * reloadable (worker/quota.c) */
-extern int	cpht_max_shared_memory_mb;
 
 /* From _PG_init while preloading: settings, hooks, the worker. */
 extern void cpht_shmem_init(void);

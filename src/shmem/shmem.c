@@ -1,7 +1,7 @@
 /*
- * shmem.c — with shared_preload_libraries = 'cpht': the postmaster
- * settings of the worker, the shared memory it shares with backends, and
- * its registration.  Nothing here touches CUDA: the postmaster forks every
+ * shmem.c — with shared_preload_libraries = 'cpht': the shared memory the
+ * worker shares with backends, and its registration (its settings are in
+ * guc.c).  Nothing here touches CUDA: the postmaster forks every
  * process, and a CUDA context does not survive fork().
  */
 #include "postgres.h"
@@ -14,8 +14,7 @@
 #include "storage/shmem.h"
 #include "utils/guc.h"
 
-#include "durable.h"
-#include "protocol.h"
+#include "shmem/protocol.h"
 
 CphtControl *cpht_control = NULL;
 CphtCatalogEntry *cpht_catalog = NULL;
@@ -23,12 +22,6 @@ CphtSlot   *cpht_slots = NULL;
 pg_atomic_uint64 *cpht_submitted = NULL;
 char	   *cpht_arena = NULL;
 bool		cpht_preloaded = false;
-
-int			cpht_max_shared_tables = 64;
-int			cpht_max_shared_tables_per_database = -1;
-int			cpht_transfer_windows = 4;
-int			cpht_transfer_chunk = 1 << 22;
-int			cpht_max_shared_memory_mb = -1;
 
 /*
  * -1 (the default): three quarters of cpht.max_shared_tables, so that one
@@ -158,79 +151,10 @@ cpht_shmem_init(void)
 {
 	BackgroundWorker worker;
 
-	/*
-	 * Durable shared tables (src/worker/durable.c): reloadable, so defined
-	 * on a plain server too, where they have no effect.
-	 */
-	DefineCustomIntVariable("cpht.snapshot_interval",
-							"Seconds between the cpht worker's snapshot rounds of changed durable shared tables.",
-							"0 turns timed rounds off.  Each round lets the server remove the WAL older than the oldest snapshot.",
-							&cpht_snapshot_interval,
-							300, 0, 7 * 24 * 3600,
-							PGC_SIGHUP, GUC_UNIT_S,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("cpht.snapshot_wal",
-							"WAL written since the last snapshot round after which the cpht worker takes another.",
-							"0 turns such rounds off.",
-							&cpht_snapshot_wal,
-							1024, 0, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_MB,
-							NULL, NULL, NULL);
-
-	/*
-	 * What all shared tables may hold in the cpht worker (worker/quota.c).
-	 * Not unlimited by default: any role that may create a shared table
-	 * could otherwise fill the worker's host memory, and the OOM killer's
-	 * SIGKILL of the worker restarts the whole server.  How much memory
-	 * there is is known only to the worker (the host's RAM, the GPUs it
-	 * found), so -1 lets it derive the bound.
-	 */
-	DefineCustomIntVariable("cpht.max_shared_memory",
-							"Memory all shared cpht tables may hold together in the cpht worker.",
-							"Table slots, their growth and open transactions' changes. -1: half of the host's memory plus the memory of the GPUs the worker uses; 0: no limit.",
-							&cpht_max_shared_memory_mb,
-							-1, -1, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_MB,
-							NULL, NULL, NULL);
-
-	/* Postmaster settings can only be defined while the postmaster loads
-	 * the library; a plain server has no worker to configure. */
+	/* Shared memory can only be asked for while the postmaster loads the
+	 * library; a plain server has no worker. */
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-
-	/* durable tables would not survive pg_upgrade: refuse it (durable_catalog.c) */
-	cpht_catalog_refuse_binary_upgrade();
-
-	DefineCustomIntVariable("cpht.max_shared_tables",
-							"Shared cpht tables the server can hold at once.",
-							NULL,
-							&cpht_max_shared_tables,
-							64, 1, 65536,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("cpht.max_shared_tables_per_database",
-							"Shared cpht tables one database can hold at once.",
-							"-1 allows three quarters of cpht.max_shared_tables, so that one database cannot take every slot; 0 sets no limit of its own. Durable tables restored at start count but are never refused.",
-							&cpht_max_shared_tables_per_database,
-							-1, -1, 65536,
-							PGC_SIGHUP, 0,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("cpht.transfer_windows",
-							"Windows of the shared memory arena that carry keys to the cpht worker.",
-							"Each call on a shared table holds one window while it runs, a call larger than a window up to four when they are free.",
-							&cpht_transfer_windows,
-							4, 1, 64,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("cpht.transfer_chunk",
-							"Keys one transfer window carries; larger calls stream through the windows piece by piece.",
-							"Each window takes 9 bytes per key of shared memory.",
-							&cpht_transfer_chunk,
-							1 << 22, 1024, 1 << 26,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
-
-	cpht_wal_register();
 
 	cpht_preloaded = true;
 	prev_shmem_request_hook = shmem_request_hook;

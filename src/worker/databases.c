@@ -38,8 +38,8 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
-#include "durable.h"
-#include "worker.h"
+#include "worker/durable.h"
+#include "worker/worker_internal.h"
 
 /*
  * Drops every shared table of database dboid and its snapshot files that

@@ -31,10 +31,10 @@
 #include "utils/memutils.h"
 
 #include "cpht_table.h"
-#include "protocol.h"
-#include "worker.h"
-#include "durable.h"
-#include "xacts.h"
+#include "shmem/protocol.h"
+#include "worker/worker_internal.h"
+#include "worker/durable.h"
+#include "worker/xacts.h"
 
 /*
  * The keys of a call as the worker finds them: CALL, one piece in one
@@ -85,7 +85,7 @@ cpht_worker_tables_init(void)
 	/* What a previous worker held is gone with its memory. */
 	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
 	first_table_id = ctl->next_table_id;
-	ctl->first_table_id = first_table_id;	/* for backends (shared_tables.c) */
+	ctl->first_table_id = first_table_id;	/* for backends (session/shared_handles.c) */
 	for (int i = 0; i < ctl->max_tables; i++)
 	{
 		CphtCatalogEntry *e = &cpht_catalog[i];

@@ -57,15 +57,13 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "cpht.h"
-#include "durable.h"
-#include "worker.h"
-#include "xacts.h"
+#include "guc.h"
+#include "worker/durable.h"
+#include "worker/worker_internal.h"
+#include "worker/xacts.h"
 
 #define SLOT_NAME "cpht_durable"
 
-int			cpht_snapshot_interval = 300;	/* seconds; 0: no timed rounds */
-int			cpht_snapshot_wal = 1024;	/* MB of WAL; 0: no such rounds */
 
 typedef struct DurableState
 {

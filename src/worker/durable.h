@@ -12,7 +12,8 @@
 #include "port/pg_crc32c.h"
 
 #include "cpht_table.h"
-#include "protocol.h"
+#include "shmem/protocol.h"
+#include "worker/worker.h"
 
 /* ---- WAL records (durable_wal.c) ---------------------------------------- */
 
@@ -100,8 +101,7 @@ typedef struct xl_cpht_exact
 	/* xl_cpht_exact_table tables[] follow */
 } xl_cpht_exact;
 
-/* _PG_init while preloading: registers the resource manager. */
-extern void cpht_wal_register(void);
+/* cpht_wal_register: worker/worker.h */
 
 /* Records the worker writes; each returns the end of what it wrote. */
 extern XLogRecPtr cpht_wal_create(const CphtCatalogEntry *e, const cpht_params *params);
@@ -111,14 +111,7 @@ extern XLogRecPtr cpht_wal_exact(const xl_cpht_exact_table *tables, uint32 n);
 extern XLogRecPtr cpht_wal_keys(uint8 info, XLogRecPtr table, TransactionId xid,
 								const uint64 *keys, uint64 n);
 
-/*
- * A backend, before its first write in a (sub)transaction to a
- * transactional durable table: a record carrying its xid.  The worker's
- * records name the xid only in their payload; recovery advances the next
- * xid past the xids of records, so this keeps a crash from handing the
- * xid of an uncommitted write to a new transaction that could commit.
- */
-extern void cpht_wal_mark_xid(TransactionId xid);
+/* cpht_wal_mark_xid: worker/worker.h */
 
 /* The record's cpht payload, or NULL when it is not a cpht record. */
 extern const char *cpht_wal_payload(XLogReaderState *record, uint8 *info);
@@ -240,10 +233,7 @@ extern void cpht_catalog_file_write(const CphtCatalogRecord *recs, int n, bool c
 extern bool cpht_catalog_file_read(CphtCatalogRecord **recs, int *n, bool *clean, XLogRecPtr *at,
 								   char *why, size_t whylen);
 
-/* In the postmaster of a server started by pg_upgrade (-b): FATAL while
- * the data directory has durable tables, which pg_upgrade would leave
- * behind. */
-extern void cpht_catalog_refuse_binary_upgrade(void);
+/* cpht_catalog_refuse_binary_upgrade: worker/worker.h */
 
 /* ---- the worker's durable tables (durable.c) ------------------------------ */
 
@@ -273,9 +263,7 @@ extern int	cpht_durable_drop_files(Oid dboid);
 /* At the worker's clean exit (server shutdown): every changed table. */
 extern void cpht_durable_shutdown(void);
 
-/* Settings (shmem.c defines them) */
-extern int	cpht_snapshot_interval;
-extern int	cpht_snapshot_wal;
+/* Settings cpht.snapshot_interval and cpht.snapshot_wal: guc.h */
 
 /*
  * Whether the restore at start runs.  The worker serves requests that need

@@ -32,7 +32,7 @@
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 
-#include "durable.h"
+#include "worker/durable.h"
 
 #define CATALOG_MAGIC "CPHTCATL"
 #define CATALOG_VERSION 1

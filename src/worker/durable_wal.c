@@ -16,7 +16,7 @@
 #include "access/xloginsert.h"
 #include "lib/stringinfo.h"
 
-#include "durable.h"
+#include "worker/durable.h"
 
 static void
 cpht_redo(XLogReaderState *record)

@@ -23,9 +23,9 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
-#include "durable.h"
-#include "protocol.h"
-#include "worker.h"
+#include "worker/durable.h"
+#include "shmem/protocol.h"
+#include "worker/worker_internal.h"
 
 /* Set when a sticky device fault ends the worker. */
 static char device_lost_reason[CPHT_TEXT_LEN];

@@ -9,7 +9,7 @@
  */
 #include "postgres.h"
 
-#include "pending.h"
+#include "worker/pending.h"
 
 static inline uint64
 home(const PendingMap *map, uint64 key)

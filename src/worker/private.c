@@ -28,8 +28,8 @@
 #include "utils/memutils.h"
 
 #include "cpht_table.h"
-#include "protocol.h"
-#include "worker.h"
+#include "shmem/protocol.h"
+#include "worker/worker_internal.h"
 
 typedef struct PrivateTable
 {
@@ -224,7 +224,7 @@ private_create(CphtSlot *slot, int s)
 
 	/*
 	 * Ids of their own, with the top bit set: shared tables' handles carry
-	 * their table ids (handles.h), which private tables must not use up.
+	 * their table ids (session/session.h), which private tables must not use up.
 	 */
 	SpinLockAcquire(&cpht_control->mutex);
 	id = CPHT_PRIVATE_TABLE_ID_BIT | cpht_control->next_private_id++;

@@ -49,9 +49,9 @@
 #include <unistd.h>
 
 #include "cpht_table.h"
-#include "protocol.h"
-#include "worker.h"
-#include "xacts.h"
+#include "shmem/protocol.h"
+#include "worker/worker_internal.h"
+#include "worker/xacts.h"
 
 /* The derived cpht.max_shared_memory where the host's memory cannot be
  * read. */

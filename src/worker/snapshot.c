@@ -31,8 +31,8 @@
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 
-#include "durable.h"
-#include "xacts.h"
+#include "worker/durable.h"
+#include "worker/xacts.h"
 
 #define SNAPSHOT_MAGIC "CPHTSNAP"
 

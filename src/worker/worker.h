@@ -1,119 +1,35 @@
 /*
- * worker.h — the cpht worker's parts: main.c runs the process, dispatch.c
- * serves requests and holds the tables.
+ * worker/worker.h — the door of worker/: what runs outside the cpht
+ * worker process.  The process's entry point (named in its registration,
+ * shmem/shmem.c), the two steps of _PG_init while preloading that belong
+ * to durable tables, and the one WAL record a backend writes itself
+ * (client/remote.c).  Everything else of worker/ runs in the worker and is
+ * private to the folder (worker_internal.h, durable.h, xacts.h, pending.h).
  */
-#ifndef CPHT_WORKER_H
-#define CPHT_WORKER_H
+#ifndef CPHT_WORKER_DOOR_H
+#define CPHT_WORKER_DOOR_H
 
 #include "fmgr.h"
 
 /* Entry point named in the background worker registration. */
 extern PGDLLEXPORT void cpht_worker_main(Datum arg);
 
-/* At start: the worker's table registry; shared tables a previous worker
- * held are marked lost, since their memory died with it. */
-extern void cpht_worker_tables_init(void);
+/* _PG_init while preloading: registers the resource manager
+ * (durable_wal.c). */
+extern void cpht_wal_register(void);
 
-/* Serves every submitted request (one pass over the submission bitmap). */
-extern void cpht_worker_serve(void);
-extern bool cpht_worker_take_slot(int s);
-
-/* At exit: answers whatever is still submitted (with the SQLSTATE
- * errcode) and marks the tables lost. */
-extern void cpht_worker_shutdown(const char *reason, int errcode);
-
-/* The kernels' interrupt check while the worker runs a call: the calling
- * backend's cancel flag. */
-extern int	cpht_worker_interrupt(void);
-
-/* private.c: private tables of backends, held in the worker. */
-#include "protocol.h"
-
-/* At start: the registry and the worker's memory hook. */
-extern void cpht_private_init(void);
-
-/* Serves the CPHT_OP_PRIVATE_* and undo log requests; false for others. */
-extern bool cpht_private_request(CphtSlot *slot, int s);
-
-/* The private table id of slot s, held by the slot's current process;
- * ERROR 58000 when the worker holds no such table. */
-extern struct cpht_table *cpht_private_table(int s, uint64 id);
-
-/* Whether that table keeps an undo log for its backend's savepoints. */
-extern bool cpht_private_table_logs(int s, uint64 id);
-
-/* Frees the private tables whose backend left its slot. */
-extern void cpht_private_sweep(void);
-
-/* After a request on a private table of slot s: its slot bytes into the
- * reply and into cpht_worker_info's private_bytes (it may have grown). */
-extern void cpht_private_note_bytes(int s, const CphtRequest *req, CphtReply *rep);
-
-/* Around each request: the backend's memory budget for a private table,
- * and the net bytes the kernels took meanwhile. */
-extern void cpht_private_request_begin(const CphtRequest *req);
-extern int64 cpht_private_request_end(void);
+/* In the postmaster of a server started by pg_upgrade (-b): FATAL while
+ * the data directory has durable tables, which pg_upgrade would leave
+ * behind (durable_catalog.c). */
+extern void cpht_catalog_refuse_binary_upgrade(void);
 
 /*
- * A request on a shared table whose kernels and pending state may take at
- * most `left` bytes more (quota.c): budget_on turns the budget on for the
- * rest of the request, budget_take takes bytes of it for the worker's own
- * allocations (false, nothing taken, when they pass it), budget_refused is
- * what the last refusal asked for.
+ * A backend, before its first write in a (sub)transaction to a
+ * transactional durable table: a record carrying its xid.  The worker's
+ * records name the xid only in their payload; recovery advances the next
+ * xid past the xids of records, so this keeps a crash from handing the
+ * xid of an uncommitted write to a new transaction that could commit.
  */
-extern void cpht_worker_budget_on(uint64 left);
-extern bool cpht_worker_budget_take(uint64 bytes);
-extern uint64 cpht_worker_budget_refused(void);
+extern void cpht_wal_mark_xid(TransactionId xid);
 
-/*
- * quota.c: what shared tables may hold.  A table's bytes are its slots and
- * its open transactions' pending state; its owner's shared tables together
- * are bounded by the table's memory_cap_kb, all of them by
- * cpht.max_shared_memory.  check_create: ERROR 53400 when a new table of
- * `bytes` would pass either.  begin: before a write (or rebuild) of the
- * table at catalog index entry, the budget for its kernels and pending
- * state (cpht_worker_budget_*); refused: ERROR 53400 after such a request
- * failed with CPHT_ERR_LIMIT, or a pending reservation was refused
- * (`needed` bytes more), with the figures of the cap that was hit.
- */
-extern uint64 cpht_quota_server_cap(void);
-extern void cpht_quota_check_create(const NameData *name, Oid owner, int32 cap_kb, uint64 bytes);
-extern void cpht_quota_check_owner_change(int entry, Oid new_owner, int32 new_owner_cap_kb);
-extern void cpht_quota_begin(int entry);
-extern void cpht_quota_end(void);
-extern bool cpht_quota_active(void);
-extern void cpht_quota_take(uint64 bytes);
-extern void cpht_quota_refused(uint64 needed) pg_attribute_noreturn();
-
-/* main.c: a sticky device fault ends the worker; the postmaster starts a
- * new one.  Answers every request in flight with 58000 first. */
-extern void cpht_worker_device_lost(const char *reason) pg_attribute_noreturn();
-
-/* The live table at a catalog index with that id, or NULL (xacts.c). */
-struct cpht_table;
-extern struct cpht_table *cpht_worker_table(int entry, uint64 table_id);
-
-/* Marks a table lost for every session and frees it: its state cannot be
- * trusted any more (an undo failed). */
-extern void cpht_worker_table_lose(int entry, const char *reason);
-
-/* durable.c: a table restored from its snapshot or created from WAL goes
- * live at catalog index entry with this id (catalog fields set by the
- * caller, under the catalog lock); a DROP record drops one. */
-extern void cpht_worker_table_install(int entry, uint64 table_id, struct cpht_table *t,
-									  bool transactional);
-extern void cpht_worker_table_drop(int entry);
-
-/*
- * databases.c: the shared tables of dropped databases and of databases
- * whose cpht extension was dropped.  op_drop_database serves
- * CPHT_OP_DROP_DATABASE; drop_pending drops those noted for after the
- * restore of durable tables; drop_orphans, once per worker start after that
- * restore, drops the tables and snapshot files of databases that no longer
- * exist (pg_database), with a LOG line each.
- */
-extern void cpht_worker_op_drop_database(CphtSlot *slot);
-extern void cpht_worker_drop_pending(void);
-extern void cpht_worker_drop_orphans(void);
-
-#endif							/* CPHT_WORKER_H */
+#endif							/* CPHT_WORKER_DOOR_H */

@@ -52,10 +52,10 @@
 #include "utils/memutils.h"
 
 #include "cpht_table.h"
-#include "pending.h"
-#include "protocol.h"
-#include "worker.h"
-#include "xacts.h"
+#include "worker/pending.h"
+#include "shmem/protocol.h"
+#include "worker/worker_internal.h"
+#include "worker/xacts.h"
 
 typedef struct XactSegment
 {

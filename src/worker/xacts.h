@@ -6,7 +6,7 @@
 #ifndef CPHT_XACTS_H
 #define CPHT_XACTS_H
 
-#include "protocol.h"
+#include "shmem/protocol.h"
 
 /* At start. */
 extern void cpht_xacts_init(void);

@@ -29,7 +29,7 @@ SELECT is(
 		'cpht_fop(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
 		-- the planner reads the aggregate's own volatility (CREATE
 		-- AGGREGATE records i; the extension script sets v); parallel safe,
-		-- but planned in parallel only over shared tables (parallel_plan.c)
+		-- but planned in parallel only over shared tables (src/plan/hooks.c)
 		'cpht_fop_agg(handle integer, key bigint) -> bigint, kind a, volatility v, parallel s, strict f',
 		'cpht_fop_agg_combine(internal, internal) -> internal, kind f, volatility v, parallel s, strict f',
 		'cpht_fop_agg_deserialize(bytea, internal) -> internal, kind f, volatility v, parallel s, strict t',
@@ -38,7 +38,7 @@ SELECT is(
 		'cpht_fop_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
 		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel u, strict t',
 		-- restricted: a scan of it runs in the leader; over a shared table
-		-- the planner puts a parallel node in its place (fop_new_scan.c)
+		-- the planner puts a parallel node in its place (src/plan/new_keys_node.c)
 		'cpht_fop_new_relation(handle integer, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_fop_relation(handle integer, rel regclass, key_column name DEFAULT ''id''::name) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_fop_rows(handle integer, rowtype anyelement, query text, key_column text DEFAULT ''id''::text) -> SETOF anyelement, kind f, volatility v, parallel u, strict f',

@@ -1,0 +1,333 @@
+/*
+ * hooks.c — cpht_fop_agg in parallel workers (and the new-keys
+ * node of new_keys_node.c, which relies on the same two things below: whose
+ * handles, whose transaction).
+ *
+ * The aggregate is PARALLEL SAFE so that a scan of a large staging table
+ * can feed a shared table from several workers (partial states combined
+ * by the leader: stream/batches.c).  Three things make that correct:
+ *
+ * Which queries.  A session's private table lives in its backend (or is
+ * owned by it in the cpht worker), where parallel workers cannot reach
+ * it, so the planner hook plans a query in parallel only when every
+ * cpht_fop_agg in it names, by a constant or a bound parameter, a shared
+ * table this session has open; any other query is planned as if it were
+ * not parallel-safe (CURSOR_OPT_PARALLEL_OK cleared), as before.
+ *
+ * Whose handles.  Handles are numbers of the leader's session.  Before a
+ * parallel plan with cpht_fop_agg runs, the executor hook writes the
+ * session's open shared tables (handle, catalog entry, table id) into the
+ * setting cpht.leader_shared_tables, which PostgreSQL copies into every
+ * parallel worker with the leader's other settings; a worker registers the
+ * table under the same handle when the aggregate first names it.  The
+ * worker checks the role's privileges again, as the leader would.
+ *
+ * Whose transaction.  Workers act for the leader's transaction: a write
+ * on a transactional shared table is tagged with the current transaction
+ * and subtransaction ids (client/waits.c), which a parallel worker has
+ * from the leader, so the cpht worker (worker/xacts.c, keyed by the top
+ * transaction id) records the workers' keys as the leader's pending keys,
+ * undone if it rolls back, and a worker meeting another transaction's key
+ * waits on that transaction's lock (lock groups make that a wait of the
+ * leader's group).  A parallel worker cannot assign transaction ids, so
+ * the executor hook assigns the leader's (top and current subtransaction)
+ * before parallel mode begins, and notes the transaction as one that
+ * writes shared tables: only the leader tells the cpht worker how it ends
+ * (parallel workers' transaction callbacks get the PARALLEL_ events, which
+ * client/xact_end.c ignores).
+ */
+#include "postgres.h"
+
+#include "access/parallel.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "fmgr.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/params.h"
+#include "optimizer/planner.h"
+#include "utils/guc.h"
+#include "utils/syscache.h"
+
+#include "plan/plan.h"
+#include "stream/stream.h"
+#include "guc.h"
+#include "session/session.h"
+#include "client/client.h"
+
+static planner_hook_type prev_planner = NULL;
+static ExecutorStart_hook_type prev_executor_start = NULL;
+
+bool
+cpht_function_is(Oid funcid, PGFunction fn)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+	bool		is_c;
+	FmgrInfo	finfo;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	is_c = ((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId;
+	ReleaseSysCache(tup);
+	/* only a C function can be ours; fmgr_info of others is not needed */
+	if (!is_c)
+		return false;
+	fmgr_info(funcid, &finfo);
+	return finfo.fn_addr == fn;
+}
+
+/* Whether an aggregate is cpht_fop_agg, whatever schema holds it: its
+ * transition function is ours. */
+static bool
+is_fop_agg(Oid aggfnoid)
+{
+	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
+	Oid			transfn;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
+	ReleaseSysCache(tup);
+	return cpht_function_is(transfn, cpht_fop_agg_step);
+}
+
+/* ---- planning ------------------------------------------------------------ */
+
+typedef struct PlanCheck
+{
+	ParamListInfo params;
+	bool		refuse;			/* a cpht_fop_agg that must not go parallel */
+} PlanCheck;
+
+bool
+cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value)
+{
+	if (IsA(expr, Const))
+	{
+		Const	   *c = (Const *) expr;
+
+		if (c->constisnull || c->consttype != type)
+			return false;
+		*value = c->constvalue;
+		return true;
+	}
+	if (IsA(expr, Param) && ((Param *) expr)->paramkind == PARAM_EXTERN && params != NULL)
+	{
+		Param	   *p = (Param *) expr;
+		ParamExternData workspace;
+		ParamExternData *prm;
+
+		if (p->paramid <= 0 || p->paramid > params->numParams)
+			return false;
+		prm = params->paramFetch != NULL ?
+			params->paramFetch(params, p->paramid, false, &workspace) :
+			&params->params[p->paramid - 1];
+		/* only a value the plan is made for (a custom plan's) */
+		if (prm == NULL || prm->isnull || prm->ptype != type ||
+			(prm->pflags & PARAM_FLAG_CONST) == 0)
+			return false;
+		*value = prm->value;
+		return true;
+	}
+	return false;
+}
+
+/* The handle an expression gives for every row, if it is one we can tell
+ * at plan time. */
+static bool
+constant_handle(Node *expr, ParamListInfo params, int32 *handle)
+{
+	Datum		d;
+
+	if (!cpht_plan_constant(expr, params, INT4OID, &d))
+		return false;
+	*handle = DatumGetInt32(d);
+	return true;
+}
+
+static bool
+plan_check_walker(Node *node, PlanCheck *check)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, plan_check_walker, check, 0);
+	if (IsA(node, Aggref) && is_fop_agg(((Aggref *) node)->aggfnoid))
+	{
+		Aggref	   *agg = (Aggref *) node;
+		int32		handle;
+		CphtHandle *h;
+
+		if (list_length(agg->args) < 1 ||
+			!constant_handle((Node *) ((TargetEntry *) linitial(agg->args))->expr,
+							 check->params, &handle) ||
+			(h = cpht_shared_lookup(handle)) == NULL || h->shared_entry < 0)
+		{
+			check->refuse = true;
+			return true;
+		}
+	}
+	return expression_tree_walker(node, plan_check_walker, check);
+}
+
+static PlannedStmt *
+cpht_planner(Query *parse, const char *query_string, int cursor_options,
+			 ParamListInfo bound_params)
+{
+	if ((cursor_options & CURSOR_OPT_PARALLEL_OK) != 0)
+	{
+		PlanCheck	check;
+
+		check.params = bound_params;
+		check.refuse = false;
+		(void) query_tree_walker(parse, plan_check_walker, &check, 0);
+		if (check.refuse)
+			cursor_options &= ~CURSOR_OPT_PARALLEL_OK;
+	}
+	if (prev_planner)
+		return prev_planner(parse, query_string, cursor_options, bound_params);
+	return standard_planner(parse, query_string, cursor_options, bound_params);
+}
+
+/* ---- execution ----------------------------------------------------------- */
+
+static bool
+has_fop_agg_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Aggref) && is_fop_agg(((Aggref *) node)->aggfnoid))
+		return true;
+	return expression_tree_walker(node, has_fop_agg_walker, context);
+}
+
+static bool plan_writes_tables(Plan *plan);
+
+static bool
+plans_write_tables(List *plans)
+{
+	ListCell   *lc;
+
+	foreach(lc, plans)
+		if (plan_writes_tables((Plan *) lfirst(lc)))
+			return true;
+	return false;
+}
+
+/* Whether a function scan calls cpht_fop_new_relation. */
+static bool
+scans_fop_new_relation(FunctionScan *scan)
+{
+	ListCell   *lc;
+
+	foreach(lc, scan->functions)
+	{
+		Node	   *call = ((RangeTblFunction *) lfirst(lc))->funcexpr;
+
+		if (IsA(call, FuncExpr) && cpht_is_fop_new_relation(((FuncExpr *) call)->funcid))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether a plan tree writes cpht tables where parallel mode may be on:
+ * cpht_fop_agg in any node, the new-keys node (new_keys_node.c), or a scan
+ * of cpht_fop_new_relation, which runs in the leader of a parallel plan.
+ */
+static bool
+plan_writes_tables(Plan *plan)
+{
+	if (plan == NULL)
+		return false;
+	if (cpht_new_keys_plan(plan) ||
+		(IsA(plan, FunctionScan) && scans_fop_new_relation((FunctionScan *) plan)))
+		return true;
+	if (has_fop_agg_walker((Node *) plan->targetlist, NULL) ||
+		has_fop_agg_walker((Node *) plan->qual, NULL))
+		return true;
+	if (plan_writes_tables(plan->lefttree) || plan_writes_tables(plan->righttree))
+		return true;
+	switch (nodeTag(plan))
+	{
+		case T_Append:
+			return plans_write_tables(((Append *) plan)->appendplans);
+		case T_MergeAppend:
+			return plans_write_tables(((MergeAppend *) plan)->mergeplans);
+		case T_SubqueryScan:
+			return plan_writes_tables(((SubqueryScan *) plan)->subplan);
+		case T_CustomScan:
+			return plans_write_tables(((CustomScan *) plan)->custom_plans);
+		default:
+			return false;
+	}
+}
+
+/* Writes the session's open shared tables into the setting the workers
+ * get; whether any of them is transactional. */
+static bool
+publish_shared_tables(void)
+{
+	const int32 *handles;
+	int			n = cpht_shared_open_handles(&handles);
+	StringInfoData buf;
+	bool		transactional = false;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < n; i++)
+	{
+		CphtHandle *h = cpht_handles_shared(handles[i]);
+
+		if (h == NULL || h->shared_entry < 0)
+			continue;
+		appendStringInfo(&buf, "%s%d:%d:" UINT64_FORMAT, buf.len > 0 ? "," : "",
+						 h->handle, h->shared_entry, h->shared_table_id);
+		transactional |= h->transactional;
+	}
+	(void) set_config_option(CPHT_LEADER_SETTING, buf.data, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+	pfree(buf.data);
+	return transactional;
+}
+
+static void
+cpht_executor_start(QueryDesc *query_desc, int eflags)
+{
+	if (prev_executor_start)
+		prev_executor_start(query_desc, eflags);
+	else
+		standard_ExecutorStart(query_desc, eflags);
+
+	if (!query_desc->plannedstmt->parallelModeNeeded ||
+		(eflags & EXEC_FLAG_EXPLAIN_ONLY) != 0 ||
+		IsInParallelMode() || IsParallelWorker())
+		return;
+	if (!plan_writes_tables(query_desc->plannedstmt->planTree) &&
+		!plans_write_tables(query_desc->plannedstmt->subplans))
+		return;
+	if (publish_shared_tables() && !RecoveryInProgress())
+	{
+		/*
+		 * Workers tag their writes with these ids and cannot assign them;
+		 * the leader ends the transaction in the cpht worker even if only
+		 * workers wrote.  (In recovery the workers' writes on a
+		 * transactional table fail with 25006, as the leader's would.)
+		 */
+		TransactionId sub = GetCurrentTransactionId();
+
+		cpht_xact_end_note_write(GetTopTransactionId(), sub);
+	}
+}
+
+void
+cpht_parallel_init(void)
+{
+	prev_planner = planner_hook;
+	planner_hook = cpht_planner;
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = cpht_executor_start;
+}

@@ -1,0 +1,77 @@
+/*
+ * plan/plan.h — the door of plan/: planner and executor integration.
+ * hooks.c holds the planner and executor hooks (cpht_fop_agg in parallel
+ * workers), new_keys_node.c the "cpht new keys" custom scan,
+ * rows_by_tid_node.c the "cpht rows by tid" custom scan.  For _PG_init and
+ * api/.
+ *
+ * hooks.c: cpht_fop_agg in parallel workers:
+ * which queries may run in parallel, the leader's transaction id before
+ * workers start, and the leader's shared-table handles in the workers.
+ */
+#ifndef CPHT_PLAN_H
+#define CPHT_PLAN_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "nodes/params.h"
+#include "nodes/plannodes.h"
+#include "utils/snapshot.h"
+
+/* Installs the planner and executor hooks and the setting that carries
+ * the leader's handles (from _PG_init). */
+extern void cpht_parallel_init(void);
+
+/* Whether funcid is the C function fn of this library, whatever schema
+ * holds its SQL declaration. */
+extern bool cpht_function_is(Oid funcid, PGFunction fn);
+
+/* The value of type that expr has for every row, where the plan can tell:
+ * a constant, or a parameter a custom plan is made for. */
+extern bool cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value);
+
+/*
+ * new_keys_node.c: cpht_fop_new_relation as a parallel plan node over a
+ * shared table (new_keys_node.c).
+ */
+
+/* Installs the planner hook and registers the node (from _PG_init). */
+extern void cpht_new_keys_init(void);
+
+/* Whether funcid is cpht_fop_new_relation, whatever schema holds it. */
+extern bool cpht_is_fop_new_relation(Oid funcid);
+
+/* Whether plan is the node. */
+extern bool cpht_new_keys_plan(Plan *plan);
+
+/*
+ * rows_by_tid_node.c: the plan node through which cpht_insert_new reads the
+ * new rows of its source in the order it chose (rows_by_tid_node.c).
+ */
+
+/*
+ * While set to a relation (InvalidOid: never), a scan of that relation
+ * planned as  SELECT ... FROM ONLY rel WHERE ctid = ANY ($1)  with no other
+ * condition (the = of pg_catalog, as OPERATOR(pg_catalog.=) names it), in
+ * a top-level INSERT, becomes the node: it returns the rows of the tids in
+ * $1 in the array's order, where a TID scan would return them in heap
+ * order.  A statement other than an INSERT planned meanwhile
+ * (a trigger's query, say) does not get it.  Returns the value it
+ * replaces, for the caller to put back.
+ */
+extern Oid	cpht_rows_by_tid_plan_for(Oid relid);
+
+/*
+ * The snapshot the next node to start reads under, in place of its
+ * statement's (InvalidSnapshot: its statement's); that node takes it.
+ * cpht_insert_new's INSERTs read the rows its scan saw this way, though
+ * SPI gives each statement the command id of its turn.  Returns the value
+ * it replaces.
+ */
+extern Snapshot cpht_rows_by_tid_read_under(Snapshot snapshot);
+
+/* Installs the planner hook and registers the node (from _PG_init). */
+extern void cpht_rows_by_tid_init(void);
+
+#endif							/* CPHT_PLAN_H */

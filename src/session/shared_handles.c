@@ -1,0 +1,365 @@
+/*
+ * shared_handles.c — this session's handles of shared tables (cpht in
+ * shared_preload_libraries): registering them, resolving a handle this
+ * session has not opened, checking a handle before each call, and the
+ * leader's handles in parallel workers.  The SQL functions that create,
+ * open, drop and give away shared tables are in api/shared.c.
+ *
+ * cpht_create(..., name => 'x') creates a table in the cpht worker that
+ * every session of the database opens with cpht_open('x').  In this
+ * version shared tables:
+ *   - live in the worker, on the device cpht.device picks there;
+ *   - are transactional by default (the worker's xacts.c): a key put or
+ *     deleted by an open transaction is seen by others as it was before,
+ *     and their writes of that key wait for the transaction to end, as
+ *     inserts into a unique index do (client/waits.c); with
+ *     transactional => false a key is in the table once the call that put
+ *     it returns;
+ *   - are created and dropped at once, which no rollback undoes, so
+ *     neither runs inside a transaction block (like CREATE DATABASE);
+ *   - belong to the creating role: it, its members (has_privs_of_role) and
+ *     superusers may use and drop them.
+ * Names and privileges are checked in the backend, which has the
+ * catalogs (here and in api/shared.c); the worker checks that the table
+ * still exists.
+ */
+#include "postgres.h"
+
+#include "access/parallel.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "guc.h"
+#include "errors.h"
+#include "session/session.h"
+#include "memcap.h"
+
+/* Handles this session opened or created for shared tables. */
+static int32 *shared_handles = NULL;
+static int	nshared = 0;
+static int	maxshared = 0;
+
+int32
+cpht_shared_handle_of(int32 entry, uint64 table_id)
+{
+	CphtHandle *h;
+
+	if (table_id == 0 || table_id > CPHT_MAX_SHARED_TABLE_ID)
+		return 0;
+	h = cpht_handles_shared(CPHT_SHARED_HANDLE_BASE + (int32) table_id);
+	return h != NULL && h->shared_entry == entry ? h->handle : 0;
+}
+
+int
+cpht_shared_open_handles(const int32 **handles)
+{
+	*handles = shared_handles;
+	return nshared;
+}
+
+/* How often a cpht worker started: a handle of an older worker's table
+ * does not reach the table a later one restored. */
+static uint64
+worker_generation(void)
+{
+	uint64		generation;
+
+	SpinLockAcquire(&cpht_control->mutex);
+	generation = cpht_control->generation;
+	SpinLockRelease(&cpht_control->mutex);
+	return generation;
+}
+
+/* ERROR for handle, opened before the cpht worker restarted; durable_name
+ * names the durable table when it is known. */
+static void
+restarted_error(int32 handle, const char *durable_name)
+{
+	if (durable_name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("cpht table %d was opened before the cpht worker restarted", handle),
+				 errdetail("Handles of shared tables do not outlive the cpht worker; a durable table is restored by the new worker and reached through a new handle."),
+				 errhint("Open the table again with cpht_open().")));
+	ereport(ERROR,
+			(errcode(ERRCODE_SYSTEM_ERROR),
+			 errmsg("cpht table %d was opened before the cpht worker restarted", handle),
+			 errdetail("Durable shared table \"%s\" is restored by the new worker and reached through a new handle.",
+					   durable_name),
+			 errhint("Open the table again with cpht_open('%s').", durable_name)));
+}
+
+/*
+ * The session's entry for the shared table of catalog entry `entry` (*e a
+ * copy of it), registered under the table's handle if it was not yet.
+ * The handle is the table's id in the shared range (session.h), the same
+ * number in every session.
+ */
+CphtHandle *
+cpht_shared_register(int32 entry, const CphtCatalogEntry *e)
+{
+	CphtHandle	h;
+	CphtHandle *registered;
+
+	if (e->table_id == 0 || e->table_id > CPHT_MAX_SHARED_TABLE_ID)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("shared cpht table \"%s\" has no handle", NameStr(e->name)),
+				 errdetail("Its table id " UINT64_FORMAT " is past the " UINT64_FORMAT " shared tables a server can create between restarts.",
+						   e->table_id, CPHT_MAX_SHARED_TABLE_ID),
+				 errhint("Restart the server.")));
+	registered = cpht_handles_shared(CPHT_SHARED_HANDLE_BASE + (int32) e->table_id);
+	if (registered != NULL)
+		return registered;
+
+	if (nshared == maxshared)
+	{
+		maxshared = maxshared ? maxshared * 2 : 8;
+		shared_handles = shared_handles
+			? repalloc(shared_handles, sizeof(int32) * maxshared)
+			: MemoryContextAlloc(TopMemoryContext, sizeof(int32) * maxshared);
+	}
+	memset(&h, 0, sizeof(h));
+	h.handle = CPHT_SHARED_HANDLE_BASE + (int32) e->table_id;
+	h.shared = true;
+	h.shared_entry = entry;
+	h.shared_table_id = e->table_id;
+	h.shared_generation = worker_generation();
+	h.kind = e->kind;
+	h.device = e->device;
+	h.key_bits = e->key_bits;
+	h.transactional = e->transactional;
+	h.capacity = e->capacity;
+	h.bytes = e->bytes;
+	h.shared_access = cpht_access_shared(0);
+	cpht_access_set_handle(h.shared_access, h.handle);
+	registered = cpht_handles_add_shared(&h);
+	shared_handles[nshared++] = h.handle;
+	return registered;
+}
+
+void
+cpht_shared_check_privileges(const char *name, Oid owner)
+{
+	if (!has_privs_of_role(GetUserId(), owner))
+	{
+		char	   *role = GetUserNameFromId(owner, true);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for shared cpht table \"%s\"", name),
+				 role ?
+				 errdetail("Only role \"%s\", its members and superusers may use it.", role) :
+				 errdetail("Its owner role was dropped: only superusers may use it.")));
+	}
+}
+
+void
+cpht_shared_lost_error(const CphtCatalogEntry *e)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SYSTEM_ERROR),
+			 errmsg("shared cpht table \"%s\" was lost", NameStr(e->name)),
+			 errdetail("Its memory was in a cpht worker that exited: %s.", e->lost_reason),
+			 errhint("Create it again with cpht_create(..., name => %s).", quote_literal_cstr(NameStr(e->name)))));
+}
+
+CphtSharedRef
+cpht_shared_ref(int32 handle, char *name, Oid *owner)
+{
+	CphtHandle *h = cpht_handles_use(handle);
+	CphtCatalogEntry copy;
+	CphtSharedRef ref;
+
+	Assert(h->shared);
+	if (h->shared_entry < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("It was dropped.")));
+
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	copy = cpht_catalog[h->shared_entry];
+	LWLockRelease(cpht_control->catalog_lock);
+
+	if (copy.table_id != h->shared_table_id ||
+		(copy.state != CPHT_ENTRY_LIVE && copy.state != CPHT_ENTRY_LOST))
+	{
+		/*
+		 * The worker that held the table exited.  A durable table is back
+		 * under a new table id (ids are never reused while the server
+		 * runs), reached by opening it again; any other was lost, and the
+		 * catalog entry may hold another table by now.
+		 */
+		if (worker_generation() != h->shared_generation)
+			restarted_error(handle, NULL);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("The shared table it named was dropped.")));
+	}
+	/* a durable table whose worker exited comes back under a new id */
+	if (copy.state == CPHT_ENTRY_LOST && copy.durable)
+		restarted_error(handle, NameStr(copy.name));
+	if (copy.state == CPHT_ENTRY_LOST)
+		cpht_shared_lost_error(&copy);
+	cpht_shared_check_privileges(NameStr(copy.name), copy.owner);
+
+	if (name)
+		strlcpy(name, NameStr(copy.name), NAMEDATALEN);
+	if (owner)
+		*owner = copy.owner;
+	ref.entry = h->shared_entry;
+	ref.table_id = h->shared_table_id;
+	ref.transactional = copy.transactional;
+	ref.durable = copy.durable;
+	return ref;
+}
+
+uint64
+cpht_shared_call(int32 handle, CphtCall call, const uint64 *keys, uint64 n,
+				 uint8 *status)
+{
+	CphtSharedRef ref = cpht_shared_ref(handle, NULL, NULL);
+
+	return cpht_remote_call(&ref, handle, call, keys, n, status);
+}
+
+void
+cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id)
+{
+	CphtCatalogEntry copy;
+
+	if (entry < 0 || entry >= cpht_control->max_tables)
+		elog(ERROR, "cpht shared table entry %d out of range", entry);
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	copy = cpht_catalog[entry];
+	LWLockRelease(cpht_control->catalog_lock);
+	/* Dropped since the leader opened it: the handle's first use says so
+	 * (cpht_shared_ref compares the table ids). */
+	copy.table_id = table_id;
+	if (handle != CPHT_SHARED_HANDLE_BASE + (int64) table_id)
+		elog(ERROR, "cpht handle %d does not name shared table id " UINT64_FORMAT, handle, table_id);
+	(void) cpht_shared_register(entry, &copy);
+}
+
+/*
+ * A shared table's handle that this session has not registered: the
+ * number carries the table id, which the shared catalog names (ids are
+ * never reused while the server runs).  The table must be of this
+ * database and usable by the current role, as for cpht_open.
+ */
+CphtHandle *
+cpht_shared_resolve(int32 handle, bool missing_ok)
+{
+	uint64		table_id = (uint64) (handle - CPHT_SHARED_HANDLE_BASE);
+	uint64		first_id = 0;
+	CphtCatalogEntry copy;
+	int32		entry = -1;
+
+	Assert(cpht_handle_is_shared(handle));
+	if (cpht_control != NULL)
+	{
+		/* tables being restored are open to no one (see cpht_open) */
+		cpht_shared_wait_restored();
+		LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+		first_id = cpht_control->first_table_id;
+		for (int i = 0; i < cpht_control->max_tables; i++)
+		{
+			CphtCatalogEntry *e = &cpht_catalog[i];
+
+			if ((e->state == CPHT_ENTRY_LIVE || e->state == CPHT_ENTRY_LOST) &&
+				e->table_id == table_id && e->dboid == MyDatabaseId)
+			{
+				entry = i;
+				copy = *e;
+				break;
+			}
+		}
+		LWLockRelease(cpht_control->catalog_lock);
+	}
+	if (entry < 0)
+	{
+		if (missing_ok)
+			return NULL;
+		/* ids grow with every table: one below the running worker's
+		 * first was given by a worker before it */
+		if (table_id != 0 && table_id < first_id)
+			restarted_error(handle, NULL);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("No shared table of this database has this handle."),
+				 errhint("Open shared tables by name with cpht_open().")));
+	}
+	if (missing_ok && !has_privs_of_role(GetUserId(), copy.owner))
+		return NULL;
+	/*
+	 * Reached by number, not by name: a role without rights on it learns
+	 * neither its name nor its owner (handles can be counted through, and
+	 * cpht_tables() does not show such tables either).
+	 */
+	if (!has_privs_of_role(GetUserId(), copy.owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for cpht table %d", handle),
+				 errdetail("It is a shared table of another role.")));
+	/* a lost table is registered too: its calls say so, and cpht_drop
+	 * frees its name */
+	return cpht_shared_register(entry, &copy);
+}
+
+CphtHandle *
+cpht_shared_lookup(int32 handle)
+{
+	CphtHandle *h = cpht_handles_shared(handle);
+
+	if (h == NULL && cpht_handle_is_shared(handle) && !IsParallelWorker())
+		h = cpht_shared_resolve(handle, true);
+	return h;
+}
+
+/* ---- parallel workers: the leader's handles (guc.h's
+ * cpht_leader_shared_tables, set by plan/hooks.c) ---------------------------- */
+
+void
+cpht_parallel_adopt_handle(int32 handle)
+{
+	const char *p = cpht_leader_shared_tables;
+
+	Assert(IsParallelWorker());
+	if (cpht_handles_shared(handle) != NULL)
+		return;
+	while (p != NULL && *p != '\0')
+	{
+		int32		h,
+					entry;
+		uint64		table_id;
+		int			used = 0;
+
+		if (sscanf(p, "%d:%d:" UINT64_FORMAT "%n", &h, &entry, &table_id, &used) != 3 || used == 0)
+			break;
+		if (h == handle)
+		{
+			cpht_shared_adopt(handle, entry, table_id);
+			return;
+		}
+		p += used;
+		if (*p == ',')
+			p++;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cpht table %d is not a shared table of the leader of this parallel worker", handle),
+			 errdetail("Parallel workers reach only shared tables the leader's session has open.")));
+}

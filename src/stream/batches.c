@@ -1,0 +1,342 @@
+/*
+ * batches.c — find-or-put over any number of rows.
+ *
+ * An array is limited to about 2^26 bigints (array_agg's state passes the
+ * 1 GB allocation limit while doubling), so large ingests stream instead:
+ *
+ *   cpht_fop_agg(handle, key)  aggregate: sends the keys in batches of
+ *       cpht.batch_size and returns how many were new;
+ *   cpht_fop_rows(handle, NULL::rowtype, query, key_column)  runs the query
+ *       through a cursor and returns the rows whose key was new, each new
+ *       key's row exactly once, so that
+ *       INSERT INTO t SELECT * FROM cpht_fop_rows(h, NULL::t, 'SELECT ...')
+ *       loads only new rows.
+ *
+ * Both overlap the table's work with the executor: batch k runs on a helper
+ * thread (and on the GPU for GPU tables) while batch k+1 is collected
+ * (cpht_stream_start / cpht_stream_finish); a table in the cpht worker or a
+ * shared table runs each batch when it is handed over instead (tableref/tableref.c).
+ * The stream copies each batch, so a batch in flight never points into memory the executor frees on an
+ * error; the next call on the table waits for it.
+ *
+ * This file holds the stream shared by both and the aggregate; api/fop_rows.c
+ * holds cpht_fop_rows.  Settings are read once, when a stream opens: a
+ * query may change them while it runs, and every buffer is sized from the
+ * values read then.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "fmgr.h"
+#include "access/parallel.h"
+#include "utils/guc.h"
+
+#include "guc.h"
+#include "cpht_table.h"
+#include "errors.h"
+#include "session/session.h"
+#include "memcap.h"
+#include "stream/stream.h"
+
+void
+cpht_stream_check_key(uint64 key, int key_bits)
+{
+	if (key_bits > 0 && key_bits < 64 && (key >> key_bits) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("key " INT64_FORMAT " is out of range for a table with key_bits %d",
+						(int64) key, key_bits),
+				 errhint("Create the table with a larger key_bits.")));
+}
+
+/*
+ * The kernels' stream object is malloc'ed and a helper thread may still be
+ * working on its buffers when an ERROR unwinds the statement, so it is
+ * closed by a callback of the memory context the caller's state lives in:
+ * whether the statement ends normally or by an error, the batch is waited
+ * for, the buffers freed and their bytes released from cpht.max_memory.
+ */
+static void
+stream_close_callback(void *arg)
+{
+	Stream	   *st = arg;
+
+	if (st->stream != NULL)
+		cpht_access_stream_close(st->stream);
+	st->stream = NULL;
+	cpht_memory_release(st->reserved);
+	st->reserved = 0;
+}
+
+Stream *
+cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
+{
+	Stream	   *st = MemoryContextAllocZero(cxt, sizeof(Stream));
+	CphtHandle *h;
+	uint64		bytes;
+
+	/* a parallel worker reaches the leader's shared table by its handle */
+	if (IsParallelWorker())
+		cpht_parallel_adopt_handle(handle);
+	h = cpht_handles_use(handle);
+
+	st->handle = h->handle;
+	st->key_bits = h->key_bits;
+	st->batch_keys = cpht_batch_size;
+	st->batch_bytes = (uint64) cpht_batch_memory_kb * 1024;
+
+	/*
+	 * The kernels' stream keeps two batches (one running, one whose result
+	 * is being read) of keys and one status byte per key, next to what the
+	 * caller holds.
+	 */
+	bytes = (uint64) st->batch_keys * (caller_bytes_per_key + 2 * (sizeof(uint64) + 1));
+	cpht_memory_reserve(bytes, "cpht stream buffer");
+	st->reserved = bytes;
+	st->closer.func = stream_close_callback;
+	st->closer.arg = st;
+	MemoryContextRegisterResetCallback(cxt, &st->closer);
+
+	st->stream = cpht_access_stream_open(cpht_handle_table(h));
+	if (st->stream == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	return st;
+}
+
+void
+cpht_stream_reserve(Stream *st, uint64 bytes, const char *what)
+{
+	cpht_memory_reserve(bytes, what);
+	st->reserved += bytes;
+}
+
+void
+cpht_stream_release(Stream *st, uint64 bytes)
+{
+	Assert(bytes <= st->reserved);
+	cpht_memory_release(bytes);
+	st->reserved -= bytes;
+}
+
+uint64
+cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
+{
+	CphtHandle *h;
+	uint64		inserted = 0;
+	const uint8 *done;
+	size_t		got;
+
+	/* No batch may pass the buffers sized when the stream began. */
+	if (n < 0 || n > st->batch_keys)
+		elog(ERROR, "cpht stream batch of %d keys exceeds its %d-key buffers", n, st->batch_keys);
+	h = cpht_handles_use(st->handle);
+	cpht_txn_before_write(h);
+	cpht_memory_sync();
+	cpht_check_status(cpht_access_stream_finish(st->stream, &done, &got, &inserted),
+					  st->handle, cpht_access_error(cpht_handle_table(h)));
+	if (got > 0)
+	{
+		cpht_call_times one;
+
+		/* the table's last call is the batch just collected */
+		cpht_access_call_times(cpht_handle_table(h), &one);
+		cpht_call_times_add(&st->times, &one);
+		st->batches++;
+		st->keys += got;
+	}
+	if (status)
+	{
+		*status = done;
+		*nstatus = got;
+	}
+	if (n > 0)
+		cpht_check_status(cpht_access_stream_start(st->stream, keys, (size_t) n),
+						  st->handle, cpht_access_error(cpht_handle_table(h)));
+	return inserted;
+}
+
+void
+cpht_stream_report(Stream *st, const char *fn)
+{
+	const cpht_call_times *t = &st->times;
+
+	if (!cpht_trace || st->batches == 0)
+		return;
+	ereport(NOTICE,
+			(errmsg("%s: " UINT64_FORMAT " keys in " UINT64_FORMAT " batches: table calls %.3f ms",
+					fn, st->keys, st->batches, t->total),
+			 errdetail("Inside the table calls: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms, growing the table %d times %.3f ms, widening its keys %d times %.3f ms.",
+					   t->stage_in, t->wait, t->copy_out, t->undo_log,
+					   t->grows, t->grow, t->widens, t->widen)));
+}
+
+/* ---- cpht_fop_agg ------------------------------------------------------- */
+
+typedef struct FopAggState
+{
+	Stream	   *stream;
+	int			n;				/* keys collected, < stream->batch_keys */
+	uint64		inserted;
+	uint64	   *keys;			/* stream->batch_keys of them */
+} FopAggState;
+
+PG_FUNCTION_INFO_V1(cpht_fop_agg_step);
+Datum
+cpht_fop_agg_step(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcontext;
+	FopAggState *state;
+
+	if (!AggCheckCallContext(fcinfo, &aggcontext))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cpht_fop_agg_step called in a non-aggregate context")));
+
+	if (PG_ARGISNULL(0))
+	{
+		if (PG_ARGISNULL(1))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("handle must not be null")));
+		state = MemoryContextAllocZero(aggcontext, sizeof(FopAggState));
+		state->stream = cpht_stream_begin(aggcontext, PG_GETARG_INT32(1), sizeof(uint64));
+		state->keys = MemoryContextAllocHuge(aggcontext, sizeof(uint64) * state->stream->batch_keys);
+	}
+	else
+	{
+		state = (FopAggState *) PG_GETARG_POINTER(0);
+		if (PG_ARGISNULL(1))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("handle must not be null")));
+		if (PG_GETARG_INT32(1) != state->stream->handle)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cpht_fop_agg must get the same handle in every row of a group")));
+	}
+
+	/* Like count(key), the aggregate skips NULL keys. */
+	if (!PG_ARGISNULL(2))
+	{
+		uint64		key = (uint64) PG_GETARG_INT64(2);
+
+		cpht_stream_check_key(key, state->stream->key_bits);
+		state->keys[state->n++] = key;
+		if (state->n == state->stream->batch_keys)
+		{
+			state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
+			state->n = 0;
+		}
+	}
+	PG_RETURN_POINTER(state);
+}
+
+/*
+ * Sends a state's last partial batch and collects it: afterwards every key
+ * the state saw is in the table and counted in inserted.  A state combined
+ * from parallel workers' counts has no stream.
+ */
+static void
+fop_agg_flush(FopAggState *state)
+{
+	if (state->stream == NULL)
+		return;
+	state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
+	state->n = 0;
+	state->inserted += cpht_stream_swap(state->stream, NULL, 0, NULL, NULL);
+	cpht_stream_report(state->stream, "cpht_fop_agg");
+}
+
+PG_FUNCTION_INFO_V1(cpht_fop_agg_final);
+Datum
+cpht_fop_agg_final(PG_FUNCTION_ARGS)
+{
+	FopAggState *state;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_INT64(0);		/* no rows at all */
+	state = (FopAggState *) PG_GETARG_POINTER(0);
+	fop_agg_flush(state);
+	PG_RETURN_INT64((int64) state->inserted);
+}
+
+/*
+ * Parallel aggregation (the planner allows it for shared tables only:
+ * parallel.c).  A worker's partial state is serialized when its rows are
+ * done: its keys are sent to the table then, so what goes to the leader is
+ * only the count of new keys.  Workers share the leader's transaction, so
+ * a key two workers both meet is new for exactly one of them, and the sum
+ * of the counts is the serial answer.
+ */
+PG_FUNCTION_INFO_V1(cpht_fop_agg_serialize);
+Datum
+cpht_fop_agg_serialize(PG_FUNCTION_ARGS)
+{
+	FopAggState *state = (FopAggState *) PG_GETARG_POINTER(0);
+	bytea	   *out;
+
+	if (!AggCheckCallContext(fcinfo, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cpht_fop_agg_serialize called in a non-aggregate context")));
+	fop_agg_flush(state);
+	out = palloc(VARHDRSZ + sizeof(int64));
+	SET_VARSIZE(out, VARHDRSZ + sizeof(int64));
+	memcpy(VARDATA(out), &state->inserted, sizeof(int64));
+	PG_RETURN_BYTEA_P(out);
+}
+
+PG_FUNCTION_INFO_V1(cpht_fop_agg_deserialize);
+Datum
+cpht_fop_agg_deserialize(PG_FUNCTION_ARGS)
+{
+	bytea	   *in = PG_GETARG_BYTEA_PP(0);
+	FopAggState *state;
+
+	if (!AggCheckCallContext(fcinfo, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cpht_fop_agg_deserialize called in a non-aggregate context")));
+	if (VARSIZE_ANY_EXHDR(in) != sizeof(int64))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("invalid cpht_fop_agg partial state of %d bytes",
+						(int) VARSIZE_ANY_EXHDR(in))));
+	state = palloc0(sizeof(FopAggState));
+	memcpy(&state->inserted, VARDATA_ANY(in), sizeof(int64));
+	PG_RETURN_POINTER(state);
+}
+
+/*
+ * Not strict: the state is internal, so a first state must be copied into
+ * the aggregate's context here (the deserialized one lives in a per-tuple
+ * context).  A state with a stream of its own (partial aggregation in one
+ * process, without serialization) is flushed first.
+ */
+PG_FUNCTION_INFO_V1(cpht_fop_agg_combine);
+Datum
+cpht_fop_agg_combine(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcontext;
+	FopAggState *state = PG_ARGISNULL(0) ? NULL : (FopAggState *) PG_GETARG_POINTER(0);
+	FopAggState *other = PG_ARGISNULL(1) ? NULL : (FopAggState *) PG_GETARG_POINTER(1);
+
+	if (!AggCheckCallContext(fcinfo, &aggcontext))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cpht_fop_agg_combine called in a non-aggregate context")));
+	if (other == NULL)
+	{
+		if (state == NULL)
+			PG_RETURN_NULL();
+		PG_RETURN_POINTER(state);
+	}
+	fop_agg_flush(other);
+	if (state == NULL)
+		state = MemoryContextAllocZero(aggcontext, sizeof(FopAggState));
+	state->inserted += other->inserted;
+	PG_RETURN_POINTER(state);
+}

@@ -1,0 +1,177 @@
+/*
+ * stream/stream.h — the door of stream/: keys into a table in batches.
+ * batches.c holds the stream of batches and the cpht_fop_agg aggregate,
+ * heap_feed.c a relation's key column fed into a stream.  For api/ and
+ * plan/.
+ *
+ * batches.c: find-or-put over streams of rows instead of one array: the
+ * cpht_fop_agg aggregate (batches.c) and the cpht_fop_rows set-returning
+ * function (api/fop_rows.c), and the stream of batches both send.
+ */
+#ifndef CPHT_STREAM_H
+#define CPHT_STREAM_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/rel.h"
+
+#include "cpht_table.h"
+#include "guc.h"
+#include "session/session.h"
+
+/*
+ * One stream of batches into a table, with the settings it was opened
+ * with: however a query changes cpht.batch_size or cpht.batch_memory while
+ * it runs, a stream keeps these.
+ */
+typedef struct Stream
+{
+	int32		handle;
+	int			key_bits;
+	int			batch_keys;		/* cpht.batch_size when opened */
+	uint64		batch_bytes;	/* cpht.batch_memory when opened, in bytes */
+	uint64		reserved;		/* bytes counted against cpht.max_memory */
+	CphtAccessStream *stream;
+	MemoryContextCallback closer;
+	/* cpht.trace: the table calls of the batches collected so far */
+	uint64		batches;
+	uint64		keys;
+	cpht_call_times times;
+} Stream;
+
+/*
+ * Opens a stream into a handle's table (private or shared), living as long as cxt.  Counts against
+ * cpht.max_memory (53400 beyond it) the kernels' batch buffers and
+ * caller_bytes_per_key for each key of a batch that the caller holds.
+ */
+extern Stream *cpht_stream_begin(MemoryContext cxt, int32 handle,
+								 uint64 caller_bytes_per_key);
+
+/* Counts more of the caller's memory against cpht.max_memory, or gives it
+ * back; whatever is still counted is given back when the stream closes. */
+extern void cpht_stream_reserve(Stream *st, uint64 bytes, const char *what);
+extern void cpht_stream_release(Stream *st, uint64 bytes);
+
+/*
+ * Hands a batch of n keys (0 <= n <= batch_keys) to the table and collects
+ * the stream's previous one: its per-key status through status and nstatus
+ * when asked for, and how many keys it inserted as the result.
+ */
+extern uint64 cpht_stream_swap(Stream *st, const uint64 *keys, int n,
+							   const uint8 **status, size_t *nstatus);
+
+/* cpht.trace: a NOTICE summing the table calls of a stream's batches. */
+extern void cpht_stream_report(Stream *st, const char *fn);
+
+/* Rejects a key outside the table's key_bits, as the array functions do. */
+extern void cpht_stream_check_key(uint64 key, int key_bits);
+
+/* The transition function of the cpht_fop_agg aggregate (batches.c): the
+ * planner hook (plan/hooks.c) recognises the aggregate by it. */
+extern PGDLLEXPORT Datum cpht_fop_agg_step(PG_FUNCTION_ARGS);
+
+/*
+ * heap_feed.c: a relation's key column read into a table's stream of
+ * batches, by a parallel heap scan of cpht's own or by a query (heap_feed.c):
+ * the funnel under cpht_fop_relation and cpht_fop_new_relation
+ * (api/fop_relation.c) and cpht_insert_new (api/insert_new.c).
+ */
+
+typedef struct RelFeed RelFeed;
+
+/* Rows a scan collects before it hands them on: a worker's message to the
+ * leader, the leader's own rows (RelFeed.chunk). */
+#define CPHT_RELSCAN_CHUNK_ROWS 65536
+
+/*
+ * Called with each batch once the table has answered it: keys[i] had
+ * status[i]; tids[i] is the row's tid (packed as by cpht_relscan_tid)
+ * when the feed carries tids, else tids is NULL.
+ */
+typedef void (*RelFeedTake) (RelFeed *f, const uint64 *keys, const uint64 *tids,
+							 const uint8 *status, size_t n);
+
+/*
+ * The leader's side: two batches of the table's stream, since the statuses
+ * of a batch come back when the next one is handed over.
+ */
+struct RelFeed
+{
+	Stream	   *stream;
+	bool		with_tids;		/* rows are (key, tid) rather than keys */
+	bool		null_keys_fail; /* a NULL key is 22004 rather than skipped */
+	uint64	   *keys[2];
+	uint64	   *tids[2];		/* NULL without with_tids */
+	int			n;				/* rows in batch cur */
+	int			cur;
+	uint64		inserted;		/* keys the table reported new */
+	RelFeedTake take;			/* NULL: count only */
+	void	   *arg;			/* the caller's, for take */
+	/* rows of the leader's own scan not yet in a batch
+	 * (CPHT_RELSCAN_CHUNK_ROWS of one word, or two with tids) */
+	uint64	   *chunk;
+	int			chunk_rows;
+};
+
+/* A tid packed into 48 bits: block number, then offset; packed tids sort
+ * in the order of the heap. */
+static inline uint64
+cpht_relscan_tid(ItemPointer tid)
+{
+	return ((uint64) ItemPointerGetBlockNumberNoCheck(tid) << 16) |
+		ItemPointerGetOffsetNumberNoCheck(tid);
+}
+
+static inline void
+cpht_relscan_set_tid(ItemPointer tid, uint64 packed)
+{
+	ItemPointerSet(tid, (BlockNumber) (packed >> 16), (OffsetNumber) (packed & 0xFFFF));
+}
+
+/* A key of typlen bytes (8, 4 or 2) as a bigint. */
+static inline uint64
+cpht_relscan_key_value(Datum d, int16 typlen)
+{
+	return (uint64) (typlen == 8 ? DatumGetInt64(d) :
+					 typlen == 4 ? (int64) DatumGetInt32(d) : (int64) DatumGetInt16(d));
+}
+
+/* Opens the feed's stream into handle's table (settings read now). */
+extern void cpht_relfeed_begin(RelFeed *f, int32 handle, bool with_tids,
+							   bool null_keys_fail, RelFeedTake take, void *arg);
+
+/* Adds n rows (of one word, or two with tids) to the batches, handing each
+ * full batch to the table (whose statuses for the batch before it go to
+ * take). */
+extern void cpht_relfeed_put(RelFeed *f, const uint64 *rows, int n);
+
+/* Sends the last partial batch and collects it. */
+extern void cpht_relfeed_finish(RelFeed *f);
+
+/* The key column of rel (bigint, or with bigint_only false also integer
+ * or smallint, or a domain over one; 42703, 42804 otherwise) and its
+ * length in *typlen. */
+extern AttrNumber cpht_relscan_key_column(Relation rel, const char *key_column,
+										  bool bigint_only, int16 *typlen);
+
+/* 42501 unless the role may read the column. */
+extern void cpht_relscan_check_select(Relation rel, AttrNumber attno);
+
+/* Whether cpht_relscan_scan reads exactly what SELECT * FROM rel would: a
+ * plain heap table, no children, no row-level security for the caller. */
+extern bool cpht_relscan_reads_all(Relation rel);
+
+/* Parallel workers for a scan of rel, as the planner counts them for a
+ * sequential scan; 0 in a parallel operation or for a temporary table. */
+extern int	cpht_relscan_workers(Relation rel);
+
+/* Every row of rel (as cpht_relscan_reads_all allows) into the feed, by a
+ * parallel scan under the active snapshot. */
+extern void cpht_relscan_scan(RelFeed *f, Relation rel, AttrNumber attno, int16 typlen);
+
+/* Every non-NULL key of SELECT key_column FROM rel into the feed (keys
+ * only). */
+extern void cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen);
+
+#endif							/* CPHT_STREAM_H */

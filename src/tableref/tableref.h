@@ -1,0 +1,124 @@
+/*
+ * tableref.h — a session's private table, wherever it lives: in this backend
+ * (the kernels called directly) or in the cpht worker (requests through
+ * shared memory).  The SQL functions, transactions and introspection call
+ * these instead of the kernels, so both placements run the same code and
+ * raise the same errors: every operation returns the kernels' status and
+ * leaves their message in cpht_access_error(), as cpht_table.h does.
+ *
+ * A table lives in the worker when cpht is preloaded and it goes to the
+ * GPU (only the worker initialises CUDA), or when cpht.placement = worker.
+ * A shared table (session/shared_handles.c) is reached through the same operations:
+ * its calls check the role's privileges and raise their own errors, as
+ * shared tables always did, so its operations return only CPHT_OK.
+ * A worker table is lost when the worker that holds it exits; using it
+ * then fails with 58000 naming it, and dropping it only forgets it.
+ */
+#ifndef CPHT_ACCESS_H
+#define CPHT_ACCESS_H
+
+#include "cpht_table.h"
+#include "guc.h"
+
+typedef struct CphtTable CphtTable;
+
+/* cpht.placement and its values: guc.h */
+
+/*
+ * The device a new private table goes to, by cpht.device.  Preloaded, the
+ * worker's probe answers (the backend never touches CUDA); otherwise the
+ * backend probes the GPU itself, only when the setting allows it.  ERROR
+ * 55000 for cpht.device = gpu without a usable GPU.
+ */
+extern cpht_device cpht_access_choose_device(void);
+
+/*
+ * The GPUs a new GPU table may use: how many, and the room of the first
+ * (its free memory now; preloaded, when the cpht worker started).  Call
+ * only after cpht_access_choose_device chose the GPU.
+ */
+extern void cpht_access_gpu_room(int *count, uint64 *free_bytes);
+
+/* Whether a new private table with these parameters goes to the worker. */
+extern bool cpht_access_in_worker(const cpht_params *params);
+
+/*
+ * Creates a table (in the worker when in_worker), with its undo log on
+ * when logging; CPHT_OK with *out set, or a status with the message in
+ * errbuf.  A worker's ERROR (it is not running) is raised.
+ */
+extern cpht_status cpht_access_create(const cpht_params *params, bool in_worker, bool logging,
+									  CphtTable **out, char *errbuf, size_t errlen);
+
+/* Names the table in errors (its handle, once it has one). */
+extern void cpht_access_set_handle(CphtTable *t, int32 handle);
+
+/* The table of a shared table's handle (allocated once per handle). */
+extern CphtTable *cpht_access_shared(int32 handle);
+
+/* Frees the table; never raises (it runs in transaction callbacks and at
+ * exit): a worker that cannot be asked frees it when the backend leaves. */
+extern void cpht_access_destroy(CphtTable *t);
+
+/* "backend" or "worker". */
+extern const char *cpht_access_placement(const CphtTable *t);
+
+/* Bytes of slot memory the table has now (it grows); created_bytes until
+ * a table in the worker has answered a call. */
+extern uint64 cpht_access_slot_bytes(CphtTable *t, uint64 created_bytes);
+
+/* Whether the table lived in a cpht worker that exited. */
+extern bool cpht_access_lost(const CphtTable *t);
+
+extern cpht_status cpht_access_find_or_put(CphtTable *t, const uint64 *keys, size_t n, uint8 *status);
+extern cpht_status cpht_access_find(CphtTable *t, const uint64 *keys, size_t n, uint8 *found);
+extern cpht_status cpht_access_put(CphtTable *t, const uint64 *keys, size_t n, uint64 *inserted);
+extern cpht_status cpht_access_erase(CphtTable *t, const uint64 *keys, size_t n, uint8 *present);
+extern uint64 cpht_access_count(CphtTable *t);
+/* Rebuilds; *removed gets the tombstones that were in the table. */
+extern cpht_status cpht_access_rebuild(CphtTable *t, uint64 *removed);
+extern cpht_status cpht_access_stats(CphtTable *t, cpht_stats *out);
+extern const char *cpht_access_error(const CphtTable *t);
+extern void cpht_access_call_times(const CphtTable *t, cpht_call_times *out);
+
+/*
+ * A piece of an export (cpht_table_scan_keys): at most max keys from
+ * *position on into keys[0..piece->n), *position advanced; the piece says
+ * where the scan ends and the table's change counter and key count as of
+ * this piece, so that the caller sees whether the table changed between
+ * pieces.  A table in the worker reads at most a transfer window a piece;
+ * a transactional shared table is read only while no other transaction
+ * has changes on it (the call waits for them).
+ */
+typedef struct CphtScanPiece
+{
+	size_t		n;
+	uint64		end;
+	uint64		changes;
+	uint64		count;
+} CphtScanPiece;
+
+extern cpht_status cpht_access_scan(CphtTable *t, uint64 *position, uint64 *keys,
+									size_t max, CphtScanPiece *piece);
+
+/* The undo log (session/txn.c).  rollback_to and truncate_log never raise: they
+ * run in transaction callbacks; a worker that cannot be asked makes
+ * rollback_to fail (CPHT_ERR_DEVICE, with the reason). */
+extern uint64 cpht_access_log_position(CphtTable *t);
+extern cpht_status cpht_access_rollback_to(CphtTable *t, uint64 position);
+extern void cpht_access_truncate_log(CphtTable *t, uint64 position);
+
+/*
+ * Streams of find-or-put batches (cpht_stream_* of cpht_table.h).  A
+ * worker table runs each batch when it is started and hands its statuses
+ * out at the next finish.
+ */
+typedef struct CphtAccessStream CphtAccessStream;
+
+extern CphtAccessStream *cpht_access_stream_open(CphtTable *t);	/* NULL: out of memory */
+extern cpht_status cpht_access_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n);
+extern cpht_status cpht_access_stream_finish(CphtAccessStream *s, const uint8 **status,
+											 size_t *n, uint64 *inserted);
+extern void cpht_access_stream_close(CphtAccessStream *s);
+
+#endif							/* CPHT_ACCESS_H */
