@@ -274,6 +274,16 @@ cpht_guc_define(void)
 							PGC_SIGHUP, GUC_UNIT_MB,
 							NULL, NULL, NULL);
 
+	/* Reloadable like the two above, so defined on every server; the
+	 * worker enforces it (worker/dispatch.c). */
+	DefineCustomIntVariable("cpht.max_shared_tables_per_database",
+							"Shared cpht tables one database can hold at once.",
+							"-1 allows three quarters of cpht.max_shared_tables, so that one database cannot take every slot; 0 sets no limit of its own. Durable tables restored at start count but are never refused.",
+							&cpht_max_shared_tables_per_database,
+							-1, -1, 65536,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
 	/* Postmaster settings can only be defined while the postmaster loads
 	 * the library; a plain server has no worker to configure. */
 	if (process_shared_preload_libraries_in_progress)
@@ -284,13 +294,6 @@ cpht_guc_define(void)
 								&cpht_max_shared_tables,
 								64, 1, 65536,
 								PGC_POSTMASTER, 0,
-								NULL, NULL, NULL);
-		DefineCustomIntVariable("cpht.max_shared_tables_per_database",
-								"Shared cpht tables one database can hold at once.",
-								"-1 allows three quarters of cpht.max_shared_tables, so that one database cannot take every slot; 0 sets no limit of its own. Durable tables restored at start count but are never refused.",
-								&cpht_max_shared_tables_per_database,
-								-1, -1, 65536,
-								PGC_SIGHUP, 0,
 								NULL, NULL, NULL);
 		DefineCustomIntVariable("cpht.transfer_windows",
 								"Windows of the shared memory arena that carry keys to the cpht worker.",

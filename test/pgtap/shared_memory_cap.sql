@@ -8,7 +8,7 @@
 -- cpu, and the test session sets it): a GPU table also counts transfer
 -- buffers, and the figures below are sized for slot memory.
 BEGIN;
-SELECT plan(17);
+SELECT plan(18);
 SET LOCAL cpht.device = cpu;
 
 \ir include/shared_sessions.psql
@@ -44,7 +44,7 @@ DECLARE
 	mb bigint;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 17);
+		RETURN NEXT skip(why, 18);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('p');
@@ -121,6 +121,22 @@ BEGIN
 	PERFORM dblink_exec('a', 'COMMIT');
 	RETURN NEXT is(pg_temp.count_of('mcap_txn'), 111001::bigint, '... and both transactions'' keys are there');
 	PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('mcap_txn'))$q$);
+	-- ---- the owner role's own cap ---------------------------------------------
+	-- a superuser session (no cap of its own) creates a table after SET ROLE
+	-- to a role capped by ALTER ROLE ... SET: the table has the role's cap
+	PERFORM dblink_exec('p', 'DROP ROLE IF EXISTS cpht_t_rolecap');
+	PERFORM dblink_exec('p', 'CREATE ROLE cpht_t_rolecap');
+	PERFORM dblink_exec('p', 'ALTER ROLE cpht_t_rolecap SET cpht.max_memory = ''8MB''');
+	PERFORM dblink_exec('p', format('GRANT CREATE ON DATABASE %I TO cpht_t_rolecap', current_database()));
+	PERFORM dblink_exec('b', 'SET ROLE cpht_t_rolecap');
+	PERFORM pg_temp.remote('b', $q$SELECT cpht_create(1000, transactional => false, name => 'mcap_rolecap')$q$);
+	PERFORM dblink_exec('b', 'RESET ROLE');
+	RETURN NEXT is(pg_temp.try_remote('b', pg_temp.put_sql('mcap_rolecap', 1, 4000000)), '53400',
+		'a table a superuser made after SET ROLE to a role capped by ALTER ROLE ... SET is held to that cap (53400)');
+	PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('mcap_rolecap'))$q$);
+	PERFORM dblink_exec('p', format('REVOKE CREATE ON DATABASE %I FROM cpht_t_rolecap', current_database()));
+	PERFORM dblink_exec('p', 'DROP ROLE cpht_t_rolecap');
+
 	-- ---- giving tables away does not escape the cap -------------------------
 	-- each table takes about 6MB of the 8MB cap: the role creates one,
 	-- gives it to its group, creates another and gives that too
