@@ -593,8 +593,13 @@ for t in d_gone:missing d_empty:"not a cpht snapshot file" d_locked:"Permission 
 	out=$(q -c "SELECT cpht_open('$name')" 2>&1 || true)
 	grep -q "shared cpht table \"$name\" was lost" <<<"$out" && grep -q "$why" <<<"$out" ||
 		fail "opening $name: $out"
+	# the server log may trail the answer a little: up to 5 s
+	for _ in $(seq 50); do
+		tail -n +"$((log_lines + 1))" "$logfile" | grep -q "could not restore durable shared table \"$name\"" && break
+		sleep 0.1
+	done
 	tail -n +"$((log_lines + 1))" "$logfile" | grep -q "could not restore durable shared table \"$name\"" ||
-		fail "no WARNING naming $name in the server log"
+		fail "no WARNING naming $name in the server log: $(tail -n +"$((log_lines + 1))" "$logfile" | grep -E 'WARNING|restore' | head -20)"
 done
 # the unreadable one comes back once it can be read
 chmod 600 "$locked"
