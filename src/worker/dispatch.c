@@ -494,7 +494,7 @@ op_create(CphtSlot *slot)
 	 * server's slots, so that it cannot take every one: tables of the
 	 * database in any state but free count (a lost one holds its slot
 	 * until dropped or replaced).  Only creation is refused: the restore
-	 * of durable tables (durable.c's install) takes no notice of it, so
+	 * of durable tables (durable_restore.c's install) takes no notice of it, so
 	 * lowering the setting loses no table.
 	 */
 	{
@@ -655,7 +655,7 @@ cpht_worker_table_lose(int entry, const char *reason)
 {
 	cpht_table *t = tables[entry];
 
-	/* a durable table is gone for recovery too (durable.c keeps the file
+	/* a durable table is gone for recovery too (durable_restore.c keeps the file
 	 * of one it could not replay at start) */
 	cpht_durable_dropped(entry);
 
@@ -769,7 +769,7 @@ op_scan(CphtSlot *slot)
  * durable table's snapshot file names its owner, and so does its CREATE
  * record: the change goes to WAL, flushed before the reply, and marks the
  * table changed, so that replay after a crash applies it and the next
- * round writes a file with the new owner (durable.c).
+ * round writes a file with the new owner (durable_rounds.c).
  */
 static void
 op_alter_owner(CphtSlot *slot)

@@ -98,7 +98,7 @@ extern struct cpht_table *cpht_worker_table(int entry, uint64 table_id);
  * trusted any more (an undo failed). */
 extern void cpht_worker_table_lose(int entry, const char *reason);
 
-/* durable.c: a table restored from its snapshot or created from WAL goes
+/* durable_restore.c: a table restored from its snapshot or created from WAL goes
  * live at catalog index entry with this id (catalog fields set by the
  * caller, under the catalog lock); a DROP record drops one. */
 extern void cpht_worker_table_install(int entry, uint64 table_id, struct cpht_table *t,
