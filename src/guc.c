@@ -275,7 +275,7 @@ cpht_guc_define(void)
 							NULL, NULL, NULL);
 
 	/* Reloadable like the two above, so defined on every server; the
-	 * worker enforces it (worker/dispatch.c). */
+	 * worker enforces it (worker/registry.c). */
 	DefineCustomIntVariable("cpht.max_shared_tables_per_database",
 							"Shared cpht tables one database can hold at once.",
 							"-1 allows three quarters of cpht.max_shared_tables, so that one database cannot take every slot; 0 sets no limit of its own. Durable tables restored at start count but are never refused.",

@@ -222,7 +222,7 @@ install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, int32 memory_
 		e->table_id = id;
 		e->kind = stats.kind;
 		e->device = stats.device;
-		/* 0: the width follows the keys, as dispatch.c's create says */
+		/* 0: the width follows the keys, as registry.c's create says */
 		e->key_bits = stats.auto_key_bits ? 0 : stats.key_bits;
 		e->capacity = capacity;
 		e->bytes = stats.table_bytes;
