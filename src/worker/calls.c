@@ -33,7 +33,6 @@
 #include "worker/durable.h"
 #include "worker/xacts.h"
 
-
 /*
  * The keys of a call as the worker finds them: CALL, one piece in one
  * window; STREAM, pieces of window_keys keys taking turns in up to
@@ -48,7 +47,6 @@ typedef struct CallPieces
 	uint64		total;
 	bool		streamed;
 } CallPieces;
-
 
 /* The cancel flag of the call running now, read by the kernels. */
 static pg_atomic_uint32 *volatile running_cancel = NULL;
@@ -429,7 +427,6 @@ cpht_worker_op_scan(CphtSlot *slot)
 	rep->scan_changes = cpht_table_changes(t);
 	rep->scan_count = cpht_table_count(t);
 }
-
 
 /* REBUILD: the table's layout again, without its tombstones; replies
  * with how many there were. */
