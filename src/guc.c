@@ -38,7 +38,7 @@ bool		cpht_inject_device_fault = false;
 int			cpht_batch_size = 1 << 20;
 int			cpht_batch_memory_kb = 128 * 1024;
 
-/* Durable shared tables (worker/durable.c) */
+/* Durable shared tables (worker/durable_rounds.c) */
 int			cpht_snapshot_interval = 300;	/* seconds; 0: no timed rounds */
 int			cpht_snapshot_wal = 1024;	/* MB of WAL; 0: no such rounds */
 
@@ -240,7 +240,7 @@ cpht_guc_define(void)
 							NULL, NULL, NULL);
 
 	/*
-	 * Durable shared tables (src/worker/durable.c): reloadable, so defined
+	 * Durable shared tables (src/worker/durable_rounds.c): reloadable, so defined
 	 * on a plain server too, where they have no effect.
 	 */
 	DefineCustomIntVariable("cpht.snapshot_interval",
@@ -275,7 +275,7 @@ cpht_guc_define(void)
 							NULL, NULL, NULL);
 
 	/* Reloadable like the two above, so defined on every server; the
-	 * worker enforces it (worker/dispatch.c). */
+	 * worker enforces it (worker/registry.c). */
 	DefineCustomIntVariable("cpht.max_shared_tables_per_database",
 							"Shared cpht tables one database can hold at once.",
 							"-1 allows three quarters of cpht.max_shared_tables, so that one database cannot take every slot; 0 sets no limit of its own. Durable tables restored at start count but are never refused.",

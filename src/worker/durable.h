@@ -1,7 +1,8 @@
 /*
  * durable.h — durable shared tables: their WAL records (durable_wal.c),
  * their snapshot files (snapshot.c), and saving, restoring and replaying
- * them in the cpht worker (durable.c).  docs/worker.md, "Durable tables",
+ * them in the cpht worker (durable.c, durable_rounds.c,
+ * durable_restore.c).  docs/worker.md, "Durable tables",
  * gives the design and the argument for its consistency.
  */
 #ifndef CPHT_DURABLE_H
@@ -235,7 +236,7 @@ extern bool cpht_catalog_file_read(CphtCatalogRecord **recs, int *n, bool *clean
 
 /* cpht_catalog_refuse_binary_upgrade: worker/worker.h */
 
-/* ---- the worker's durable tables (durable.c) ------------------------------ */
+/* ---- the worker's durable tables (durable*.c) ----------------------------- */
 
 /* At worker start, and in each turn of its loop: restore the durable
  * tables once recovery has ended (a standby restores them when promoted). */

@@ -5,7 +5,7 @@
  * Only the cpht worker writes them, while it serves the request, so their
  * order in WAL is the order in which the table changed.  Redo does
  * nothing: the startup process never touches a table (and never CUDA);
- * the worker reads these records itself when it starts (durable.c).
+ * the worker reads these records itself when it starts (durable_restore.c).
  */
 #include "postgres.h"
 

@@ -33,7 +33,7 @@
  * table's transfer buffers, and by the reservations xacts.c makes for the
  * call's pending state.  A refused request changes nothing: the kernels
  * undo the call (CPHT_ERR_LIMIT), a refused reservation comes before the
- * call runs, and dispatch.c answers both with ERROR 53400.
+ * call runs, and calls.c answers both with ERROR 53400.
  *
  * Not counted, and never refused: what the undo of an abort or a rollback
  * to a savepoint needs (ending a transaction must not fail), a durable

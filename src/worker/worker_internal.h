@@ -1,34 +1,52 @@
 /*
- * worker/worker_internal.h — the cpht worker's parts: main.c runs the process, dispatch.c
- * serves requests and holds the tables.
+ * worker/worker_internal.h — the cpht worker's parts: main.c runs the
+ * process, dispatch.c serves requests, registry.c holds the shared
+ * tables, calls.c runs calls on them.  Only files of worker/ include it.
  */
 #ifndef CPHT_WORKER_INTERNAL_H
 #define CPHT_WORKER_INTERNAL_H
 
 #include "fmgr.h"
 
+#include "shmem/protocol.h"
 #include "worker/worker.h"
 
 /* cpht_worker_main: worker/worker.h */
 
-/* At start: the worker's table registry; shared tables a previous worker
+/* registry.c, at start: the worker's table registry; shared tables a previous worker
  * held are marked lost, since their memory died with it. */
 extern void cpht_worker_tables_init(void);
 
-/* Serves every submitted request (one pass over the submission bitmap). */
+/* dispatch.c: at start, the requests' memory context; serving every
+ * submitted request (one pass over the submission bitmap); taking slot s's
+ * request; the slot of the request being served (-1: none). */
+extern void cpht_worker_serve_init(void);
 extern void cpht_worker_serve(void);
 extern bool cpht_worker_take_slot(int s);
+extern int	cpht_worker_serving(void);
 
-/* At exit: answers whatever is still submitted (with the SQLSTATE
+/* dispatch.c, at exit: answers whatever is still submitted (with the SQLSTATE
  * errcode) and marks the tables lost. */
 extern void cpht_worker_shutdown(const char *reason, int errcode);
 
-/* The kernels' interrupt check while the worker runs a call: the calling
+/* calls.c: the kernels' interrupt check while the worker runs a call: the calling
  * backend's cancel flag. */
 extern int	cpht_worker_interrupt(void);
 
+/*
+ * calls.c: the requests that run the kernels on a table (CALL, STREAM,
+ * SCAN, REBUILD), each ERRORing as the request's answer; call_reset, after
+ * an ERROR in a request, says that no call runs any more; reply_status
+ * sets a reply's status and, on failure, its message.
+ */
+extern void cpht_worker_op_call(CphtSlot *slot, int s);
+extern void cpht_worker_op_stream(CphtSlot *slot, int s);
+extern void cpht_worker_op_scan(CphtSlot *slot);
+extern void cpht_worker_op_rebuild(CphtSlot *slot);
+extern void cpht_worker_call_reset(void);
+extern void cpht_worker_reply_status(CphtReply *rep, cpht_status status, const char *message);
+
 /* private.c: private tables of backends, held in the worker. */
-#include "shmem/protocol.h"
 
 /* At start: the registry and the worker's memory hook. */
 extern void cpht_private_init(void);
@@ -90,15 +108,29 @@ extern void cpht_quota_refused(uint64 needed) pg_attribute_noreturn();
  * new one.  Answers every request in flight with 58000 first. */
 extern void cpht_worker_device_lost(const char *reason) pg_attribute_noreturn();
 
-/* The live table at a catalog index with that id, or NULL (xacts.c). */
+/*
+ * registry.c: the shared tables the worker holds.  request_table: the live
+ * table a request names (a private one of the slot served, or a shared
+ * one); ERROR when it is gone, lost, opened before this worker started or
+ * being restored.  op_create, op_drop, op_alter_owner serve those
+ * requests; table_written: after a write, the catalog's count and bytes of
+ * the table.
+ */
 struct cpht_table;
+extern struct cpht_table *cpht_worker_request_table(const CphtRequest *req);
+extern void cpht_worker_op_create(CphtSlot *slot);
+extern void cpht_worker_op_drop(CphtSlot *slot);
+extern void cpht_worker_op_alter_owner(CphtSlot *slot);
+extern void cpht_worker_table_written(const CphtRequest *req, struct cpht_table *t);
+
+/* The live table at a catalog index with that id, or NULL (xacts.c). */
 extern struct cpht_table *cpht_worker_table(int entry, uint64 table_id);
 
 /* Marks a table lost for every session and frees it: its state cannot be
  * trusted any more (an undo failed). */
 extern void cpht_worker_table_lose(int entry, const char *reason);
 
-/* durable.c: a table restored from its snapshot or created from WAL goes
+/* durable_restore.c: a table restored from its snapshot or created from WAL goes
  * live at catalog index entry with this id (catalog fields set by the
  * caller, under the catalog lock); a DROP record drops one. */
 extern void cpht_worker_table_install(int entry, uint64 table_id, struct cpht_table *t,

@@ -1,0 +1,85 @@
+/*
+ * worker/durable_internal.h — the state the three files of durable tables
+ * in the cpht worker share: durable.c (which defines it), durable_rounds.c
+ * and durable_restore.c.  Nothing else includes it; the rest of the worker
+ * uses durable.h.  Only the worker process touches this state, one request
+ * or round at a time: it needs no lock.
+ */
+#ifndef CPHT_DURABLE_INTERNAL_H
+#define CPHT_DURABLE_INTERNAL_H
+
+#include "access/xlogdefs.h"
+
+#include "worker/durable.h"
+
+/* The replication slot that keeps the WAL of durable tables. */
+#define SLOT_NAME "cpht_durable"
+
+typedef struct DurableState
+{
+	bool		live;			/* a durable table lives at this index */
+	XLogRecPtr	snapshot_lsn;	/* its last snapshot */
+	XLogRecPtr	current_lsn;	/* its file is exact here too: no record of
+								 * it since snapshot_lsn (replay and the
+								 * slot start here) */
+	bool		changed;		/* since then */
+	XLogRecPtr	first_change;	/* when changed: at or before the start of
+								 * its first record since current_lsn */
+	XLogRecPtr	prior_snapshot; /* the file a round just replaced, exact */
+	XLogRecPtr	prior_until;	/* up to here (Invalid: none to tell) */
+	bool		awaiting;		/* at restore: the WAL from current_lsn on
+								 * is not in pg_wal (a copy of the data
+								 * directory); replay starts at the first
+								 * EXACT record naming its file */
+	/* (sub)transactions whose changes its file keeps, to be resolved by a
+	 * new snapshot once they ended (TopMemoryContext) */
+	int			nsaved;
+	TransactionId *saved;
+	/* the oldest xid of its records since current_lsn (Invalid: none) */
+	TransactionId oldest_xid;
+} DurableState;
+
+extern DurableState *durable;	/* by catalog index */
+extern bool restored;			/* the tables of pg_cpht are back */
+extern bool restoring;			/* durable_restore_all runs */
+
+/*
+ * Snapshot files that could not be restored: their CREATE records must not
+ * bring the table back empty, nor their records apply.  For a sound file
+ * whose table did not fit (no device, no room, cpht.max_memory) the WAL
+ * from its snapshot on is kept (keep_lsn), so that a later start, with
+ * room again, can replay it.
+ */
+typedef struct FailedFile
+{
+	Oid			dboid;
+	bool		named;			/* name is known */
+	NameData	name;
+	XLogRecPtr	create_lsn;
+	XLogRecPtr	keep_lsn;		/* Invalid: nothing to keep */
+	XLogRecPtr	file_lsn;		/* the catalog's, kept for its next version */
+} FailedFile;
+
+extern FailedFile *failed;
+extern int	nfailed;
+
+/* durable.c: the failed file of a table created at create_lsn, or -1;
+ * adding one (or updating it); forgetting what durable[entry] knew; the
+ * live durable table created at create_lsn, or -1. */
+extern int	durable_failed_index(XLogRecPtr create_lsn);
+extern void durable_add_failed(Oid dboid, const char *name, XLogRecPtr create_lsn,
+							   XLogRecPtr keep_lsn, XLogRecPtr file_lsn);
+extern void durable_forget(int entry);
+extern int	durable_entry(XLogRecPtr create_lsn);
+
+/* durable_rounds.c: the slot's restart_lsn (Invalid: no slot); the
+ * periodic rounds count from now; a round if one is due. */
+extern XLogRecPtr durable_slot_restart_lsn(void);
+extern void durable_rounds_start(void);
+extern void durable_round_if_due(void);
+
+/* durable_restore.c: restores every table of pg_cpht, then replays WAL;
+ * run once, with restoring set, after recovery ended. */
+extern void durable_restore_all(void);
+
+#endif							/* CPHT_DURABLE_INTERNAL_H */

@@ -1,0 +1,823 @@
+/*
+ * durable_rounds.c — durable shared tables while the worker runs: the
+ * replication slot that keeps their WAL, the catalog file, snapshot
+ * rounds and their EXACT records, and the records of requests (CREATE,
+ * DROP, owner changes, the keys of a call), CHECKPOINT and the save at a
+ * clean shutdown.
+ *
+ * Invariants (durable.c gives the design): a table's snapshot is written
+ * only after WAL is flushed up to its position; the catalog with the new
+ * retention points is on disk before the slot lets WAL go; a call's keys
+ * are in WAL, in the order the table changed, before its reply.  The
+ * worker alone runs this, one request or round at a time: the state of
+ * durable_internal.h needs no lock.
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "access/slru.h"
+#include "access/transam.h"
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "access/xlogreader.h"
+#include "access/xlogutils.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "portability/instr_time.h"
+#include "replication/slot.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/procarray.h"
+#include "storage/standby.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "guc.h"
+#include "worker/durable.h"
+#include "worker/durable_internal.h"
+#include "worker/worker_internal.h"
+#include "worker/xacts.h"
+
+static bool slot_ready = false;
+static char slot_problem[CPHT_TEXT_LEN];
+static TimestampTz last_round = 0;
+static XLogRecPtr last_round_lsn = InvalidXLogRecPtr;
+static XLogRecPtr last_round_redo = InvalidXLogRecPtr;
+static TimestampTz last_resolve_check = 0;
+
+/* Rounds: every table, the changed ones, or only those whose file keeps
+ * changes of transactions that ended or records' xids near truncation. */
+typedef enum RoundMode
+{
+	ROUND_ALL,
+	ROUND_CHANGED,
+	ROUND_RESOLVE
+} RoundMode;
+
+/* ---- the replication slot ------------------------------------------------- */
+
+/* Creates the slot if it does not exist: slot_ready says whether it does,
+ * slot_problem why not. */
+static void
+ensure_slot(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	slot_ready = false;
+	PG_TRY();
+	{
+		if (SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
+		{
+			CheckSlotRequirements();
+			ReplicationSlotCreate(SLOT_NAME, false, RS_PERSISTENT, false);
+			ReplicationSlotReserveWal();
+			ReplicationSlotMarkDirty();
+			ReplicationSlotSave();
+			ReplicationSlotRelease();
+			ReplicationSlotsComputeRequiredLSN();
+		}
+		slot_ready = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(cxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		if (MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
+		strlcpy(slot_problem, ed->message, sizeof(slot_problem));
+		ereport(LOG,
+				(errmsg("cpht worker cannot keep WAL for durable shared tables: %s", ed->message),
+				 errhint("Durable shared tables need wal_level replica or logical and a free replication slot (max_replication_slots).")));
+		FreeErrorData(ed);
+	}
+	PG_END_TRY();
+}
+
+XLogRecPtr
+durable_slot_restart_lsn(void)
+{
+	ReplicationSlot *s = SearchNamedReplicationSlot(SLOT_NAME, true);
+	XLogRecPtr	lsn;
+
+	if (s == NULL)
+		return InvalidXLogRecPtr;
+	SpinLockAcquire(&s->mutex);
+	lsn = s->data.restart_lsn;
+	SpinLockRelease(&s->mutex);
+	return lsn;
+}
+
+/* No durable table needs WAL: the slot goes, so that it holds none. */
+static void
+drop_slot(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	slot_ready = false;
+	if (SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
+		return;
+	PG_TRY();
+	{
+		ReplicationSlotDrop(SLOT_NAME, true);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(cxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		if (MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
+		ereport(LOG,
+				(errmsg("cpht worker could not drop replication slot \"%s\": %s", SLOT_NAME, ed->message)));
+		FreeErrorData(ed);
+	}
+	PG_END_TRY();
+}
+
+/* The slot keeps WAL from lsn on (it only moves forward). */
+static void
+advance_slot(XLogRecPtr lsn)
+{
+	bool		moved = false;
+
+	if (!slot_ready || SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
+	{
+		/* dropped by hand, or none yet: make it again, from now on */
+		ensure_slot();
+		if (!slot_ready)
+			return;
+	}
+	ReplicationSlotAcquire(SLOT_NAME, true);
+	SpinLockAcquire(&MyReplicationSlot->mutex);
+	if (lsn > MyReplicationSlot->data.restart_lsn)
+	{
+		MyReplicationSlot->data.restart_lsn = lsn;
+		moved = true;
+	}
+	SpinLockRelease(&MyReplicationSlot->mutex);
+	if (moved)
+	{
+		ReplicationSlotMarkDirty();
+		ReplicationSlotSave();
+	}
+	ReplicationSlotRelease();
+	if (moved)
+		ReplicationSlotsComputeRequiredLSN();
+}
+
+/*
+ * Flushes every WAL record inserted so far.  GetXLogInsertRecPtr names the
+ * next record's start, which at the start of a page lies past the page's
+ * header; that header is not written until a record follows, so flushing
+ * up to there fails ("xlog flush request ... is not satisfied").  All that
+ * was inserted ends at the page boundary then.
+ */
+static void
+flush_inserted(XLogRecPtr insert)
+{
+	XLogRecPtr	end = insert;
+
+	if (XLogSegmentOffset(insert, wal_segment_size) == SizeOfXLogLongPHD)
+		end = insert - SizeOfXLogLongPHD;
+	else if (insert % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		end = insert - SizeOfXLogShortPHD;
+	XLogFlush(end);
+}
+
+/* ---- the catalog file ------------------------------------------------------- */
+
+/* Whether a live durable table of this database has this name. */
+static bool
+name_live(Oid dboid, const NameData *name)
+{
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live && cpht_catalog[i].dboid == dboid &&
+			strcmp(NameStr(cpht_catalog[i].name), NameStr(*name)) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Writes pg_cpht/catalog: every live durable table with its retention
+ * point, and every file that could not be restored and whose name no live
+ * table took, so that the next start names them again.  ERROR on failure.
+ */
+static void
+write_catalog(bool clean, XLogRecPtr at)
+{
+	CphtCatalogRecord *recs = palloc0(sizeof(CphtCatalogRecord) * (cpht_control->max_tables + nfailed + 1));
+	int			n = 0;
+
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+
+		if (!durable[i].live)
+			continue;
+		recs[n].dboid = e->dboid;
+		recs[n].name = e->name;
+		recs[n].create_lsn = e->create_lsn;
+		recs[n].file_lsn = durable[i].snapshot_lsn;
+		recs[n].current_lsn = durable[i].current_lsn;
+		n++;
+	}
+	for (int i = 0; i < nfailed; i++)
+	{
+		if (!failed[i].named || name_live(failed[i].dboid, &failed[i].name))
+			continue;
+		recs[n].dboid = failed[i].dboid;
+		recs[n].lost = 1;
+		recs[n].name = failed[i].name;
+		recs[n].create_lsn = failed[i].create_lsn;
+		recs[n].file_lsn = failed[i].file_lsn;
+		recs[n].current_lsn = failed[i].keep_lsn;
+		n++;
+	}
+	cpht_catalog_file_write(recs, n, clean, at);
+	pfree(recs);
+}
+
+/* write_catalog where a failure must not undo what was done: a LOG, and
+ * the next round writes it again. */
+static void
+write_catalog_or_log(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		write_catalog(false, GetXLogInsertRecPtr());
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+}
+
+/* ---- snapshot rounds -------------------------------------------------------- */
+
+/* Whether any durable table, or a file that did not fit, needs WAL. */
+static bool
+wal_needed(void)
+{
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live)
+			return true;
+	for (int i = 0; i < nfailed; i++)
+		if (!XLogRecPtrIsInvalid(failed[i].keep_lsn))
+			return true;
+	return false;
+}
+
+static void
+collect_saved(void *arg, TransactionId subxid, const uint64 *keys, const uint8 *where, uint64 n)
+{
+	DurableState *d = arg;
+
+	(void) keys;
+	(void) where;
+	(void) n;
+	if (d->nsaved > 0 && d->saved[d->nsaved - 1] == subxid)
+		return;
+	d->saved = d->saved ? repalloc(d->saved, sizeof(TransactionId) * (d->nsaved + 1))
+		: MemoryContextAlloc(TopMemoryContext, sizeof(TransactionId));
+	d->saved[d->nsaved++] = subxid;
+}
+
+/* A snapshot of table i was written at lsn. */
+static void
+snapshot_written(int i, XLogRecPtr lsn)
+{
+	DurableState *d = &durable[i];
+
+	/* for write_exact: the file replaced was exact up to its first change */
+	d->prior_snapshot = d->snapshot_lsn;
+	d->prior_until = d->changed ? d->first_change : InvalidXLogRecPtr;
+	d->first_change = InvalidXLogRecPtr;
+	d->snapshot_lsn = lsn;
+	d->current_lsn = lsn;
+	d->changed = false;
+	d->oldest_xid = InvalidTransactionId;
+	if (d->saved != NULL)
+		pfree(d->saved);
+	d->saved = NULL;
+	d->nsaved = 0;
+	cpht_xacts_each_segment(i, collect_saved, d);
+}
+
+/*
+ * Whether PostgreSQL may soon drop the pg_xact status of xid: it truncates
+ * pg_xact by segments, only below the oldest frozen xid, which never
+ * passes the next xid; so once the next xid comes within a quarter of a
+ * segment of the end of xid's segment, a new snapshot must no longer need
+ * it.
+ */
+static bool
+xid_near_truncation(TransactionId xid)
+{
+	uint32		per_segment = (uint32) BLCKSZ * 4 * SLRU_PAGES_PER_SEGMENT;
+	uint32		segment_end = (xid / per_segment + 1) * per_segment;
+	TransactionId next = XidFromFullTransactionId(ReadNextFullTransactionId());
+
+	return (int32) (next - (segment_end - per_segment / 4)) >= 0;
+}
+
+/*
+ * Whether table i's file, or its replay, depends on the outcome of a
+ * transaction that a new snapshot would settle: one whose changes the
+ * file keeps and that has ended (the new snapshot has its outcome in the
+ * table and keeps no changes of it), or a record's xid that pg_xact may
+ * soon drop.
+ */
+static bool
+needs_resolve(int i)
+{
+	DurableState *d = &durable[i];
+
+	if (TransactionIdIsValid(d->oldest_xid) && xid_near_truncation(d->oldest_xid))
+		return true;
+	for (int k = 0; k < d->nsaved; k++)
+		if (!TransactionIdIsInProgress(d->saved[k]))
+			return true;
+	return false;
+}
+
+/*
+ * After a round: an EXACT record naming every durable table unchanged
+ * since its file, flushed (nothing was written to WAL since the round's
+ * position, so each such file is exact at this record), and, for a table
+ * changed since its file (or whose file the round just replaced), that
+ * file with the position of its first change, up to which it was exact.  A base backup copies
+ * pg_cpht/ but holds WAL only from its start checkpoint on; a round after
+ * that checkpoint (every checkpoint brings one, round_due) leaves a record
+ * in the backup's WAL that lets its worker replay such a file from there.
+ */
+static void
+write_exact(void)
+{
+	/* up to two entries a table: its file, and the one it replaced */
+	xl_cpht_exact_table *tables = palloc(sizeof(xl_cpht_exact_table) * Max(cpht_control->max_tables, 1) * 2);
+	uint32		n = 0;
+
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		DurableState *d = &durable[i];
+
+		if (!d->live)
+			continue;
+		/* a file just replaced, or one changed since: exact up to the change */
+		if (!XLogRecPtrIsInvalid(d->prior_until) || (d->changed && !XLogRecPtrIsInvalid(d->first_change)))
+		{
+			tables[n].table = cpht_catalog[i].create_lsn;
+			tables[n].snapshot_lsn = d->changed ? d->snapshot_lsn : d->prior_snapshot;
+			tables[n].until = d->changed ? d->first_change : d->prior_until;
+			n++;
+		}
+		d->prior_until = InvalidXLogRecPtr;
+		if (d->changed)
+			continue;
+		tables[n].table = cpht_catalog[i].create_lsn;
+		tables[n].snapshot_lsn = d->snapshot_lsn;
+		tables[n].until = InvalidXLogRecPtr;
+		n++;
+	}
+	if (n > 0)
+		XLogFlush(cpht_wal_exact(tables, n));
+	pfree(tables);
+}
+
+static int
+snapshot_round(RoundMode mode, bool clean)
+{
+	XLogRecPtr	redo = GetRedoRecPtr();
+	XLogRecPtr	lsn = GetXLogInsertRecPtr();
+	XLogRecPtr	keep = lsn;
+	int			written = 0;
+
+	if (!restored)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("durable shared cpht tables are not restored yet"),
+				 errdetail("The cpht worker restores them once the server has ended recovery.")));
+	/*
+	 * Every change of the tables up to now, and every commit the worker
+	 * was told of, is in WAL before lsn: flushed, a crash keeps it, so
+	 * nothing in the files is newer than what recovery knows.
+	 */
+	flush_inserted(lsn);
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+		cpht_table *t;
+		bool		write;
+
+		if (!durable[i].live)
+			continue;
+		t = cpht_worker_table(i, e->table_id);
+		if (t == NULL)
+			continue;
+		if (mode == ROUND_ALL)
+			write = true;
+		else if (mode == ROUND_CHANGED && durable[i].changed)
+			write = true;
+		else
+			write = needs_resolve(i);
+		if (write)
+		{
+			cpht_snapshot_write(i, e, t, lsn);
+			snapshot_written(i, lsn);
+			written++;
+		}
+		else if (!durable[i].changed)
+		{
+			/* no record of it since its file: the file is exact at lsn */
+			durable[i].current_lsn = lsn;
+		}
+		keep = Min(keep, durable[i].current_lsn);
+	}
+	for (int i = 0; i < nfailed; i++)
+		if (!XLogRecPtrIsInvalid(failed[i].keep_lsn))
+			keep = Min(keep, failed[i].keep_lsn);
+	/* the retention points are on disk before the slot lets WAL go */
+	write_catalog(clean, lsn);
+	write_exact();
+	if (wal_needed())
+		advance_slot(keep);
+	else
+		drop_slot();
+	if (mode != ROUND_RESOLVE)
+	{
+		last_round = GetCurrentTimestamp();
+		last_round_lsn = lsn;
+		last_round_redo = redo;
+	}
+	return written;
+}
+
+int
+cpht_durable_checkpoint(bool only_changed)
+{
+	return snapshot_round(only_changed ? ROUND_CHANGED : ROUND_ALL, false);
+}
+
+void
+cpht_durable_shutdown(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (!restored)
+		return;
+	PG_TRY();
+	{
+		/* the worker writes nothing after this: every file is exact here */
+		int			n = snapshot_round(ROUND_CHANGED, true);
+
+		if (n > 0)
+			ereport(LOG, (errmsg("cpht worker saved %d durable shared tables", n)));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		ereport(LOG,
+				(errmsg("cpht worker could not save every durable shared table at shutdown"),
+				 errdetail("Their changes are in WAL: the next start replays them.")));
+	}
+	PG_END_TRY();
+}
+
+/* Whether some table's file keeps changes of transactions (checked for
+ * their end about every second). */
+static bool
+any_saved(void)
+{
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live && (durable[i].nsaved > 0 || TransactionIdIsValid(durable[i].oldest_xid)))
+			return true;
+	return false;
+}
+
+long
+cpht_durable_timeout(void)
+{
+	long		ms = 10000;
+
+	if (!restored)
+		return 1000;
+	if (any_saved())
+		ms = 1000;
+	/* a new checkpoint (a base backup's start) brings a round soon */
+	if (wal_needed())
+		ms = Min(ms, 200);
+	if (cpht_snapshot_interval > 0)
+	{
+		TimestampTz due = TimestampTzPlusMilliseconds(last_round, (int64) cpht_snapshot_interval * 1000);
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), due);
+
+		ms = Min(ms, Max(left, 1));
+	}
+	return ms;
+}
+
+static bool
+round_due(void)
+{
+	/* a checkpoint since the last round: see write_exact */
+	if (wal_needed() && GetRedoRecPtr() != last_round_redo)
+		return true;
+	if (cpht_snapshot_interval > 0 &&
+		TimestampDifferenceExceeds(last_round, GetCurrentTimestamp(), cpht_snapshot_interval * 1000))
+		return true;
+	return cpht_snapshot_wal > 0 &&
+		GetXLogInsertRecPtr() - last_round_lsn >= (uint64) cpht_snapshot_wal * 1024 * 1024;
+}
+
+/* Whether a table needs a new snapshot to settle transactions (looked at
+ * once a second at most). */
+static bool
+resolve_due(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!TimestampDifferenceExceeds(last_resolve_check, now, 1000) || !any_saved())
+		return false;
+	last_resolve_check = now;
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live && needs_resolve(i))
+			return true;
+	return false;
+}
+
+/* ---- requests ---------------------------------------------------------------- */
+
+static void
+check_durable_possible(void)
+{
+	if (!restored)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("durable shared cpht tables cannot be created yet"),
+				 errdetail("The cpht worker restores the durable tables once the server has ended recovery; a standby creates none.")));
+	/* the slot exists while a durable table does, from before its CREATE
+	 * record on */
+	if (!slot_ready || SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
+		ensure_slot();
+	if (!slot_ready)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("durable shared cpht tables need a replication slot"),
+				 errdetail("The cpht worker could not create replication slot \"%s\": %s.", SLOT_NAME, slot_problem),
+				 errhint("Set wal_level to replica or logical and max_replication_slots above the slots in use, and restart the server.")));
+}
+
+void
+cpht_durable_created(int entry, cpht_table *t, const cpht_params *params)
+{
+	CphtCatalogEntry *e = &cpht_catalog[entry];
+	MemoryContext cxt = CurrentMemoryContext;
+	XLogRecPtr	lsn;
+
+	check_durable_possible();
+	e->create_lsn = cpht_wal_create(e, params);
+	e->durable = true;
+	lsn = GetXLogInsertRecPtr();
+	flush_inserted(lsn);
+	PG_TRY();
+	{
+		cpht_snapshot_write(entry, e, t, lsn);
+	}
+	PG_CATCH();
+	{
+		/* the table is not created after all, for recovery neither */
+		MemoryContextSwitchTo(cxt);
+		XLogFlush(cpht_wal_drop(e->create_lsn));
+		e->durable = false;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	durable[entry].live = true;
+	snapshot_written(entry, lsn);
+	/* a file of an earlier table of that name is no longer reported */
+	for (int i = 0; i < nfailed; i++)
+		if (failed[i].named && failed[i].dboid == e->dboid &&
+			strcmp(NameStr(failed[i].name), NameStr(e->name)) == 0)
+		{
+			failed[i].named = false;
+			failed[i].keep_lsn = InvalidXLogRecPtr;
+		}
+	write_catalog_or_log();
+}
+
+void
+cpht_durable_dropped(int entry)
+{
+	CphtCatalogEntry *e = &cpht_catalog[entry];
+	char		path[MAXPGPATH];
+
+	if (!e->durable)
+		return;
+	/*
+	 * A table durable_restore_all could not replay is lost for now, but its file
+	 * and WAL stay for the next start; any other drop or loss is for good.
+	 */
+	if (restoring)
+	{
+		/* the catalog keeps naming it */
+		durable_add_failed(e->dboid, NameStr(e->name), e->create_lsn, InvalidXLogRecPtr,
+				   durable[entry].snapshot_lsn);
+		e->durable = false;
+		durable_forget(entry);
+		return;
+	}
+	XLogFlush(cpht_wal_drop(e->create_lsn));
+	e->durable = false;
+	durable_forget(entry);
+	/*
+	 * The catalog forgets it before its file goes: a crash in between
+	 * leaves a file that the next start restores and the DROP record
+	 * drops.  The slot goes with the last table.
+	 */
+	if (restored)
+	{
+		write_catalog_or_log();
+		if (!wal_needed())
+			drop_slot();
+	}
+	cpht_snapshot_path(path, sizeof(path), e->dboid, e->create_lsn);
+	(void) durable_unlink(path, LOG);
+}
+
+/*
+ * The snapshot files of database dboid whose table is not live (files that
+ * could not be restored; the live tables of the database were dropped
+ * before): each gets a DROP record, so that replay does not create its
+ * table again from its CREATE record, then the file goes and its WAL is
+ * no longer kept.  Returns how many.
+ */
+int
+cpht_durable_drop_files(Oid dboid)
+{
+	DIR		   *dir;
+	struct dirent *de;
+	int			removed = 0;
+
+	dir = AllocateDir(CPHT_SNAPSHOT_DIR);
+	while ((de = ReadDir(dir, CPHT_SNAPSHOT_DIR)) != NULL)
+	{
+		char		path[MAXPGPATH];
+		Oid			db;
+		uint32		hi,
+					lo;
+		XLogRecPtr	create_lsn;
+		char		end;
+
+		if (sscanf(de->d_name, "%u_%08X%08X.snap%c", &db, &hi, &lo, &end) != 3 || db != dboid)
+			continue;
+		create_lsn = ((uint64) hi << 32) | lo;
+		if (durable_entry(create_lsn) >= 0)
+			continue;
+		XLogFlush(cpht_wal_drop(create_lsn));
+		snprintf(path, sizeof(path), "%s/%s", CPHT_SNAPSHOT_DIR, de->d_name);
+		(void) durable_unlink(path, LOG);
+		for (int i = 0; i < nfailed; i++)
+			if (failed[i].create_lsn == create_lsn)
+				failed[i--] = failed[--nfailed];
+		ereport(LOG,
+				(errmsg("cpht worker removed snapshot file \"%s\" of database %u", path, dboid)));
+		removed++;
+	}
+	FreeDir(dir);
+	return removed;
+}
+
+cpht_status
+cpht_durable_log_call(const CphtRequest *req, cpht_table *t, uint64 position, CphtReply *rep)
+{
+	CphtCatalogEntry *e;
+	uint64		m = cpht_table_log_position(t) - position;
+	uint64	   *keys;
+	uint8	   *where;
+	uint64		start = 0;
+	TransactionId xid;
+	cpht_status st;
+
+	if (req->private_table || m == 0)
+		return CPHT_OK;
+	e = &cpht_catalog[req->entry];
+	if (!e->durable)
+		return CPHT_OK;
+	keys = malloc(m * sizeof(uint64));
+	where = malloc(m);
+	if (keys == NULL || where == NULL)
+	{
+		free(keys);
+		free(where);
+		return CPHT_ERR_NOMEM;
+	}
+	st = cpht_table_log_read(t, position, m, keys, where);
+	if (st != CPHT_OK)
+	{
+		free(keys);
+		free(where);
+		return st;
+	}
+	xid = e->transactional ? req->sub_xid : InvalidTransactionId;
+	/* its file is exact before this (write_exact) */
+	if (!durable[req->entry].changed)
+		durable[req->entry].first_change = GetXLogInsertRecPtr();
+	/* runs of inserted or of deleted keys, in the order they happened */
+	for (uint64 i = 1; i <= m; i++)
+	{
+		if (i == m || (where[i] != 0) != (where[start] != 0))
+		{
+			uint64		n = i - start;
+			uint64	   *run = keys + start;
+
+			rep->wal_end = cpht_wal_keys(where[start] != 0 ? XLOG_CPHT_ERASE : XLOG_CPHT_PUT,
+										 e->create_lsn, xid, run, n);
+			start = i;
+		}
+	}
+	free(keys);
+	free(where);
+	durable[req->entry].changed = true;
+	if (TransactionIdIsValid(xid) &&
+		(!TransactionIdIsValid(durable[req->entry].oldest_xid) ||
+		 TransactionIdPrecedes(xid, durable[req->entry].oldest_xid)))
+		durable[req->entry].oldest_xid = xid;
+	return CPHT_OK;
+}
+
+/*
+ * The owner is in the table's snapshot file (and its CREATE record): the
+ * change is logged, flushed before the reply as the creation is, and the
+ * table counts as changed from there, so that its retention point stays
+ * before the record (replay after a crash applies it) until the next
+ * round writes a file that names the new owner.
+ */
+void
+cpht_durable_owner_changed(int entry, Oid owner)
+{
+	CphtCatalogEntry *e = &cpht_catalog[entry];
+
+	if (!e->durable || !durable[entry].live)
+		return;
+	if (!durable[entry].changed)
+		durable[entry].first_change = GetXLogInsertRecPtr();
+	XLogFlush(cpht_wal_owner(e->create_lsn, owner));
+	durable[entry].changed = true;
+}
+
+/* The periodic rounds count from now (the restore has just ended). */
+void
+durable_rounds_start(void)
+{
+	last_round = GetCurrentTimestamp();
+	last_round_lsn = GetXLogInsertRecPtr();
+}
+
+/* A round when one is due (cpht.snapshot_interval, cpht.snapshot_wal, a
+ * checkpoint since the last one) or a table needs a new snapshot to settle
+ * transactions; an ERROR is logged, and the next round waits. */
+void
+durable_round_if_due(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	RoundMode	mode;
+
+	if (round_due())
+		mode = ROUND_CHANGED;
+	else if (resolve_due())
+		mode = ROUND_RESOLVE;
+	else
+		return;
+	PG_TRY();
+	{
+		(void) snapshot_round(mode, false);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		/* not again at once */
+		last_round = GetCurrentTimestamp();
+		last_round_lsn = GetXLogInsertRecPtr();
+	}
+	PG_END_TRY();
+}
