@@ -239,7 +239,9 @@ cpht_tables(PG_FUNCTION_ARGS)
 			continue;
 
 		memset(nulls, 0, sizeof(nulls));
-		handle = cpht_shared_handle_of(i, e.table_id);
+		/* its handle is the same number in every session, opened or not */
+		handle = e.table_id <= CPHT_MAX_SHARED_TABLE_ID ?
+			CPHT_SHARED_HANDLE_BASE + (int32) e.table_id : 0;
 		values[0] = Int32GetDatum(handle);
 		nulls[0] = handle == 0;
 		values[1] = CStringGetTextDatum(kind_name(e.kind));

@@ -184,8 +184,6 @@ extern CphtHandle *cpht_shared_resolve(int32 handle, bool missing_ok);
  * the leader did not hand over): for the planner, which must not raise. */
 extern CphtHandle *cpht_shared_lookup(int32 handle);
 
-/* This session's handle of a shared table, 0 if it has not opened it. */
-extern int32 cpht_shared_handle_of(int32 entry, uint64 table_id);
 
 /* The handles this session opened or created for shared tables (dropped
  * ones included); returns how many. */

@@ -49,17 +49,6 @@ static int32 *shared_handles = NULL;
 static int	nshared = 0;
 static int	maxshared = 0;
 
-int32
-cpht_shared_handle_of(int32 entry, uint64 table_id)
-{
-	CphtHandle *h;
-
-	if (table_id == 0 || table_id > CPHT_MAX_SHARED_TABLE_ID)
-		return 0;
-	h = cpht_handles_shared(CPHT_SHARED_HANDLE_BASE + (int32) table_id);
-	return h != NULL && h->shared_entry == entry ? h->handle : 0;
-}
-
 int
 cpht_shared_open_handles(const int32 **handles)
 {

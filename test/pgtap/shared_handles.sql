@@ -5,7 +5,7 @@
 -- number fails in another session (42704) instead of reaching some other
 -- table; a role without the owner's privileges gets 42501.
 BEGIN;
-SELECT plan(15);
+SELECT plan(16);
 
 \ir include/shared_sessions.psql
 
@@ -55,7 +55,7 @@ DECLARE
 	pb int;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 15);
+		RETURN NEXT skip(why, 16);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('ha');
@@ -80,6 +80,8 @@ BEGIN
 	PERFORM dblink_exec('hb', 'DISCARD ALL');
 	PERFORM dblink_disconnect('hb');
 	PERFORM pg_temp.connect('hb');
+	RETURN NEXT is((SELECT v FROM dblink('hb', $q$SELECT handle FROM cpht_tables() WHERE name = 'handles_a'$q$) AS t(v int)), ha,
+		'cpht_tables() shows a session that never opened a shared table its handle');
 	RETURN NEXT is((SELECT v FROM dblink('hb', format('SELECT cpht_put(%s, ''{1,2,3}'')', ha)) AS t(v bigint)), 3::bigint,
 		'a session that never opened a shared table writes to it by its handle');
 	RETURN NEXT is((SELECT v FROM dblink('ha', format('SELECT cpht_find(%s, ''{1,2,3,4}'')', ha)) AS t(v boolean[])),
