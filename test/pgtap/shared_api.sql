@@ -51,8 +51,8 @@ BEGIN
 	RETURN NEXT ok(r.handle = mine AND r.shared AND r.placement = 'worker' AND r.device = 'cpu'
 				   AND r.owner = current_user::regrole AND r.count = 8,
 		'cpht_tables lists the shared table: handle, owner, device, count');
-	SELECT hh INTO n FROM dblink('b', $q$SELECT count(*) FROM cpht_tables() WHERE name = 'api_seen' AND handle IS NULL$q$) AS t(hh bigint);
-	RETURN NEXT is(n, 1::bigint, 'a session that has not opened it sees it with a null handle');
+	SELECT hh INTO n FROM dblink('b', format($q$SELECT count(*) FROM cpht_tables() WHERE name = 'api_seen' AND handle = %s$q$, mine)) AS t(hh bigint);
+	RETURN NEXT is(n, 1::bigint, 'a session that has not opened it sees it with its handle, the same number');
 	RETURN NEXT ok((cpht_info(mine)->>'shared')::boolean AND cpht_info(mine)->>'name' = 'api_seen'
 				   AND cpht_info(mine)->>'placement' = 'worker' AND (cpht_info(mine)->>'count')::bigint = 8,
 		'cpht_info of a shared table');
