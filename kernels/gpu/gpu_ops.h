@@ -102,12 +102,14 @@ cpht_status gpu_group_keys(cpht_table *t, const gpu_group *g, const uint64_t *dk
 /* Results in grouped order (g->res) back to input order in dout. */
 cpht_status gpu_group_results(cpht_table *t, const gpu_group *g, uint32_t n, uint8_t *dout);
 
-/* ---- rollback and rebuild support (gpu_revive.cu) ------------------------ */
+/* ---- rollback support (gpu_revive.cu) ----------------------------------- */
 
 /* Put back distinct absent keys, each into the slot where[i] names, which
  * must hold a tombstone; status[i] = CPHT_PUT, or CPHT_FULL if it did not. */
 cpht_status gpu_revive(cpht_table *t, const uint64_t *dkeys, const uint8_t *dwhere, uint32_t n,
 					   uint8_t *dstatus);
+
+/* ---- rebuild, image and export support (gpu_slot_copy.cu) --------------- */
 
 /* Copy a level's slot array to or from host memory.  Wait for the device. */
 cpht_status gpu_copy_level(cpht_table *t, int level, void *host);
