@@ -88,11 +88,11 @@ cpht_status gpu_fail(cpht_table *t, cudaError_t err, const char *what);
 /* The status a CUDA error stands for: NOMEM, DEVICE_LOST for the sticky
  * errors that leave the context unusable, DEVICE otherwise. */
 cpht_status gpu_status_of(cudaError_t err);
-/* the CUDA ordinal of cpht's GPU number `gpu` (gpu_device.cu) */
+/* the CUDA ordinal of cpht's GPU number `gpu` (gpu_probe.cu) */
 int			gpu_ordinal(int gpu);
 
 /* Whether [p, p + len) lies inside host memory cpht_host_register pinned
- * (gpu_host.cu). */
+ * (gpu_probe.cu). */
 int			gpu_host_registered(const void *p, size_t len);
 
 #define GPU_TRY(t, call, what) \

@@ -1,6 +1,6 @@
 /*
  * gpu_ops.h — the GPU operations on device arrays, one call per batch that
- * already sits in device memory.  gpu_device.cu feeds them chunks of the
+ * already sits in device memory.  gpu_pipeline.cu feeds them chunks of the
  * caller's host arrays; the benchmark (test/bench/gpu_bench.cu) calls them
  * directly to time the kernels alone.  All run on the table's compute
  * stream (gpu_state.comp) and return without waiting, except where noted.
@@ -102,12 +102,14 @@ cpht_status gpu_group_keys(cpht_table *t, const gpu_group *g, const uint64_t *dk
 /* Results in grouped order (g->res) back to input order in dout. */
 cpht_status gpu_group_results(cpht_table *t, const gpu_group *g, uint32_t n, uint8_t *dout);
 
-/* ---- rollback and rebuild support (gpu_revive.cu) ------------------------ */
+/* ---- rollback support (gpu_revive.cu) ----------------------------------- */
 
 /* Put back distinct absent keys, each into the slot where[i] names, which
  * must hold a tombstone; status[i] = CPHT_PUT, or CPHT_FULL if it did not. */
 cpht_status gpu_revive(cpht_table *t, const uint64_t *dkeys, const uint8_t *dwhere, uint32_t n,
 					   uint8_t *dstatus);
+
+/* ---- rebuild, image and export support (gpu_slot_copy.cu) --------------- */
 
 /* Copy a level's slot array to or from host memory.  Wait for the device. */
 cpht_status gpu_copy_level(cpht_table *t, int level, void *host);
@@ -129,6 +131,25 @@ cpht_status gpu_move_keys(cpht_table *to, cpht_table *from, uint64_t *full);
 
 /* Live and tombstone slots per level.  Waits for the device. */
 cpht_status gpu_scan_levels(cpht_table *t, uint64_t *live, uint64_t *tombstones);
+
+/* ---- the host pipeline (gpu_pipeline.cu) -------------------------------- */
+
+/* Bytes of the transfer buffers for chunks of `chunk` keys. */
+uint64_t	gpu_staging_bytes_for(size_t chunk);
+
+/* Transfer buffers for batches of n keys (capped at GPU_CHUNK_KEYS), held
+ * against the memory hook; gpu_free_staging frees them and gives them back. */
+cpht_status gpu_ensure_staging(cpht_table *t, size_t n);
+void		gpu_free_staging(gpu_state *st);
+
+/* The ops table's find_or_put, find and erase (device_ops.h): a batch of
+ * host arrays in chunks through the transfer buffers. */
+cpht_status gpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status,
+							uint64_t *homeless, size_t *nhomeless, cpht_tally *tally,
+							uint64_t log_at);
+cpht_status gpu_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found);
+cpht_status gpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present,
+					  int to_empty, cpht_tally *tally, uint64_t log_at);
 
 /* ---- backend (gpu_device.cu) -------------------------------------------- */
 

@@ -15,7 +15,7 @@
  * of keys: one pass routes each key once and counts, a second places the
  * keys by the stored routes), every shard runs its part at once on its own
  * host thread (a GPU shard's thread makes its device current,
- * kernels/gpu/gpu_device.cu), and the answers go back to the keys' input
+ * kernels/gpu/gpu_probe.cu), and the answers go back to the keys' input
  * positions by the same routes, again in parallel over blocks.  The pieces
  * form a pipeline over two split buffers: while the shards run piece i
  * from one, the calling thread puts piece i-1's answers back from the other

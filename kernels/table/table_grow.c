@@ -50,7 +50,7 @@
 
 /*
  * Fill (keys in buckets over slots) past which a find-or-put grows the
- * table before it runs: a little above the sizing targets of table.c
+ * table before it runs: a little above the sizing targets of table_sizing.c
  * (80 % and 90 %), below where keys start to find no slot on random keys
  * (iceberg with 8-slot secondary buckets 86-88 %, with 16-slot ones 90 %
  * (table_iceberg_levels), cuckoo near 95 %), so that growth is rarely a

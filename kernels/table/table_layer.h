@@ -14,18 +14,25 @@
 double		table_clock_ms(void);
 void		table_call_begin(cpht_table *t);
 cpht_status table_call_end(cpht_table *t, cpht_status rc);
-/* table.c: level geometry of t from t->params (slot widths resolved) */
+/* table.c: printf into errbuf (when given) a parameter's or creation's
+ * failure; returns `code` */
+cpht_status table_param_fail(char *errbuf, size_t errlen, cpht_status code, const char *fmt,...)
+#ifdef __GNUC__
+			__attribute__((format(printf, 4, 5)))
+#endif
+			;
+/* table_sizing.c: level geometry of t from t->params (slot widths resolved) */
 cpht_status table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen);
-/* table.c: an iceberg table's levels for about `primary` primary buckets
+/* table_sizing.c: an iceberg table's levels for about `primary` primary buckets
  * (secondary buckets of 16 slots from ICEBERG_WIDE_FROM primary buckets
  * on, else 8), and whether a table's levels are such */
 #define ICEBERG_WIDE_FROM 64
 void		table_iceberg_levels(cpht_params *p, double primary);
 int			table_iceberg_sized(const cpht_params *p);
-/* table.c: the kind's levels for at least `primary` primary buckets that
+/* table_sizing.c: the kind's levels for at least `primary` primary buckets that
  * take the fewest bytes (more buckets where that narrows the slots) */
 void		table_size_levels(cpht_params *p, double primary);
-/* table.c: the widest key (folded with signed_keys) the slots hold */
+/* table_sizing.c: the widest key (folded with signed_keys) the slots hold */
 int			table_slot_key_bits(const cpht_table *t);
 
 /* table_grow.c: the kind's safe fill (growth starts past it) and growth */
