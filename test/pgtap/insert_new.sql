@@ -352,7 +352,7 @@ GRANT SELECT ON in_target TO in_reader;
 TRUNCATE in_target;
 
 -- The text value of a query run as role, or its SQLSTATE.
-CREATE FUNCTION pg_temp.as_role(role text, sql text) RETURNS text LANGUAGE plpgsql AS $$
+CREATE FUNCTION pg_temp.result_as_role(role text, sql text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
 	r text;
 BEGIN
@@ -368,20 +368,20 @@ END $$;
 
 -- a table that is not transactional: a refused call must put nothing
 SELECT cpht_create(100000, transactional => false) AS hp \gset
-SELECT is(pg_temp.as_role('in_reader', format('SELECT cpht_insert_new(%s, %L, %L)', :hp, 'in_staging', 'in_target')),
+SELECT is(pg_temp.result_as_role('in_reader', format('SELECT cpht_insert_new(%s, %L, %L)', :hp, 'in_staging', 'in_target')),
 	'42501', 'without INSERT on the target: 42501');
 SELECT is(cpht_count(:hp), 0::bigint, 'before any key was put (a table that is not transactional)');
 REVOKE SELECT ON in_staging FROM in_loader;
 GRANT SELECT (id) ON in_staging TO in_loader;
-SELECT is(pg_temp.as_role('in_loader', format('SELECT cpht_insert_new(%s, %L, %L)', :hp, 'in_staging', 'in_target')),
+SELECT is(pg_temp.result_as_role('in_loader', format('SELECT cpht_insert_new(%s, %L, %L)', :hp, 'in_staging', 'in_target')),
 	'42501', 'with SELECT on the key column only: 42501 (the rows are read whole)');
-SELECT is(pg_temp.as_role('in_loader', format('SELECT cpht_insert_new(%s, %L, %L)', :hp, 'in_view', 'in_target')),
+SELECT is(pg_temp.result_as_role('in_loader', format('SELECT cpht_insert_new(%s, %L, %L)', :hp, 'in_view', 'in_target')),
 	'42501', 'the same through cpht_fop_rows');
 SELECT is(cpht_count(:hp), 0::bigint, 'and no key was put');
 GRANT SELECT ON in_staging TO in_loader;
 CREATE POLICY in_even ON in_staging FOR SELECT USING (id % 2 = 0);
 ALTER TABLE in_staging ENABLE ROW LEVEL SECURITY;
-SELECT is(pg_temp.as_role('in_loader', format('SELECT cpht_insert_new(%s, %L, %L)', :hp, 'in_staging', 'in_target')),
+SELECT is(pg_temp.result_as_role('in_loader', format('SELECT cpht_insert_new(%s, %L, %L)', :hp, 'in_staging', 'in_target')),
 	(SELECT count(DISTINCT id)::text FROM in_staging WHERE id % 2 = 0),
 	'under a row-level security policy of the source only the visible rows are inserted');
 SELECT is((SELECT count(*) FROM in_target WHERE id % 2 = 1), 0::bigint, 'no row the policy hides');

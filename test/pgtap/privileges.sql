@@ -10,20 +10,6 @@ SELECT plan(27);
 
 \ir include/shared_sessions.psql
 
-CREATE FUNCTION pg_temp.as_role(role text, sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	result text := 'ok';
-BEGIN
-	EXECUTE format('SET LOCAL ROLE %I', role);
-	BEGIN
-		EXECUTE sql;
-	EXCEPTION WHEN OTHERS THEN
-		result := SQLSTATE;
-	END;
-	RESET ROLE;
-	RETURN result;
-END $$;
-
 -- ---- both modes: the grants of the functions --------------------------------------
 CREATE ROLE cpht_pv_plain NOLOGIN;
 CREATE ROLE cpht_pv_checkpointer NOLOGIN IN ROLE pg_checkpoint;
@@ -88,18 +74,18 @@ BEGIN
 	PERFORM dblink_exec('p', 'GRANT cpht_pv_b TO cpht_pv_a');
 
 	PERFORM dblink_exec('p', 'SET ROLE cpht_pv_a');
-	SELECT state INTO res FROM pg_temp.remote_state('p',
+	res := pg_temp.remote_state('p',
 		$q$SELECT cpht_create(100, name => 'pv_t')$q$);
 	RETURN NEXT is(res, '42501', 'a role without CREATE on the database may not create a shared table (42501)');
-	SELECT state INTO res FROM pg_temp.remote_state('p',
+	res := pg_temp.remote_state('p',
 		$q$SELECT cpht_create(100, name => 'pv_d', durable => true)$q$);
 	RETURN NEXT is(res, '42501', '... nor a durable one (42501)');
-	SELECT state INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_drop(cpht_create(100))$q$);
+	res := pg_temp.remote_state('p', $q$SELECT cpht_drop(cpht_create(100))$q$);
 	RETURN NEXT is(res, 'ok', '... but may create private tables');
 	PERFORM dblink_exec('p', 'RESET ROLE');
 	PERFORM dblink_exec('p', format('GRANT CREATE ON DATABASE %I TO cpht_pv_a', db));
 	PERFORM dblink_exec('p', 'SET ROLE cpht_pv_a');
-	SELECT state INTO res FROM pg_temp.remote_state('p',
+	res := pg_temp.remote_state('p',
 		$q$SELECT cpht_create(100, name => 'pv_t')$q$);
 	RETURN NEXT is(res, 'ok', 'after GRANT CREATE ON DATABASE it may');
 	PERFORM dblink_exec('p', 'RESET ROLE');
@@ -116,9 +102,9 @@ BEGIN
 	RETURN NEXT is(pg_temp.as_role('cpht_pv_c', $q$SELECT cpht_alter_owner('pv_t', 'cpht_pv_c')$q$), '42501',
 		'a role without the owner''s privileges may not change its owner (42501)');
 	PERFORM dblink_exec('p', 'SET ROLE cpht_pv_a');
-	SELECT state INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_alter_owner('pv_t', 'cpht_pv_c')$q$);
+	res := pg_temp.remote_state('p', $q$SELECT cpht_alter_owner('pv_t', 'cpht_pv_c')$q$);
 	RETURN NEXT is(res, '42501', 'the owner may not give it to a role it is not a member of (42501)');
-	SELECT state INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_alter_owner('pv_t', 'cpht_pv_b')$q$);
+	res := pg_temp.remote_state('p', $q$SELECT cpht_alter_owner('pv_t', 'cpht_pv_b')$q$);
 	RETURN NEXT is(res, 'ok', 'the owner may give it to a role it is a member of');
 	PERFORM dblink_exec('p', 'RESET ROLE');
 	RETURN NEXT is((SELECT owner FROM cpht_tables() WHERE name = 'pv_t'), 'cpht_pv_b'::regrole,
@@ -127,7 +113,7 @@ BEGIN
 		'the new owner may use it');
 
 	-- DROP ROLE, REASSIGN OWNED, DROP OWNED
-	RETURN NEXT is((SELECT state FROM pg_temp.remote_state('p', 'DROP ROLE cpht_pv_b')), '2BP01',
+	RETURN NEXT is((pg_temp.remote_state('p', 'DROP ROLE cpht_pv_b')), '2BP01',
 		'DROP ROLE of a role that owns a shared table is refused (2BP01)');
 	PERFORM dblink_exec('p', 'BEGIN');
 	PERFORM dblink_exec('p', 'REASSIGN OWNED BY cpht_pv_b TO cpht_pv_c');
@@ -144,7 +130,7 @@ BEGIN
 	PERFORM dblink_exec('p', 'DROP OWNED BY cpht_pv_c');
 	RETURN NEXT is((SELECT count(*) FROM cpht_tables() WHERE name = 'pv_t'), 0::bigint,
 		'DROP OWNED drops the shared tables of the role');
-	RETURN NEXT is((SELECT state FROM pg_temp.remote_state('p', 'DROP ROLE cpht_pv_c')), 'ok',
+	RETURN NEXT is((pg_temp.remote_state('p', 'DROP ROLE cpht_pv_c')), 'ok',
 		'DROP ROLE once it owns none');
 
 	-- one database holds at most cpht.max_shared_tables_per_database
@@ -161,14 +147,14 @@ BEGIN
 		'the worker takes a new cpht.max_shared_tables_per_database on reload');
 	PERFORM pg_temp.remote('p', $q$SELECT cpht_create(100, name => 'pv_l1')$q$);
 	PERFORM pg_temp.remote('p', $q$SELECT cpht_create(100, name => 'pv_l2')$q$);
-	SELECT state INTO res FROM pg_temp.remote_state('p', $q$SELECT cpht_create(100, name => 'pv_l3')$q$);
+	res := pg_temp.remote_state('p', $q$SELECT cpht_create(100, name => 'pv_l3')$q$);
 	RETURN NEXT is(res, '53400', 'a database at cpht.max_shared_tables_per_database may create no more (53400)');
 	PERFORM dblink_exec('p', format('DROP DATABASE IF EXISTS %I', other_db));
 	PERFORM dblink_exec('p', format('CREATE DATABASE %I', other_db));
 	PERFORM dblink_connect('o', format('dbname=%s port=%s host=%s options=''-c cpht.device=cpu''',
 		other_db, current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1)));
 	PERFORM dblink_exec('o', 'CREATE EXTENSION cpht');
-	SELECT state INTO res FROM pg_temp.remote_state('o', $q$SELECT cpht_create(100, name => 'pv_l3')$q$);
+	res := pg_temp.remote_state('o', $q$SELECT cpht_create(100, name => 'pv_l3')$q$);
 	RETURN NEXT is(res, 'ok', 'another database may still create one');
 	PERFORM dblink_disconnect('o');
 	PERFORM dblink_exec('p', format('DROP DATABASE %I', other_db));
@@ -180,15 +166,6 @@ BEGIN
 	PERFORM dblink_exec('p', format('REVOKE CREATE ON DATABASE %I FROM cpht_pv_a', db));
 	PERFORM dblink_exec('p', 'DROP ROLE cpht_pv_a');
 	PERFORM dblink_disconnect('p');
-END $$;
-
--- Runs sql in dblink session conn: 'ok' or the SQLSTATE it failed with.
-CREATE FUNCTION pg_temp.remote_state(conn text, sql text, OUT state text) LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM * FROM dblink(conn, sql) AS t(v text);
-	state := 'ok';
-EXCEPTION WHEN OTHERS THEN
-	state := SQLSTATE;
 END $$;
 
 SELECT pg_temp.shared_tests();

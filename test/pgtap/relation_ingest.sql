@@ -149,7 +149,7 @@ ALTER TABLE ri_staging ENABLE ROW LEVEL SECURITY;
 SELECT cpht_create(100000) AS hs \gset
 
 -- The text value of a query run as role, or its SQLSTATE.
-CREATE FUNCTION pg_temp.as_role(role text, sql text) RETURNS text LANGUAGE plpgsql AS $$
+CREATE FUNCTION pg_temp.result_as_role(role text, sql text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
 	r text;
 BEGIN
@@ -163,7 +163,7 @@ BEGIN
 	RETURN r;
 END $$;
 
-SELECT is(pg_temp.as_role('ri_reader', format('SELECT cpht_fop_relation(%s, %L)', :hs, 'ri_staging')),
+SELECT is(pg_temp.result_as_role('ri_reader', format('SELECT cpht_fop_relation(%s, %L)', :hs, 'ri_staging')),
 	(SELECT count(*)::text FROM ri_oracle WHERE id % 2 = 0),
 	'under a row-level security policy only the visible keys are put');
 SELECT is(cpht_find(:hs, ARRAY(SELECT id FROM ri_oracle WHERE id % 2 = 1)),
@@ -172,13 +172,13 @@ SELECT is(cpht_find(:hs, ARRAY(SELECT id FROM ri_oracle WHERE id % 2 = 1)),
 SELECT is(cpht_fop_relation(:hs, 'ri_staging'), (SELECT count(*) FROM ri_oracle WHERE id % 2 = 1),
 	'the owner, whom the policy does not restrict, puts the rest');
 ALTER TABLE ri_staging DISABLE ROW LEVEL SECURITY;
-SELECT is(pg_temp.as_role('ri_stranger', format('SELECT cpht_fop_relation(%s, %L)', :hs, 'ri_staging')),
+SELECT is(pg_temp.result_as_role('ri_stranger', format('SELECT cpht_fop_relation(%s, %L)', :hs, 'ri_staging')),
 	'42501', 'without SELECT on the table: 42501');
-SELECT is(pg_temp.as_role('ri_stranger', format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', :hs, 'ri_staging')),
+SELECT is(pg_temp.result_as_role('ri_stranger', format('SELECT count(*) FROM cpht_fop_new_relation(%s, %L)', :hs, 'ri_staging')),
 	'42501', 'the same for cpht_fop_new_relation');
-SELECT is(pg_temp.as_role('ri_column_reader', format('SELECT cpht_fop_relation(%s, %L)', :hs, 'ri_staging')),
+SELECT is(pg_temp.result_as_role('ri_column_reader', format('SELECT cpht_fop_relation(%s, %L)', :hs, 'ri_staging')),
 	'0', 'SELECT on the key column is enough');
-SELECT is(pg_temp.as_role('ri_column_reader', format('SELECT cpht_fop_relation(%s, %L, %L)', :hs, 'ri_staging', 'small_id')),
+SELECT is(pg_temp.result_as_role('ri_column_reader', format('SELECT cpht_fop_relation(%s, %L, %L)', :hs, 'ri_staging', 'small_id')),
 	'42501', 'but not for another column: 42501');
 
 -- errors

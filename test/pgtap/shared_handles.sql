@@ -9,20 +9,6 @@ SELECT plan(16);
 
 \ir include/shared_sessions.psql
 
-CREATE FUNCTION pg_temp.as_role(role text, sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	result text := 'ok';
-BEGIN
-	EXECUTE format('SET LOCAL ROLE %I', role);
-	BEGIN
-		EXECUTE sql;
-	EXCEPTION WHEN OTHERS THEN
-		result := SQLSTATE;
-	END;
-	RESET ROLE;
-	RETURN result;
-END $$;
-
 -- The SQLSTATE, message and detail sql fails with in dblink session
 -- conn, or 'ok'.
 CREATE FUNCTION pg_temp.remote_message(conn text, sql text) RETURNS text LANGUAGE plpgsql AS $$
@@ -35,15 +21,6 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
 	GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
 	RETURN SQLSTATE || ' ' || msg || ' / ' || detail;
-END $$;
-
--- The SQLSTATE sql fails with in dblink session conn, or 'ok'.
-CREATE FUNCTION pg_temp.remote_state(conn text, sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM * FROM dblink(conn, sql) AS t(v text);
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE;
 END $$;
 
 CREATE FUNCTION pg_temp.handle_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$

@@ -13,15 +13,6 @@ SET LOCAL cpht.device = cpu;
 
 \ir include/shared_sessions.psql
 
--- 'ok', or the SQLSTATE sql failed with in dblink session conn.
-CREATE FUNCTION pg_temp.try_remote(conn text, sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM * FROM dblink(conn, sql) AS t(v text);
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE;
-END $$;
-
 -- Puts keys [lo, lo + n) into the shared table `name` from dblink session
 -- conn.
 CREATE FUNCTION pg_temp.put_sql(name text, lo bigint, n bigint) RETURNS text LANGUAGE sql AS $$
@@ -66,7 +57,7 @@ BEGIN
 	-- batches of 100,000 keys, each committed, until one is refused: 4M
 	-- keys would take 9.2MB of slots
 	LOOP
-		st := pg_temp.try_remote('a', pg_temp.put_sql('mcap_grow', batches * 100000::bigint + 1, 100000));
+		st := pg_temp.remote_state('a', pg_temp.put_sql('mcap_grow', batches * 100000::bigint + 1, 100000));
 		EXIT WHEN st <> 'ok' OR batches >= 40;
 		batches := batches + 1;
 	END LOOP;
@@ -97,7 +88,7 @@ BEGIN
 	PERFORM pg_temp.remote('a', pg_temp.put_sql('mcap_txn', 1, 10000));
 	PERFORM dblink_exec('a', 'SAVEPOINT s');
 	-- 1M pending keys need a 9MB undo list in the worker
-	RETURN NEXT is(pg_temp.try_remote('a', pg_temp.put_sql('mcap_txn', 100001, 1000000)), '53400',
+	RETURN NEXT is(pg_temp.remote_state('a', pg_temp.put_sql('mcap_txn', 100001, 1000000)), '53400',
 		'a transaction''s pending keys past its owner''s cap are refused with 53400');
 	PERFORM dblink_exec('a', 'ROLLBACK TO SAVEPOINT s');
 	PERFORM pg_temp.remote('a', pg_temp.put_sql('mcap_txn', 10001, 1000));
@@ -111,12 +102,12 @@ BEGIN
 	PERFORM dblink_exec('b', 'BEGIN');
 	PERFORM pg_temp.remote('b', pg_temp.put_sql('mcap_txn', 1000001, 100000));
 	PERFORM dblink_exec('a', 'BEGIN');
-	RETURN NEXT is(pg_temp.try_remote('a', pg_temp.put_sql('mcap_txn', 3000001, 1)), '53400',
+	RETURN NEXT is(pg_temp.remote_state('a', pg_temp.put_sql('mcap_txn', 3000001, 1)), '53400',
 		'another open transaction''s pending keys count against the owner''s cap');
 	PERFORM dblink_exec('a', 'ROLLBACK');
 	PERFORM dblink_exec('b', 'COMMIT');
 	PERFORM dblink_exec('a', 'BEGIN');
-	RETURN NEXT is(pg_temp.try_remote('a', pg_temp.put_sql('mcap_txn', 3000001, 1)), 'ok',
+	RETURN NEXT is(pg_temp.remote_state('a', pg_temp.put_sql('mcap_txn', 3000001, 1)), 'ok',
 		'... and once it committed, the same write fits');
 	PERFORM dblink_exec('a', 'COMMIT');
 	RETURN NEXT is(pg_temp.count_of('mcap_txn'), 111001::bigint, '... and both transactions'' keys are there');
@@ -131,7 +122,7 @@ BEGIN
 	PERFORM dblink_exec('b', 'SET ROLE cpht_t_rolecap');
 	PERFORM pg_temp.remote('b', $q$SELECT cpht_create(1000, transactional => false, name => 'mcap_rolecap')$q$);
 	PERFORM dblink_exec('b', 'RESET ROLE');
-	RETURN NEXT is(pg_temp.try_remote('b', pg_temp.put_sql('mcap_rolecap', 1, 4000000)), '53400',
+	RETURN NEXT is(pg_temp.remote_state('b', pg_temp.put_sql('mcap_rolecap', 1, 4000000)), '53400',
 		'a table a superuser made after SET ROLE to a role capped by ALTER ROLE ... SET is held to that cap (53400)');
 	PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('mcap_rolecap'))$q$);
 	PERFORM dblink_exec('p', format('REVOKE CREATE ON DATABASE %I FROM cpht_t_rolecap', current_database()));
@@ -141,10 +132,10 @@ BEGIN
 	-- each table takes about 6MB of the 8MB cap: the role creates one,
 	-- gives it to its group, creates another and gives that too
 	PERFORM pg_temp.remote('a', $q$SELECT cpht_create(2500000, transactional => false, name => 'mcap_give1')$q$);
-	RETURN NEXT is(pg_temp.try_remote('a', $q$SELECT cpht_alter_owner('mcap_give1', 'cpht_t_capgroup')$q$), 'ok',
+	RETURN NEXT is(pg_temp.remote_state('a', $q$SELECT cpht_alter_owner('mcap_give1', 'cpht_t_capgroup')$q$), 'ok',
 		'a capped role gives a table within its cap to a role of its own');
 	PERFORM pg_temp.remote('a', $q$SELECT cpht_create(2500000, transactional => false, name => 'mcap_give2')$q$);
-	RETURN NEXT is(pg_temp.try_remote('a', $q$SELECT cpht_alter_owner('mcap_give2', 'cpht_t_capgroup')$q$), '53400',
+	RETURN NEXT is(pg_temp.remote_state('a', $q$SELECT cpht_alter_owner('mcap_give2', 'cpht_t_capgroup')$q$), '53400',
 		'... but a second one that would take the new owner past the tables'' cap is refused with 53400');
 	RETURN NEXT is((SELECT string_agg(name || ' ' || owner, ', ' ORDER BY name) FROM cpht_tables() WHERE name LIKE 'mcap_give%'),
 		'mcap_give1 cpht_t_capgroup, mcap_give2 cpht_t_capped', '... and it stays with its owner');
@@ -172,7 +163,7 @@ BEGIN
 		RETURN NEXT is(msg, '53400 shared cpht table "mcap_server_big" would exceed cpht.max_shared_memory',
 			'a shared table larger than cpht.max_shared_memory leaves is refused with 53400, for a superuser too');
 		PERFORM pg_temp.remote('a', $q$SELECT cpht_create(1000, transactional => false, name => 'mcap_server')$q$);
-		RETURN NEXT is(pg_temp.try_remote('a', pg_temp.put_sql('mcap_server', 1, 4000000)), '53400',
+		RETURN NEXT is(pg_temp.remote_state('a', pg_temp.put_sql('mcap_server', 1, 4000000)), '53400',
 			'growing a table of an uncapped owner past cpht.max_shared_memory is refused with 53400');
 		RETURN NEXT is(pg_temp.count_of('mcap_server'), 0::bigint, '... and the refused call left no key');
 		PERFORM pg_temp.remote('p', $q$SELECT cpht_drop(cpht_open('mcap_server'))$q$);

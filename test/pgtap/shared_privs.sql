@@ -6,22 +6,6 @@ SELECT plan(10);
 
 \ir include/shared_sessions.psql
 
--- Runs sql as role and returns 'ok' or the SQLSTATE it failed with; pgTAP
--- itself runs as the superuser again.
-CREATE FUNCTION pg_temp.as_role(role text, sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	result text := 'ok';
-BEGIN
-	EXECUTE format('SET LOCAL ROLE %I', role);
-	BEGIN
-		EXECUTE sql;
-	EXCEPTION WHEN OTHERS THEN
-		result := SQLSTATE;
-	END;
-	RESET ROLE;
-	RETURN result;
-END $$;
-
 CREATE FUNCTION pg_temp.privilege_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	why text := pg_temp.why_skip();
