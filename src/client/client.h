@@ -161,4 +161,14 @@ extern void cpht_xact_end_note_write(TransactionId top_xid, TransactionId sub_xi
 /* xact_end.c: registers the transaction callbacks (from _PG_init). */
 extern void cpht_xact_end_init(void);
 
+/*
+ * xact_end.c: statements a backend notes to tell the worker at commit
+ * (db_drop.c, owners.c), each item of `size` bytes with its int nesting
+ * level at `level_offset`: a subtransaction's abort drops the items noted
+ * in it, its commit hands them to its parent.  `event` is the subtransaction
+ * callback's; other events change nothing.
+ */
+extern void cpht_noted_subxact_end(int event, void *items, int *n, size_t size,
+								   size_t level_offset);
+
 #endif							/* CPHT_CLIENT_H */

@@ -190,26 +190,10 @@ static void
 at_subxact_event(SubXactEvent event, SubTransactionId mySubid,
 				 SubTransactionId parentSubid, void *arg)
 {
-	int			level = GetCurrentTransactionNestLevel();
-
 	(void) mySubid;
 	(void) parentSubid;
 	(void) arg;
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		int			kept = 0;
-
-		for (int i = 0; i < nnoted; i++)
-			if (noted[i].level < level)
-				noted[kept++] = noted[i];
-		nnoted = kept;
-	}
-	else if (event == SUBXACT_EVENT_COMMIT_SUB)
-	{
-		for (int i = 0; i < nnoted; i++)
-			if (noted[i].level >= level)
-				noted[i].level = level - 1;
-	}
+	cpht_noted_subxact_end(event, noted, &nnoted, sizeof(noted[0]), offsetof(NotedDrop, level));
 }
 
 void

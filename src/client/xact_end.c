@@ -137,3 +137,32 @@ cpht_xact_end_init(void)
 	RegisterXactCallback(at_xact_event, NULL);
 	RegisterSubXactCallback(at_subxact_event, NULL);
 }
+
+void
+cpht_noted_subxact_end(int event, void *items, int *n, size_t size, size_t level_offset)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	char	   *base = items;
+
+#define LEVEL_OF(i) ((int *) (base + (size_t) (i) * size + level_offset))
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		int			kept = 0;
+
+		for (int i = 0; i < *n; i++)
+			if (*LEVEL_OF(i) < level)
+			{
+				if (kept != i)
+					memcpy(base + (size_t) kept * size, base + (size_t) i * size, size);
+				kept++;
+			}
+		*n = kept;
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		for (int i = 0; i < *n; i++)
+			if (*LEVEL_OF(i) >= level)
+				*LEVEL_OF(i) = level - 1;
+	}
+#undef LEVEL_OF
+}
