@@ -1,8 +1,8 @@
 #!/bin/bash
-# The upgrade path: a database that installed cpht 0.1 and used it, and one
-# that installed 0.2 (whose update changes privileges: cpht_checkpoint and
-# the file functions are no longer PUBLIC), are brought up with ALTER
-# EXTENSION cpht UPDATE, and must then each be the same extension as
+# The upgrade path: databases that installed cpht 0.1, 0.2 and 0.3 and used
+# them (the update from 0.2 changes privileges: cpht_checkpoint and the file
+# functions are no longer PUBLIC) are brought up with ALTER EXTENSION cpht
+# UPDATE, and must then each be the same extension as
 # a fresh CREATE EXTENSION cpht: the default version, and every member
 # object with the same definition, volatility, parallel safety, strictness,
 # costs, privileges and comment.  Then the catalog and API tests
@@ -15,12 +15,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 UPGRADED=cpht_upgraded
 UPGRADED_02=cpht_upgraded_02
+UPGRADED_03=cpht_upgraded_03
 FRESH=cpht_fresh
 
 q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 
 default=$(sed -n "s/^[[:space:]]*default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" cpht.control)
-for db in $UPGRADED $UPGRADED_02 $FRESH; do
+for db in $UPGRADED $UPGRADED_02 $UPGRADED_03 $FRESH; do
 	q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 done
 
@@ -65,6 +66,24 @@ if [ "$check" != "$want" ]; then
 	echo "$want"
 	exit 1
 fi
+# The same from 0.3, in use.
+check=$(q -At -d $UPGRADED_03 <<'SQL'
+CREATE EXTENSION cpht VERSION '0.3';
+SELECT cpht_create(1000) AS h \gset
+SELECT cpht_put(:h, '{1,2,3}') AS put_before;
+ALTER EXTENSION cpht UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'cpht';
+SELECT cpht_count(:h) || ' ' || cpht_fop(:h, '{3,4}')::text;
+SQL
+)
+want=$(printf '3\n%s\n3 {f,t}' "$default")
+if [ "$check" != "$want" ]; then
+	echo "upgrade-check: FAILED: 0.3 in use, then ALTER EXTENSION cpht UPDATE: got"
+	echo "$check"
+	echo "upgrade-check: want (put before, extversion, count and find-or-put after)"
+	echo "$want"
+	exit 1
+fi
 q -d $FRESH -c "CREATE EXTENSION cpht"
 
 # Every member of the extension, described by pg_depend, one line per fact.
@@ -102,7 +121,7 @@ upgraded_members=$(mktemp)
 fresh_members=$(mktemp)
 trap 'rm -f "$upgraded_members" "$fresh_members"' EXIT
 members $FRESH > "$fresh_members"
-for pair in "0.1:$UPGRADED" "0.2:$UPGRADED_02"; do
+for pair in "0.1:$UPGRADED" "0.2:$UPGRADED_02" "0.3:$UPGRADED_03"; do
 	from=${pair%%:*}
 	db=${pair#*:}
 	members "$db" > "$upgraded_members"
@@ -118,6 +137,6 @@ done
 q -d $UPGRADED -c "CREATE EXTENSION pgtap"
 pg_prove -d $UPGRADED --failures test/pgtap/api.sql
 
-for db in $UPGRADED $UPGRADED_02 $FRESH; do
+for db in $UPGRADED $UPGRADED_02 $UPGRADED_03 $FRESH; do
 	q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db"
 done
