@@ -41,6 +41,7 @@ int			cpht_batch_memory_kb = 128 * 1024;
 /* Durable shared tables (worker/durable_rounds.c) */
 int			cpht_snapshot_interval = 300;	/* seconds; 0: no timed rounds */
 int			cpht_snapshot_wal = 1024;	/* MB of WAL; 0: no such rounds */
+int			cpht_debug_round_delay = 0; /* ms; tests only */
 
 /* The cpht worker's shared memory (shmem/shmem.c) and quota (worker/quota.c) */
 int			cpht_max_shared_tables = 64;
@@ -256,6 +257,13 @@ cpht_guc_define(void)
 							&cpht_snapshot_wal,
 							1024, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cpht.debug_round_delay",
+							"Tests only: the cpht worker waits this long before the snapshot round that follows a checkpoint.",
+							"It widens the window in which a base backup could copy files older than its start, which checkpoints must not allow.",
+							&cpht_debug_round_delay,
+							0, 0, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 
 	/*

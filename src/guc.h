@@ -47,6 +47,8 @@ extern int	cpht_batch_memory_kb;
  * cpht.snapshot_wal (MB), reloadable */
 extern int	cpht_snapshot_interval;
 extern int	cpht_snapshot_wal;
+/* Tests only: ms the worker waits before a round after a checkpoint */
+extern int	cpht_debug_round_delay;
 
 /* The worker's shared memory: postmaster settings, defined only while
  * preloading (their defaults stand on a plain server) */

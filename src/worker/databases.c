@@ -234,19 +234,47 @@ existing_databases(Oid **oids, int *n)
 	return ok;
 }
 
+/* The databases that existed when the worker last read pg_database
+ * (TopMemoryContext); none read yet, or it could not be read. */
+static Oid *existing = NULL;
+static int	nexisting = 0;
+
+/*
+ * Reads the existing databases for cpht_worker_drop_orphans, once, before
+ * the worker restores the durable tables and holds checkpoints
+ * (durable_hold.c: its transaction must come first).  No database is
+ * created with shared tables, nor dropped unseen, before that sweep: the
+ * worker serves no request in between, and a drop that comes later is
+ * sent to the worker (cpht_worker_drop_pending).
+ */
+void
+cpht_worker_read_databases(void)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	Oid		   *oids;
+	int			n;
+
+	if (existing_databases(&oids, &n))
+	{
+		existing = oids;
+		nexisting = n;
+	}
+	MemoryContextSwitchTo(old);
+}
+
 void
 cpht_worker_drop_orphans(void)
 {
 	CphtControl *ctl = cpht_control;
-	Oid		   *exist;
-	int			nexist;
+	Oid		   *exist = existing;
+	int			nexist = nexisting;
 	Oid		   *gone;
 	int			ngone = 0,
 				maxgone = 16;
 	DIR		   *dir;
 	struct dirent *de;
 
-	if (!existing_databases(&exist, &nexist))
+	if (exist == NULL)
 		return;
 	gone = palloc(sizeof(Oid) * maxgone);
 	/* the databases of shared tables and of snapshot files */
@@ -287,5 +315,7 @@ cpht_worker_drop_orphans(void)
 	for (int i = 0; i < ngone; i++)
 		(void) drop_database(gone[i], true);
 	pfree(gone);
-	pfree(exist);
+	pfree(existing);
+	existing = NULL;
+	nexisting = 0;
 }

@@ -161,6 +161,15 @@ cpht_durable_poll(void)
 	{
 		if (RecoveryInProgress())
 			return;
+		/*
+		 * The worker's one transaction (the existing databases, for the
+		 * sweep after the restore) runs before checkpoints are held: a
+		 * transaction's end would let a waiting checkpoint go on early
+		 * (durable_hold.c).  From here on a checkpoint waits for the
+		 * restore and the round after it.
+		 */
+		cpht_worker_read_databases();
+		durable_hold_checkpoints();
 		restoring = true;
 		durable_restore_all();
 		restoring = false;
@@ -183,6 +192,8 @@ cpht_durable_poll(void)
 		PG_TRY();
 		{
 			(void) cpht_durable_checkpoint(true);
+			/* every file is current: WAL kept for the restore goes */
+			cpht_kept_wal_remove();
 		}
 		PG_CATCH();
 		{

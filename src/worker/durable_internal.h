@@ -1,7 +1,8 @@
 /*
- * worker/durable_internal.h — the state the three files of durable tables
- * in the cpht worker share: durable.c (which defines it), durable_rounds.c
- * and durable_restore.c.  Nothing else includes it; the rest of the worker
+ * worker/durable_internal.h — the state the files of durable tables in
+ * the cpht worker share: durable.c (which defines it), durable_rounds.c,
+ * durable_restore.c, durable_hold.c and durable_wal_keep.c (the last runs
+ * in the startup process too, and uses none of the state).  Nothing else includes it; the rest of the worker
  * uses durable.h.  Only the worker process touches this state, one request
  * or round at a time: it needs no lock.
  */
@@ -77,6 +78,23 @@ extern int	durable_entry(XLogRecPtr create_lsn);
 extern XLogRecPtr durable_slot_restart_lsn(void);
 extern void durable_rounds_start(void);
 extern void durable_round_if_due(void);
+
+/* durable_hold.c: checkpoints wait for the worker (raised, or held on);
+ * a checkpoint waiting now goes on (its round has run); none waits. */
+extern void durable_hold_checkpoints(void);
+extern void durable_hold_let_go(void);
+extern void durable_hold_stop(void);
+
+/* durable_wal_keep.c: at the end of recovery (startup process), keeps
+ * the WAL segments of pg_wal in pg_cpht/wal/ when no slot keeps them; the
+ * restore's segment_open (pg_wal, then those), the oldest segment either
+ * has, and removing them once every file is current. */
+struct XLogReaderState;
+extern void cpht_wal_keep_at_end_of_recovery(void);
+extern void cpht_kept_wal_segment_open(struct XLogReaderState *state, XLogSegNo segno,
+									   TimeLineID *tli);
+extern XLogRecPtr cpht_kept_wal_oldest(void);
+extern void cpht_kept_wal_remove(void);
 
 /* durable_restore.c: restores every table of pg_cpht, then replays WAL;
  * run once, with restoring set, after recovery ended. */

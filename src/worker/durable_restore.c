@@ -642,7 +642,7 @@ replay(XLogRecPtr start, XLogRecPtr scan_from)
 	memset(&priv, 0, sizeof(priv));
 	reader = XLogReaderAllocate(wal_segment_size, NULL,
 								XL_ROUTINE(.page_read = read_local_xlog_page_no_wait,
-										   .segment_open = wal_segment_open,
+										   .segment_open = cpht_kept_wal_segment_open,
 										   .segment_close = wal_segment_close),
 								&priv);
 	if (reader == NULL)
@@ -709,35 +709,6 @@ replay(XLogRecPtr start, XLogRecPtr scan_from)
 		lose_all(reason);
 	}
 	XLogReaderFree(reader);
-}
-
-/* The start of the oldest WAL segment in pg_wal (Invalid: none). */
-static XLogRecPtr
-oldest_wal(void)
-{
-	DIR		   *dir = AllocateDir(XLOGDIR);
-	struct dirent *de;
-	XLogSegNo	oldest = 0;
-	bool		any = false;
-	XLogRecPtr	lsn;
-
-	while ((de = ReadDir(dir, XLOGDIR)) != NULL)
-	{
-		TimeLineID	tli;
-		XLogSegNo	segno;
-
-		if (!IsXLogFileName(de->d_name))
-			continue;
-		XLogFromFileName(de->d_name, &tli, &segno, wal_segment_size);
-		if (!any || segno < oldest)
-			oldest = segno;
-		any = true;
-	}
-	FreeDir(dir);
-	if (!any)
-		return InvalidXLogRecPtr;
-	XLogSegNoOffsetToRecPtr(oldest, 0, wal_segment_size, lsn);
-	return lsn;
 }
 
 /* restore_file, where an ERROR loses that file's table, not the worker */
@@ -857,7 +828,7 @@ durable_restore_all(void)
 	 * an EXACT record naming its file in the WAL there is, and the table
 	 * is lost if none comes.
 	 */
-	oldest = oldest_wal();
+	oldest = cpht_kept_wal_oldest();
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
 		if (!durable[i].live || XLogRecPtrIsInvalid(oldest) || durable[i].current_lsn >= oldest)

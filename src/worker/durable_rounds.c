@@ -49,6 +49,7 @@ static char slot_problem[CPHT_TEXT_LEN];
 static TimestampTz last_round = 0;
 static XLogRecPtr last_round_lsn = InvalidXLogRecPtr;
 static XLogRecPtr last_round_redo = InvalidXLogRecPtr;
+static XLogRecPtr failed_round_redo = InvalidXLogRecPtr;	/* a round that failed */
 static TimestampTz last_resolve_check = 0;
 
 /* Rounds: every table, the changed ones, or only those whose file keeps
@@ -488,6 +489,7 @@ cpht_durable_shutdown(void)
 
 		if (n > 0)
 			ereport(LOG, (errmsg("cpht worker saved %d durable shared tables", n)));
+		durable_hold_stop();
 	}
 	PG_CATCH();
 	{
@@ -798,26 +800,57 @@ void
 durable_round_if_due(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	RoundMode	mode;
+	RoundMode	mode = ROUND_CHANGED;
+	XLogRecPtr	redo = GetRedoRecPtr();
+	bool		due = true;
 
 	if (round_due())
+	{
 		mode = ROUND_CHANGED;
+		if (cpht_debug_round_delay > 0 && redo != last_round_redo)
+			(void) WaitLatch(NULL, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, cpht_debug_round_delay,
+							 PG_WAIT_EXTENSION);
+	}
 	else if (resolve_due())
 		mode = ROUND_RESOLVE;
 	else
-		return;
-	PG_TRY();
+		due = false;
+	if (due)
 	{
-		(void) snapshot_round(mode, false);
+		PG_TRY();
+		{
+			(void) snapshot_round(mode, false);
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(cxt);
+			EmitErrorReport();
+			FlushErrorState();
+			/* not again at once */
+			last_round = GetCurrentTimestamp();
+			last_round_lsn = GetXLogInsertRecPtr();
+			if (redo != last_round_redo)
+			{
+				/* a checkpoint waiting for this round goes on without it */
+				failed_round_redo = redo;
+				ereport(LOG,
+						(errmsg("cpht worker lets a checkpoint complete without the snapshot round after it"),
+						 errdetail("A base backup started by this checkpoint may lack durable shared tables changed since their last snapshot.")));
+			}
+		}
+		PG_END_TRY();
 	}
-	PG_CATCH();
+	/*
+	 * Checkpoints wait while the worker holds durable tables, until the
+	 * round after their redo position has run or failed (durable_hold.c).
+	 */
+	if (!wal_needed())
+		durable_hold_stop();
+	else
 	{
-		MemoryContextSwitchTo(cxt);
-		EmitErrorReport();
-		FlushErrorState();
-		/* not again at once */
-		last_round = GetCurrentTimestamp();
-		last_round_lsn = GetXLogInsertRecPtr();
+		durable_hold_checkpoints();
+		redo = GetRedoRecPtr();
+		if (redo == last_round_redo || redo == failed_round_redo)
+			durable_hold_let_go();
 	}
-	PG_END_TRY();
 }

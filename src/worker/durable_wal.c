@@ -6,6 +6,8 @@
  * order in WAL is the order in which the table changed.  Redo does
  * nothing: the startup process never touches a table (and never CUDA);
  * the worker reads these records itself when it starts (durable_restore.c).
+ * At the end of recovery the cleanup callback keeps the WAL segments a copy
+ * of the data directory needs for that (durable_wal_keep.c).
  */
 #include "postgres.h"
 
@@ -17,6 +19,7 @@
 #include "lib/stringinfo.h"
 
 #include "worker/durable.h"
+#include "worker/durable_internal.h"
 
 static void
 cpht_redo(XLogReaderState *record)
@@ -136,6 +139,8 @@ static RmgrData cpht_rmgr = {
 	.rm_redo = cpht_redo,
 	.rm_desc = cpht_desc,
 	.rm_identify = cpht_identify,
+	/* a copy of the data directory keeps the WAL its restore needs */
+	.rm_cleanup = cpht_wal_keep_at_end_of_recovery,
 };
 
 void

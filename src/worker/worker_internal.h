@@ -141,12 +141,14 @@ extern void cpht_worker_table_drop(int entry);
  * databases.c: the shared tables of dropped databases and of databases
  * whose cpht extension was dropped.  op_drop_database serves
  * CPHT_OP_DROP_DATABASE; drop_pending drops those noted for after the
- * restore of durable tables; drop_orphans, once per worker start after that
- * restore, drops the tables and snapshot files of databases that no longer
- * exist (pg_database), with a LOG line each.
+ * restore of durable tables; read_databases reads pg_database once per
+ * worker start, before that restore; drop_orphans, after it, drops the
+ * tables and snapshot files of databases that no longer existed then, with
+ * a LOG line each.
  */
 extern void cpht_worker_op_drop_database(CphtSlot *slot);
 extern void cpht_worker_drop_pending(void);
+extern void cpht_worker_read_databases(void);
 extern void cpht_worker_drop_orphans(void);
 
 #endif							/* CPHT_WORKER_INTERNAL_H */
