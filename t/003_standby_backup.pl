@@ -86,6 +86,10 @@ like($err, qr/not available on a standby/,
 	'the standby says durable tables are not available there');
 unlike($err, qr/Create it/, 'the standby does not suggest creating the table');
 like($err, qr/promoted/, 'the standby says they come back at promotion');
+($rc, $out, $err) = $standby->psql('postgres', 'SELECT count(*) FROM cpht_tables()');
+is($rc, 0, 'cpht_tables() runs on a standby');
+like($err, qr/durable shared cpht tables are not listed on a standby/,
+	'cpht_tables() on a standby says that durable tables are not listed there');
 
 # Contents of table $name on $node: "count missing present-of-others".
 sub contents

@@ -4,6 +4,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -222,6 +223,11 @@ cpht_tables(PG_FUNCTION_ARGS)
 
 	if (cpht_control == NULL)
 		return (Datum) 0;
+	/* a standby's worker holds no durable table: say so, not nothing */
+	if (RecoveryInProgress())
+		ereport(NOTICE,
+				(errmsg("durable shared cpht tables are not listed on a standby"),
+				 errdetail("The cpht worker restores them when the server is promoted; the primary lists them.")));
 	/* durable tables are listed once the worker restored them */
 	cpht_shared_wait_restored();
 	for (int i = 0; i < cpht_control->max_tables; i++)
