@@ -22,8 +22,7 @@ my $preload = q{
 shared_preload_libraries = 'cpht'
 cpht.transfer_windows = 2
 cpht.transfer_chunk = 65536
-cpht.device = cpu
-};
+} . 'cpht.device = ' . cpht_device() . "\n";
 
 # The worker's round after a checkpoint comes late: a backup could copy
 # pg_cpht/ before it, unless its start checkpoint waits for that round.
