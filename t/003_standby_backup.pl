@@ -102,7 +102,7 @@ TODO:
 	# The WAL of a backup begins at its start checkpoint; a file written
 	# before it is usable only through the EXACT record of the worker's
 	# round after that checkpoint, and a short backup often ends before
-	# that round (README, Durability: base backups).
+	# that round (docs/durability.md: standbys and base backups).
 	local $TODO = 'a backup that ends before the worker\'s next round lacks the WAL its snapshots need';
 	is(contents($copy, 'idle', 1, 1000, '0, 1001'), '1000 0 0',
 		'the copy of the backup has the idle table, exactly');
