@@ -18,9 +18,9 @@ SELECT setseed(0.2024) AS seeded \gset
 \set QUIET off
 
 \echo
-\echo '== 1. two million events are already loaded (events, primary key on id)'
+\echo '== 1. a million events are already loaded (events, primary key on id)'
 CREATE TABLE events (id bigint PRIMARY KEY, payload text NOT NULL);
-INSERT INTO events SELECT g * 5, 'old event ' || g FROM generate_series(1, 2000000) g;
+INSERT INTO events SELECT g * 5, 'old event ' || g FROM generate_series(1, 1000000) g;
 -- the same rows for PostgreSQL's own way, so that both start alike
 CREATE TABLE events_pg (id bigint PRIMARY KEY, payload text NOT NULL);
 INSERT INTO events_pg SELECT * FROM events;
@@ -32,14 +32,14 @@ VACUUM ANALYZE events_pg;
 \echo
 \echo '== 2. a shared cpht table of the ids seen, by name, seeded from events'
 -- once, outside a transaction block; any session opens it with cpht_open
-SELECT cpht_create(capacity => 10000000, name => 'seen_ids') > 0 AS created;
+SELECT cpht_create(capacity => 5000000, name => 'seen_ids') > 0 AS created;
 SELECT cpht_fop_relation(cpht_open('seen_ids'), 'events') AS ids_seeded;
 
 \echo
 \echo '== 3. the next batch arrives in staging: old ids, new ids, repeats'
 CREATE TABLE staging (id bigint NOT NULL, payload text NOT NULL);
 INSERT INTO staging
-	SELECT (random() * 20000000)::bigint, 'new event ' || g FROM generate_series(1, 2000000) g;
+	SELECT (random() * 10000000)::bigint, 'new event ' || g FROM generate_series(1, 1000000) g;
 \set QUIET on
 VACUUM ANALYZE staging;
 \set QUIET off
@@ -56,7 +56,7 @@ INSERT INTO events_pg SELECT * FROM staging ON CONFLICT (id) DO NOTHING;
 SELECT clock_timestamp() AS t2 \gset
 SELECT :'cpht_rows'::bigint AS "cpht_insert_new rows",
 	round(extract(epoch FROM :'t1'::timestamptz - :'t0'::timestamptz), 2) AS "cpht s",
-	(SELECT count(*) FROM events_pg) - 2000000 AS "ON CONFLICT rows",
+	(SELECT count(*) FROM events_pg) - 1000000 AS "ON CONFLICT rows",
 	round(extract(epoch FROM :'t2'::timestamptz - :'t1'::timestamptz), 2) AS "ON CONFLICT s",
 	round(extract(epoch FROM :'t2'::timestamptz - :'t1'::timestamptz)
 		/ nullif(extract(epoch FROM :'t1'::timestamptz - :'t0'::timestamptz), 0), 1) AS "ON CONFLICT / cpht",
@@ -67,7 +67,7 @@ SELECT :'cpht_rows'::bigint AS "cpht_insert_new rows",
 \echo '== 5. a load that rolls back forgets the ids of its batch'
 TRUNCATE staging;
 INSERT INTO staging
-	SELECT (random() * 20000000)::bigint, 'newer event ' || g FROM generate_series(1, 100000) g;
+	SELECT (random() * 10000000)::bigint, 'newer event ' || g FROM generate_series(1, 100000) g;
 BEGIN;
 SELECT cpht_insert_new(cpht_open('seen_ids'), source => 'staging', target => 'events') AS inserted_then_rolled_back;
 ROLLBACK;
@@ -81,6 +81,9 @@ SELECT t.name, t.device, t.count AS ids, pg_size_pretty(t.bytes) AS size,
 	(SELECT count(*) FROM events) AS events
 FROM cpht_tables() AS t WHERE t.name = 'seen_ids';
 
-SELECT cpht_drop(cpht_open('seen_ids')) AS dropped;
+\set QUIET on
+\o /dev/null
+SELECT cpht_drop(cpht_open('seen_ids'));
 DROP TABLE events, events_pg, staging;
+\o
 \echo '== done'
