@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ingest-bench.sh — the ingest patterns of the README against PostgreSQL's
+# ingest-bench.sh — the ingest patterns (docs/patterns.md) against PostgreSQL's
 # own ways (count(id) as the floor of a scan, the anti-join, INSERT ... ON
 # CONFLICT DO NOTHING), on one server, same data, medians of repetitions.
 #

@@ -87,7 +87,7 @@ SELECT lives_ok('SELECT cpht_drop(cpht_create(10))', 'GRANT EXECUTE ... TO a rol
 RESET ROLE;
 
 -- The whole extension in a schema of its own, closed to PUBLIC and opened
--- to one role (what README.md recommends).
+-- to one role (what docs/security.md recommends).
 CREATE SCHEMA cpht_tap_schema;
 ALTER EXTENSION cpht SET SCHEMA cpht_tap_schema;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA cpht_tap_schema FROM PUBLIC;
