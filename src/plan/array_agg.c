@@ -43,6 +43,7 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "parser/parse_func.h"
+#include "rewrite/rewriteManip.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -68,6 +69,10 @@ typedef struct RewriteWalk
 	Oid			ours;			/* cpht_array_agg(bigint), once looked up */
 	bool		looked_up;
 	int			rewritten;
+	List	   *lift;			/* query levels whose aggregates go into a
+								 * subquery of their own (lift()) */
+	List	   *lift_depth;		/* their depths (int), to lift the deepest
+								 * first */
 } RewriteWalk;
 
 /* The C symbol of a function of language C, or NULL. */
@@ -205,6 +210,176 @@ rewrite(RewriteWalk *walk, Aggref *agg, Query *owner, Oid ours)
 	walk->rewritten++;
 }
 
+/*
+ * Lifting a query level's aggregates into a subquery.  PostgreSQL gathers
+ * partial aggregates in workers only where the whole target list of the
+ * aggregating level is parallel safe, and the array functions that write
+ * run in the leader (PARALLEL RESTRICTED), so
+ *     SELECT cpht_fop(h, cpht_array_agg(id)) FROM staging
+ * would still aggregate in one process.  Such a level
+ *     SELECT <targets over aggregates> FROM <from> WHERE <where>
+ * without GROUP BY, HAVING, window functions, WITH, locking or set
+ * operations, becomes
+ *     SELECT <targets, each aggregate a column of s>
+ *     FROM (SELECT <its distinct aggregates> FROM <from> WHERE <where>) s
+ * which computes one row as before: all aggregates of the level in one
+ * aggregation over the same rows (so arrays it gathers stay aligned with
+ * each other), and the targets, cpht's calls included, evaluated once over
+ * it, in the leader.
+ */
+typedef struct Lift
+{
+	int			depth;			/* of the node being visited, below the
+								 * lifted level */
+	bool		ok;				/* no column of the level outside an
+								 * aggregate */
+	List	   *aggs;			/* the level's distinct aggregates, as at
+								 * its own level */
+	Oid			ours;
+} Lift;
+
+/* Whether the level's expressions read its relations only through its own
+ * aggregates (the parser's rule without GROUP BY; checked, not assumed). */
+static bool
+lift_check_walker(Node *node, Lift *c)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Query))
+	{
+		bool		done;
+
+		c->depth++;
+		done = query_tree_walker((Query *) node, lift_check_walker, c,
+								 QTW_EXAMINE_RTES_BEFORE);
+		c->depth--;
+		return done;
+	}
+	if (IsA(node, RangeTblEntry))
+	{
+		/* its expressions are walked after it */
+		RangeTblEntry *rte = (RangeTblEntry *) node;
+
+		if (rte->rtekind == RTE_CTE && rte->ctelevelsup == c->depth)
+		{
+			c->ok = false;
+			return true;
+		}
+		return false;
+	}
+	if (IsA(node, Aggref) && ((Aggref *) node)->agglevelsup == c->depth)
+		return false;
+	if ((IsA(node, Var) && ((Var *) node)->varlevelsup == c->depth) ||
+		(IsA(node, GroupingFunc) && ((GroupingFunc *) node)->agglevelsup == c->depth))
+	{
+		c->ok = false;
+		return true;
+	}
+	return expression_tree_walker(node, lift_check_walker, c);
+}
+
+static Node *
+lift_mutator(Node *node, Lift *c)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Query))
+	{
+		Node	   *done;
+
+		c->depth++;
+		done = (Node *) query_tree_mutator((Query *) node, lift_mutator, c,
+										   QTW_DONT_COPY_QUERY);
+		c->depth--;
+		return done;
+	}
+	if (IsA(node, Aggref) && ((Aggref *) node)->agglevelsup == c->depth)
+	{
+		Aggref	   *agg = (Aggref *) node;
+		Aggref	   *own = copyObject(agg);
+		int			column = 0;
+		ListCell   *lc;
+
+		/* as the aggregate reads at its own level */
+		if (c->depth > 0)
+			IncrementVarSublevelsUp((Node *) own, -c->depth, 0);
+		foreach(lc, c->aggs)
+		{
+			column++;
+			if (equal(lfirst(lc), own))
+				break;
+		}
+		if (lc == NULL)
+		{
+			c->aggs = lappend(c->aggs, own);
+			column = list_length(c->aggs);
+		}
+		return (Node *) makeVar(1, column, agg->aggtype, -1, agg->aggcollid, c->depth);
+	}
+	return expression_tree_mutator(node, lift_mutator, c);
+}
+
+static void
+lift(Query *q)
+{
+	Lift		c;
+	Query	   *sub;
+	RangeTblEntry *rte;
+	RangeTblRef *ref;
+	List	   *colnames = NIL;
+	List	   *tlist = NIL;
+	List	   *targets;
+	int			i = 0;
+	ListCell   *lc;
+
+	if (q->commandType != CMD_SELECT || q->utilityStmt != NULL || !q->hasAggs ||
+		q->groupClause != NIL || q->groupingSets != NIL || q->havingQual != NULL ||
+		q->hasWindowFuncs || q->cteList != NIL || q->rowMarks != NIL ||
+		q->setOperations != NULL || q->hasForUpdate)
+		return;
+	memset(&c, 0, sizeof(c));
+	c.ok = true;
+	(void) lift_check_walker((Node *) q->targetList, &c);
+	if (!c.ok)
+		return;
+	targets = (List *) lift_mutator((Node *) q->targetList, &c);
+	if (c.aggs == NIL)
+		return;
+
+	foreach(lc, c.aggs)
+	{
+		char	   *name = psprintf("agg%d", ++i);
+
+		tlist = lappend(tlist, makeTargetEntry((Expr *) lfirst(lc), i, name, false));
+		colnames = lappend(colnames, makeString(name));
+	}
+	sub = makeNode(Query);
+	sub->commandType = CMD_SELECT;
+	sub->querySource = QSRC_ORIGINAL;
+	sub->canSetTag = true;
+	sub->rtable = q->rtable;
+	sub->jointree = q->jointree;
+	sub->targetList = tlist;
+	sub->hasAggs = true;
+	sub->hasSubLinks = q->hasSubLinks;
+	sub->stmt_location = -1;
+	/* one level deeper: what it reads of the levels above q */
+	IncrementVarSublevelsUp((Node *) sub, 1, 1);
+
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_SUBQUERY;
+	rte->subquery = sub;
+	rte->eref = makeAlias("cpht_aggregates", colnames);
+	rte->inFromCl = true;
+	ref = makeNode(RangeTblRef);
+	ref->rtindex = 1;
+
+	q->rtable = list_make1(rte);
+	q->jointree = makeFromExpr(list_make1(ref), NULL);
+	q->targetList = targets;
+	q->hasAggs = false;
+}
+
 /* The expression of a scalar subquery's only column, if it has one. */
 static Node *
 sublink_column(SubLink *sub)
@@ -259,10 +434,17 @@ rewrite_walker(Node *node, RewriteWalk *walk)
 			{
 				Aggref	   *agg = (Aggref *) keys;
 
-				rewrite(walk, agg,
-						agg->agglevelsup < list_length(walk->queries)
-						? list_nth(walk->queries, agg->agglevelsup) : NULL,
-						ours);
+				Query	   *owner = agg->agglevelsup < list_length(walk->queries)
+					? list_nth(walk->queries, agg->agglevelsup) : NULL;
+
+				if (rewritable(agg) && owner != NULL &&
+					!list_member_ptr(walk->lift, owner))
+				{
+					walk->lift = lappend(walk->lift, owner);
+					walk->lift_depth = lappend_int(walk->lift_depth,
+												   list_length(walk->queries) - agg->agglevelsup);
+				}
+				rewrite(walk, agg, owner, ours);
 			}
 			else if (OidIsValid(ours))
 			{
@@ -284,5 +466,15 @@ cpht_array_agg_rewrite(Query *parse)
 
 	memset(&walk, 0, sizeof(walk));
 	(void) rewrite_walker((Node *) parse, &walk);
+	/* the deepest first: lifting a level moves the levels inside it */
+	for (int depth = 64; depth > 0 && walk.lift != NIL; depth--)
+	{
+		ListCell   *lq;
+		ListCell   *ld;
+
+		forboth(lq, walk.lift, ld, walk.lift_depth)
+			if (lfirst_int(ld) == depth)
+				lift((Query *) lfirst(lq));
+	}
 	return walk.rewritten;
 }
