@@ -32,6 +32,14 @@ typedef struct KeysAggState
 	int64	   *keys;			/* a NULL element's slot holds 0 */
 	bool	   *nulls;			/* NULL until the first NULL element */
 	MemoryContext cxt;			/* where keys and nulls live */
+
+	/*
+	 * A deserialized state only lends its elements to the combine function
+	 * that follows: they stay in the partial state's bytes (keys NULL, cap
+	 * 0), saving a copy of every worker's keys.
+	 */
+	const char *lent_keys;
+	const char *lent_nulls;		/* NULL when nnulls is 0 */
 } KeysAggState;
 
 #define FIRST_CAP 1024
@@ -130,14 +138,17 @@ cpht_array_agg_step(PG_FUNCTION_ARGS)
 static void
 state_append(KeysAggState *a, const KeysAggState *b)
 {
+	const void *keys = b->keys != NULL ? (const void *) b->keys : (const void *) b->lent_keys;
+	const void *nulls = b->keys != NULL ? (const void *) b->nulls : (const void *) b->lent_nulls;
+
 	state_reserve(a, b->n);
 	if (b->nnulls > 0 && a->nulls == NULL)
 		state_start_nulls(a);
-	memcpy(a->keys + a->n, b->keys, sizeof(int64) * b->n);
+	memcpy(a->keys + a->n, keys, sizeof(int64) * b->n);
 	if (a->nulls != NULL)
 	{
-		if (b->nulls != NULL)
-			memcpy(a->nulls + a->n, b->nulls, b->n);
+		if (nulls != NULL)
+			memcpy(a->nulls + a->n, nulls, b->n);
 		else
 			memset(a->nulls + a->n, 0, b->n);
 	}
@@ -188,6 +199,7 @@ cpht_array_agg_serialize(PG_FUNCTION_ARGS)
 
 	(void) agg_context(fcinfo, "cpht_array_agg_serialize");
 	s = (KeysAggState *) PG_GETARG_POINTER(0);
+	Assert(s->keys != NULL);
 	bytes = VARHDRSZ + SERIAL_HEADER + sizeof(int64) * s->n + (s->nnulls > 0 ? s->n : 0);
 	if (!AllocSizeIsValid(bytes))
 		too_many();
@@ -226,15 +238,13 @@ cpht_array_agg_deserialize(PG_FUNCTION_ARGS)
 		len != SERIAL_HEADER + sizeof(int64) * n + (nnulls > 0 ? n : 0))
 		goto invalid;
 	p += SERIAL_HEADER;
-	s = state_new(CurrentMemoryContext, n);
-	memcpy(s->keys, p, sizeof(int64) * n);
-	if (nnulls > 0)
-	{
-		state_start_nulls(s);
-		memcpy(s->nulls, p + sizeof(int64) * n, n);
-	}
+	/* lent: read in place by the combine function (may be unaligned) */
+	s = palloc0(sizeof(KeysAggState));
+	s->cxt = CurrentMemoryContext;
 	s->n = n;
 	s->nnulls = nnulls;
+	s->lent_keys = p;
+	s->lent_nulls = nnulls > 0 ? p + sizeof(int64) * n : NULL;
 	PG_RETURN_POINTER(s);
 
 invalid:
@@ -264,6 +274,7 @@ cpht_array_agg_final(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	s = (KeysAggState *) PG_GETARG_POINTER(0);
+	Assert(s->keys != NULL);
 	if (s->n == 0)
 		PG_RETURN_NULL();
 
