@@ -58,6 +58,7 @@
 #include "guc.h"
 #include "session/session.h"
 #include "client/client.h"
+#include "memcap.h"
 
 static planner_hook_type prev_planner = NULL;
 static ExecutorStart_hook_type prev_executor_start = NULL;
@@ -178,6 +179,10 @@ static PlannedStmt *
 cpht_planner(Query *parse, const char *query_string, int cursor_options,
 			 ParamListInfo bound_params)
 {
+	/* array_agg(bigint) into an array function: one that runs in parallel
+	 * workers (array_agg.c) */
+	(void) cpht_array_agg_rewrite(parse);
+
 	if ((cursor_options & CURSOR_OPT_PARALLEL_OK) != 0)
 	{
 		PlanCheck	check;
@@ -267,6 +272,101 @@ plan_writes_tables(Plan *plan)
 	}
 }
 
+/*
+ * The array functions that write (cpht_fop, cpht_fop_new, cpht_put) are
+ * PARALLEL RESTRICTED, so that the keys they take can be gathered by
+ * parallel workers (array_agg.c): they run in the leader, but while the
+ * plan runs, in parallel mode, where no transaction id can be assigned.
+ * A write on a transactional shared table needs the leader's ids
+ * (client/waits.c), so the executor hook assigns them first, unless every
+ * such call names, by a constant or a bound parameter, a private table of
+ * this session or a shared table it opened that is not transactional.
+ */
+typedef struct LeaderWrites
+{
+	ParamListInfo params;
+	bool		need_xid;		/* a call may write a transactional shared
+								 * table */
+	bool		any;			/* a call at all */
+} LeaderWrites;
+
+static bool
+leader_writes_walker(Node *node, LeaderWrites *w)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, FuncExpr) && cpht_is_array_writer(((FuncExpr *) node)->funcid))
+	{
+		FuncExpr   *f = (FuncExpr *) node;
+		int32		handle;
+		CphtHandle *h;
+
+		w->any = true;
+		if (list_length(f->args) < 1 ||
+			!constant_handle((Node *) linitial(f->args), w->params, &handle))
+			w->need_xid = true;
+		else if (cpht_handle_is_shared(handle) &&
+				 ((h = cpht_handles_shared(handle)) == NULL || h->transactional))
+			w->need_xid = true;
+	}
+	return expression_tree_walker(node, leader_writes_walker, w);
+}
+
+static void plan_leader_writes(Plan *plan, LeaderWrites *w);
+
+static void
+plans_leader_writes(List *plans, LeaderWrites *w)
+{
+	ListCell   *lc;
+
+	foreach(lc, plans)
+		plan_leader_writes((Plan *) lfirst(lc), w);
+}
+
+/* The calls in a plan tree's expressions (those a call of a function of
+ * the leader can sit in). */
+static void
+plan_leader_writes(Plan *plan, LeaderWrites *w)
+{
+	if (plan == NULL)
+		return;
+	(void) leader_writes_walker((Node *) plan->targetlist, w);
+	(void) leader_writes_walker((Node *) plan->qual, w);
+	switch (nodeTag(plan))
+	{
+		case T_Result:
+			(void) leader_writes_walker(((Result *) plan)->resconstantqual, w);
+			break;
+		case T_FunctionScan:
+			(void) leader_writes_walker((Node *) ((FunctionScan *) plan)->functions, w);
+			break;
+		case T_ValuesScan:
+			(void) leader_writes_walker((Node *) ((ValuesScan *) plan)->values_lists, w);
+			break;
+		case T_NestLoop:
+		case T_MergeJoin:
+		case T_HashJoin:
+			(void) leader_writes_walker((Node *) ((Join *) plan)->joinqual, w);
+			break;
+		case T_Append:
+			plans_leader_writes(((Append *) plan)->appendplans, w);
+			break;
+		case T_MergeAppend:
+			plans_leader_writes(((MergeAppend *) plan)->mergeplans, w);
+			break;
+		case T_SubqueryScan:
+			plan_leader_writes(((SubqueryScan *) plan)->subplan, w);
+			break;
+		case T_CustomScan:
+			plans_leader_writes(((CustomScan *) plan)->custom_plans, w);
+			break;
+		default:
+			break;
+	}
+	plan_leader_writes(plan->lefttree, w);
+	plan_leader_writes(plan->righttree, w);
+}
+
 /* Writes the session's open shared tables into the setting the workers
  * get; whether any of them is transactional. */
 static bool
@@ -306,6 +406,26 @@ cpht_executor_start(QueryDesc *query_desc, int eflags)
 		(eflags & EXEC_FLAG_EXPLAIN_ONLY) != 0 ||
 		IsInParallelMode() || IsParallelWorker())
 		return;
+	{
+		LeaderWrites w;
+
+		w.params = query_desc->params;
+		w.need_xid = false;
+		w.any = false;
+		plan_leader_writes(query_desc->plannedstmt->planTree, &w);
+		plans_leader_writes(query_desc->plannedstmt->subplans, &w);
+		if (w.any)
+		{
+			/* a cap a superuser set is read now: parallel mode would
+			 * refuse setting it (memcap.c) */
+			cpht_memory_settle();
+			if (w.need_xid && !RecoveryInProgress())
+			{
+				(void) GetTopTransactionId();
+				(void) GetCurrentTransactionId();
+			}
+		}
+	}
 	if (!plan_writes_tables(query_desc->plannedstmt->planTree) &&
 		!plans_write_tables(query_desc->plannedstmt->subplans))
 		return;

@@ -16,6 +16,7 @@
 
 #include "fmgr.h"
 #include "nodes/params.h"
+#include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
 #include "utils/snapshot.h"
 
@@ -30,6 +31,22 @@ extern bool cpht_function_is(Oid funcid, PGFunction fn);
 /* The value of type that expr has for every row, where the plan can tell:
  * a constant, or a parameter a custom plan is made for. */
 extern bool cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value);
+
+/*
+ * array_agg.c: array_agg(bigint) handed to an array function of cpht is
+ * planned as cpht_array_agg(bigint), which runs in parallel workers.
+ */
+
+/* Rewrites parse in place (from the planner hook); returns how many
+ * aggregate calls it rewrote, their equals at the same level not counted. */
+extern int	cpht_array_agg_rewrite(Query *parse);
+
+/* Whether aggfnoid is cpht_array_agg(bigint), whatever schema holds it. */
+extern bool cpht_is_array_agg(Oid aggfnoid);
+
+/* Whether funcid is one of cpht's array functions that write a table
+ * (cpht_fop, cpht_fop_new, cpht_put), whatever schema holds it. */
+extern bool cpht_is_array_writer(Oid funcid);
 
 /*
  * new_keys_node.c: cpht_fop_new_relation as a parallel plan node over a

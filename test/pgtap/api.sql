@@ -1,7 +1,7 @@
 -- The SQL interface as the catalog sees it: names, arguments, results,
 -- kinds, volatility, parallel safety, strictness; and who may call it.
 BEGIN;
-SELECT plan(15);
+SELECT plan(16);
 
 -- Every function and aggregate of the extension: a new one must be added here.
 SELECT is(
@@ -16,6 +16,14 @@ SELECT is(
 		  ORDER BY p.proname COLLATE "C"),
 	ARRAY[
 		'cpht_alter_owner(name text, new_owner regrole) -> void, kind f, volatility v, parallel u, strict t',
+		-- array_agg of bigint with a combine function: the planner puts it in
+		-- place of array_agg where an array function takes the array (src/plan/array_agg.c)
+		'cpht_array_agg(key bigint) -> bigint[], kind a, volatility i, parallel s, strict f',
+		'cpht_array_agg_combine(internal, internal) -> internal, kind f, volatility i, parallel s, strict f',
+		'cpht_array_agg_deserialize(bytea, internal) -> internal, kind f, volatility i, parallel s, strict t',
+		'cpht_array_agg_final(internal) -> bigint[], kind f, volatility i, parallel s, strict f',
+		'cpht_array_agg_serialize(internal) -> bytea, kind f, volatility i, parallel s, strict t',
+		'cpht_array_agg_step(internal, bigint) -> internal, kind f, volatility i, parallel s, strict f',
 		'cpht_checkpoint() -> integer, kind f, volatility v, parallel u, strict t',
 		'cpht_count(handle integer) -> bigint, kind f, volatility v, parallel r, strict t',
 		-- not strict: name, key_bits and shards default to NULL (a NULL among the others gives NULL)
@@ -26,7 +34,9 @@ SELECT is(
 		'cpht_export(handle integer, OUT seq bigint, OUT chunk bytea) -> SETOF record, kind f, volatility v, parallel r, strict t',
 		'cpht_export_file(handle integer, path text) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_find(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel r, strict t',
-		'cpht_fop(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
+		-- restricted, as those that write arrays: they run in the leader, so
+		-- the keys they take can be gathered by parallel workers
+		'cpht_fop(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel r, strict t',
 		-- the planner reads the aggregate's own volatility (CREATE
 		-- AGGREGATE records i; the extension script sets v); parallel safe,
 		-- but planned in parallel only over shared tables (src/plan/hooks.c)
@@ -36,7 +46,7 @@ SELECT is(
 		'cpht_fop_agg_final(internal) -> bigint, kind f, volatility v, parallel s, strict f',
 		'cpht_fop_agg_serialize(internal) -> bytea, kind f, volatility v, parallel s, strict t',
 		'cpht_fop_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
-		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel u, strict t',
+		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel r, strict t',
 		-- restricted: a scan of it runs in the leader; over a shared table
 		-- the planner puts a parallel node in its place (src/plan/new_keys_node.c)
 		'cpht_fop_new_relation(handle integer, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel r, strict t',
@@ -49,7 +59,7 @@ SELECT is(
 		'cpht_info(handle integer) -> jsonb, kind f, volatility v, parallel r, strict t',
 		'cpht_insert_new(handle integer, source regclass, target regclass, key_column name DEFAULT ''id''::name) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_open(name text) -> integer, kind f, volatility v, parallel u, strict t',
-		'cpht_put(handle integer, keys bigint[]) -> bigint, kind f, volatility v, parallel u, strict t',
+		'cpht_put(handle integer, keys bigint[]) -> bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_rebuild(handle integer) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_tables(OUT handle integer, OUT kind text, OUT device text, OUT key_bits integer, OUT count bigint, OUT bytes bigint, OUT name text, OUT owner regrole, OUT shared boolean, OUT placement text) -> SETOF record, kind f, volatility v, parallel r, strict t',
 		'cpht_worker_info() -> jsonb, kind f, volatility v, parallel s, strict t'
@@ -62,6 +72,12 @@ SELECT is(
 	 FROM pg_aggregate WHERE aggfnoid = 'cpht_fop_agg(int, bigint)'::regprocedure),
 	'cpht_fop_agg_step, cpht_fop_agg_final, internal, n, cpht_fop_agg_combine, cpht_fop_agg_serialize, cpht_fop_agg_deserialize',
 	'cpht_fop_agg: a plain aggregate with an internal state, combined from parallel workers');
+SELECT is(
+	(SELECT format('%s, %s, %s, %s, %s, %s, %s', aggtransfn, aggfinalfn, aggtranstype::regtype, aggkind,
+				   aggcombinefn, aggserialfn, aggdeserialfn)
+	 FROM pg_aggregate WHERE aggfnoid = 'cpht_array_agg(bigint)'::regprocedure),
+	'cpht_array_agg_step, cpht_array_agg_final, internal, n, cpht_array_agg_combine, cpht_array_agg_serialize, cpht_array_agg_deserialize',
+	'cpht_array_agg: a plain aggregate with an internal state, combined from parallel workers');
 
 SELECT is(cpht_create(capacity => 100, key_bits => 16, kind => 'cuckoo', transactional => false) > 0, true,
 	'cpht_create takes named arguments');
