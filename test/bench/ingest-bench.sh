@@ -242,6 +242,7 @@ run fop_relation_serial 0 "$NEW" "SELECT cpht_fop_relation(:p, 'ingest_staging')
 run new_relation "$W" "$NEW" "SELECT count(*) FROM cpht_fop_new_relation(:p, 'ingest_staging')" "$SETUP_PRIVATE"
 if [ "$PRELOADED" = true ]; then
 	run fop_relation_shared "$W" "$NEW" "SELECT cpht_fop_relation(:h, 'ingest_staging')"
+	run fop_relation_name "$W" "$NEW" "SELECT cpht_fop_relation('ingest_seen', 'ingest_staging')"
 	# over a shared table the planner puts a parallel node in the function's
 	# place, which the workers run (the count above it too)
 	NEW_PLAN=$(psql -X -q -At <<SQL | grep -o 'Custom Scan (cpht new keys)\|Function Scan' | head -1

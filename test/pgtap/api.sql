@@ -80,11 +80,14 @@ SELECT is(
 	'functions, arguments, results, kinds, volatility, parallel safety and strictness');
 
 SELECT is(
-	(SELECT format('%s, %s, %s, %s, %s, %s, %s', aggtransfn, aggfinalfn, aggtranstype::regtype, aggkind,
-				   aggcombinefn, aggserialfn, aggdeserialfn)
-	 FROM pg_aggregate WHERE aggfnoid = 'cpht_fop_agg(int, bigint)'::regprocedure),
-	'cpht_fop_agg_step, cpht_fop_agg_final, internal, n, cpht_fop_agg_combine, cpht_fop_agg_serialize, cpht_fop_agg_deserialize',
-	'cpht_fop_agg: a plain aggregate with an internal state, combined from parallel workers');
+	ARRAY(SELECT format('%s, %s, %s, %s, %s, %s, %s', aggtransfn::regprocedure, aggfinalfn, aggtranstype::regtype,
+						aggkind, aggcombinefn, aggserialfn, aggdeserialfn)
+		  FROM pg_aggregate
+		  WHERE aggfnoid IN ('cpht_fop_agg(int, bigint)'::regprocedure, 'cpht_fop_agg(cpht_table, bigint)'::regprocedure)
+		  ORDER BY 1),
+	ARRAY['cpht_fop_agg_step(internal,cpht_table,bigint), cpht_fop_agg_final, internal, n, cpht_fop_agg_combine, cpht_fop_agg_serialize, cpht_fop_agg_deserialize',
+		  'cpht_fop_agg_step(internal,integer,bigint), cpht_fop_agg_final, internal, n, cpht_fop_agg_combine, cpht_fop_agg_serialize, cpht_fop_agg_deserialize'],
+	'cpht_fop_agg (of a handle and of a name): a plain aggregate with an internal state, combined from parallel workers');
 
 SELECT is(cpht_create(capacity => 100, key_bits => 16, kind => 'cuckoo', transactional => false) > 0, true,
 	'cpht_create takes named arguments');

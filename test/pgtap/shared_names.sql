@@ -6,7 +6,7 @@
 -- name, and a role without rights on the table is refused by name as by
 -- handle.  Shared tables are created in dblink session a (autocommit).
 BEGIN;
-SELECT plan(29);
+SELECT plan(30);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -43,9 +43,10 @@ DECLARE
 	why text := pg_temp.why_skip();
 	q text;
 	r text;
+	n bigint;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 22);
+		RETURN NEXT skip(why, 23);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('a');
@@ -73,8 +74,10 @@ BEGIN
 	RETURN NEXT ok(q ~ 'Gather' AND q ~ 'Partial Aggregate', '... as by handle');
 	q := pg_temp.plan($q$SELECT cpht_fop_agg('nm_par', id) FROM nm_src$q$, 'VERBOSE, COSTS OFF');
 	RETURN NEXT ok(q ~ '''nm_par''::cpht_table', 'EXPLAIN VERBOSE shows the name');
+	n := pg_temp.scans('nm_src');
 	RETURN NEXT is(pg_temp.value($q$SELECT cpht_fop_agg('nm_par', id) FROM nm_src$q$), '25000',
 		'in parallel it counts every new key once');
+	RETURN NEXT ok(pg_temp.scans('nm_src') > n, '... with parallel workers scanning');
 	RETURN NEXT is(pg_temp.value(format('SELECT cpht_fop_agg(%s, id) FROM nm_src', cpht_open('nm_hpar'))), '25000',
 		'... as the handle form does');
 	PERFORM pg_temp.forced(0);
