@@ -15,6 +15,11 @@
 -- string category, so a string literal or an untyped parameter picks the
 -- cpht_table overload and an integer the int one.  Text converts
 -- implicitly, read when the call runs.
+-- The I/O functions are STABLE, as regclass's are (PostgreSQL warns about
+-- volatile ones), the one exception to cpht's rule that every function is
+-- VOLATILE; the cast from text is VOLATILE.  Input is PARALLEL RESTRICTED:
+-- it registers the table in the session, which parallel workers must not
+-- do for themselves.
 CREATE TYPE cpht_table;
 
 CREATE FUNCTION cpht_table_in(cstring)
@@ -42,7 +47,7 @@ COMMENT ON TYPE cpht_table IS
 CREATE FUNCTION cpht_table(text)
 RETURNS cpht_table
 AS 'MODULE_PATHNAME', 'cpht_table_from_text'
-LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION cpht_table(text) IS
 'the shared table of a name (or a handle written in digits), with the checks of cpht_open(name)';

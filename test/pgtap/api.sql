@@ -71,7 +71,7 @@ SELECT is(
 		'cpht_put(handle integer, keys bigint[]) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_rebuild(handle cpht_table) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_rebuild(handle integer) -> bigint, kind f, volatility v, parallel u, strict t',
-		'cpht_table(text) -> cpht_table, kind f, volatility s, parallel r, strict t',
+		'cpht_table(text) -> cpht_table, kind f, volatility v, parallel r, strict t',
 		'cpht_table_in(cstring) -> cpht_table, kind f, volatility s, parallel r, strict t',
 		'cpht_table_out(cpht_table) -> cstring, kind f, volatility s, parallel s, strict t',
 		'cpht_tables(OUT handle integer, OUT kind text, OUT device text, OUT key_bits integer, OUT count bigint, OUT bytes bigint, OUT name text, OUT owner regrole, OUT shared boolean, OUT placement text) -> SETOF record, kind f, volatility v, parallel r, strict t',
