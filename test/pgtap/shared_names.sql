@@ -6,7 +6,7 @@
 -- name, and a role without rights on the table is refused by name as by
 -- handle.  Shared tables are created in dblink session a (autocommit).
 BEGIN;
-SELECT plan(30);
+SELECT plan(31);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -30,6 +30,10 @@ SELECT is(pg_temp.state($$SELECT cpht_count('nm_no_such_table')$$),
 	CASE WHEN (cpht_worker_info()->>'preloaded')::boolean THEN '42704' ELSE '55000' END,
 	'a string is a name: no shared table of that name is 42704 (55000 without the cpht worker), not 22P02');
 SELECT is(pg_temp.state($$SELECT cpht_count('99999999999')$$), '22003', 'a handle out of range is 22003');
+CREATE ROLE cpht_n_plain NOLOGIN;
+SELECT is(has_function_privilege('cpht_n_plain', 'cpht_export_file(cpht_table, text)', 'EXECUTE') OR
+		  has_function_privilege('cpht_n_plain', 'cpht_import_file(cpht_table, text)', 'EXECUTE'), false,
+	'the name forms of the file functions are not PUBLIC either');
 
 SET LOCAL cpht.batch_size = 1024;
 -- 60000 rows, 25000 distinct ids
