@@ -58,3 +58,204 @@ COMMENT ON AGGREGATE cpht_array_agg(bigint) IS
 ALTER FUNCTION cpht_fop(int, bigint[]) PARALLEL RESTRICTED;
 ALTER FUNCTION cpht_fop_new(int, bigint[]) PARALLEL RESTRICTED;
 ALTER FUNCTION cpht_put(int, bigint[]) PARALLEL RESTRICTED;
+
+-- ---- Shared tables by name: the cpht_table type ---------------------------
+-- A cpht_table names a shared table wherever a handle goes:
+-- cpht_count('seen_ids'), cpht_fop_agg('seen_ids', id).  Its value is the
+-- table's handle (four bytes, by value), the same number in every session,
+-- so each function taking a handle gets an overload bound to the same C
+-- function, and the planner hooks plan a constant cpht_table in parallel as
+-- they plan a constant handle (src/api/names.c says why a type).  Input
+-- reads a name with the checks of cpht_open (digits are a handle, a name of
+-- digits goes in double quotes); output prints the name.  The type is in the
+-- string category, so a string literal or an untyped parameter picks the
+-- cpht_table overload and an integer the int one.  Text converts
+-- implicitly, read when the call runs.
+-- The I/O functions are STABLE, as regclass's are (PostgreSQL warns about
+-- volatile ones), the one exception to cpht's rule that every function is
+-- VOLATILE; the cast from text is VOLATILE.  Input is PARALLEL RESTRICTED:
+-- it registers the table in the session, which parallel workers must not
+-- do for themselves.
+CREATE TYPE cpht_table;
+
+CREATE FUNCTION cpht_table_in(cstring)
+RETURNS cpht_table
+AS 'MODULE_PATHNAME', 'cpht_table_in'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION cpht_table_out(cpht_table)
+RETURNS cstring
+AS 'MODULE_PATHNAME', 'cpht_table_out'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE TYPE cpht_table (
+	INPUT = cpht_table_in,
+	OUTPUT = cpht_table_out,
+	INTERNALLENGTH = 4,
+	PASSEDBYVALUE,
+	ALIGNMENT = int4,
+	CATEGORY = 'S'
+);
+
+COMMENT ON TYPE cpht_table IS
+'a shared cpht table named by its name, wherever a handle goes: read with the checks of cpht_open(name), held as the table''s handle, printed as its name';
+
+CREATE FUNCTION cpht_table(text)
+RETURNS cpht_table
+AS 'MODULE_PATHNAME', 'cpht_table_from_text'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION cpht_table(text) IS
+'the shared table of a name (or a handle written in digits), with the checks of cpht_open(name)';
+
+CREATE CAST (text AS cpht_table) WITH FUNCTION cpht_table(text) AS IMPLICIT;
+-- the handle a name holds: 'seen_ids'::cpht_table::int
+CREATE CAST (cpht_table AS int) WITHOUT FUNCTION;
+
+-- The overloads: the same C functions, volatility, parallel safety and
+-- strictness as the handle forms.
+CREATE FUNCTION cpht_fop(handle cpht_table, keys bigint[])
+RETURNS boolean[]
+AS 'MODULE_PATHNAME', 'cpht_fop'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION cpht_fop_new(handle cpht_table, keys bigint[])
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'cpht_fop_new'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION cpht_find(handle cpht_table, keys bigint[])
+RETURNS boolean[]
+AS 'MODULE_PATHNAME', 'cpht_find'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION cpht_put(handle cpht_table, keys bigint[])
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_put'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION cpht_delete(handle cpht_table, keys bigint[])
+RETURNS boolean[]
+AS 'MODULE_PATHNAME', 'cpht_delete'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION cpht_count(handle cpht_table)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_count'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION cpht_info(handle cpht_table)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'cpht_info'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION cpht_drop(handle cpht_table)
+RETURNS void
+AS 'MODULE_PATHNAME', 'cpht_drop'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION cpht_rebuild(handle cpht_table)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_rebuild'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION cpht_fop_agg_step(internal, handle cpht_table, key bigint)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'cpht_fop_agg_step'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE AGGREGATE cpht_fop_agg(handle cpht_table, key bigint) (
+	SFUNC = cpht_fop_agg_step,
+	STYPE = internal,
+	FINALFUNC = cpht_fop_agg_final,
+	FINALFUNC_MODIFY = READ_WRITE,
+	COMBINEFUNC = cpht_fop_agg_combine,
+	SERIALFUNC = cpht_fop_agg_serialize,
+	DESERIALFUNC = cpht_fop_agg_deserialize,
+	PARALLEL = SAFE
+);
+
+-- As for cpht_fop_agg(int, bigint): it inserts keys (CREATE AGGREGATE
+-- records IMMUTABLE).
+UPDATE pg_catalog.pg_proc
+SET provolatile = 'v'
+WHERE oid = 'cpht_fop_agg(cpht_table, bigint)'::pg_catalog.regprocedure;
+
+CREATE FUNCTION cpht_fop_rows(handle cpht_table, rowtype anyelement, query text,
+							  key_column text DEFAULT 'id')
+RETURNS SETOF anyelement
+AS 'MODULE_PATHNAME', 'cpht_fop_rows'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION cpht_export(handle cpht_table, OUT seq bigint, OUT chunk bytea)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'cpht_export'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED ROWS 3;
+
+CREATE FUNCTION cpht_export_file(handle cpht_table, path text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_export_file'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION cpht_import_file(handle cpht_table, path text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_import_file'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+-- the same grants as the handle forms (see the update to 0.3)
+REVOKE EXECUTE ON FUNCTION cpht_export_file(cpht_table, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cpht_export_file(cpht_table, text) TO pg_write_server_files;
+REVOKE EXECUTE ON FUNCTION cpht_import_file(cpht_table, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cpht_import_file(cpht_table, text) TO pg_read_server_files;
+
+CREATE FUNCTION cpht_import_agg_step(internal, handle cpht_table, chunk bytea)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'cpht_import_agg_step'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE AGGREGATE cpht_import_agg(handle cpht_table, chunk bytea) (
+	SFUNC = cpht_import_agg_step,
+	STYPE = internal,
+	FINALFUNC = cpht_import_agg_final,
+	FINALFUNC_MODIFY = READ_WRITE,
+	PARALLEL = UNSAFE
+);
+
+UPDATE pg_catalog.pg_proc
+SET provolatile = 'v'
+WHERE oid = 'cpht_import_agg(cpht_table, bytea)'::pg_catalog.regprocedure;
+
+CREATE FUNCTION cpht_fop_relation(handle cpht_table, rel regclass, key_column name DEFAULT 'id')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_fop_relation'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION cpht_fop_new_relation(handle cpht_table, rel regclass, key_column name DEFAULT 'id')
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'cpht_fop_new_relation'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED ROWS 1000;
+
+CREATE FUNCTION cpht_insert_new(handle cpht_table, source regclass, target regclass,
+								key_column name DEFAULT 'id')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_insert_new'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_fop(cpht_table, bigint[]) IS 'cpht_fop(int, bigint[]) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_fop_new(cpht_table, bigint[]) IS 'cpht_fop_new(int, bigint[]) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_find(cpht_table, bigint[]) IS 'cpht_find(int, bigint[]) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_put(cpht_table, bigint[]) IS 'cpht_put(int, bigint[]) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_delete(cpht_table, bigint[]) IS 'cpht_delete(int, bigint[]) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_count(cpht_table) IS 'cpht_count(int) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_info(cpht_table) IS 'cpht_info(int) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_drop(cpht_table) IS 'cpht_drop(int) of a shared table named by its name: dropped for every session, at once';
+COMMENT ON FUNCTION cpht_rebuild(cpht_table) IS 'cpht_rebuild(int) of a shared table named by its name';
+COMMENT ON AGGREGATE cpht_fop_agg(cpht_table, bigint) IS 'cpht_fop_agg(int, bigint) of a shared table named by its name; runs in parallel workers';
+COMMENT ON FUNCTION cpht_fop_rows(cpht_table, anyelement, text, text) IS 'cpht_fop_rows(int, anyelement, text, text) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_export(cpht_table) IS 'cpht_export(int) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_export_file(cpht_table, text) IS 'cpht_export_file(int, text) of a shared table named by its name (roles with pg_write_server_files)';
+COMMENT ON FUNCTION cpht_import_file(cpht_table, text) IS 'cpht_import_file(int, text) of a shared table named by its name (roles with pg_read_server_files)';
+COMMENT ON AGGREGATE cpht_import_agg(cpht_table, bytea) IS 'cpht_import_agg(int, bytea) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_fop_relation(cpht_table, regclass, name) IS 'cpht_fop_relation(int, regclass, name) of a shared table named by its name';
+COMMENT ON FUNCTION cpht_fop_new_relation(cpht_table, regclass, name) IS 'cpht_fop_new_relation(int, regclass, name) of a shared table named by its name; planned as a parallel node';
+COMMENT ON FUNCTION cpht_insert_new(cpht_table, regclass, regclass, name) IS 'cpht_insert_new(int, regclass, regclass, name) of a shared table named by its name';

@@ -178,7 +178,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	copy = cpht_catalog[entry];
 	LWLockRelease(cpht_control->catalog_lock);
 	copy.table_id = rep->table_id;	/* even if dropped since */
-	PG_RETURN_INT32(cpht_shared_register(entry, &copy)->handle);
+	return cpht_shared_register(entry, &copy)->handle;
 }
 
 /*
@@ -212,11 +212,16 @@ PG_FUNCTION_INFO_V1(cpht_open);
 Datum
 cpht_open(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	PG_RETURN_INT32(cpht_open_name(text_to_cstring(PG_GETARG_TEXT_PP(0)), "cpht_open"));
+}
+
+int32
+cpht_open_name(const char *name, const char *what)
+{
 	CphtCatalogEntry copy;
 	int32		entry = -1;
 
-	cpht_client_require_preload("cpht_open");
+	cpht_client_require_preload(what);
 	/* a name no table can have is a wrong name, not a missing table */
 	check_name(name);
 
@@ -240,12 +245,13 @@ cpht_open(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("shared cpht table \"%s\" does not exist", name),
+				 errdetail("Only shared tables have names; a table created without a name is reached by the handle cpht_create returned."),
 				 errhint("Create it with cpht_create(..., name => %s).", quote_literal_cstr(name))));
 	if (copy.state == CPHT_ENTRY_LOST)
 		cpht_shared_lost_error(&copy);
 	cpht_shared_check_privileges(name, copy.owner);
 
-	PG_RETURN_INT32(cpht_shared_register(entry, &copy)->handle);
+	return cpht_shared_register(entry, &copy)->handle;
 }
 
 /* ---- cpht_drop on a shared handle ---------------------------------------- */

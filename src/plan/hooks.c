@@ -11,8 +11,10 @@
  * owned by it in the cpht worker), where parallel workers cannot reach
  * it, so the planner hook plans a query in parallel only when every
  * cpht_fop_agg in it names, by a constant or a bound parameter, a shared
- * table this session has open; any other query is planned as if it were
- * not parallel-safe (CURSOR_OPT_PARALLEL_OK cleared), as before.
+ * table this session has open (a handle, or a cpht_table, which holds the
+ * handle of the table it names: api/names.c); any other query is planned
+ * as if it were not parallel-safe (CURSOR_OPT_PARALLEL_OK cleared), as
+ * before.
  *
  * Whose handles.  Handles are numbers of the leader's session.  Before a
  * parallel plan with cpht_fop_agg runs, the executor hook writes the
@@ -137,19 +139,6 @@ cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value)
 	return false;
 }
 
-/* The handle an expression gives for every row, if it is one we can tell
- * at plan time. */
-static bool
-constant_handle(Node *expr, ParamListInfo params, int32 *handle)
-{
-	Datum		d;
-
-	if (!cpht_plan_constant(expr, params, INT4OID, &d))
-		return false;
-	*handle = DatumGetInt32(d);
-	return true;
-}
-
 static bool
 plan_check_walker(Node *node, PlanCheck *check)
 {
@@ -164,8 +153,8 @@ plan_check_walker(Node *node, PlanCheck *check)
 		CphtHandle *h;
 
 		if (list_length(agg->args) < 1 ||
-			!constant_handle((Node *) ((TargetEntry *) linitial(agg->args))->expr,
-							 check->params, &handle) ||
+			!cpht_plan_handle((Node *) ((TargetEntry *) linitial(agg->args))->expr,
+							  check->params, &handle) ||
 			(h = cpht_shared_lookup(handle)) == NULL || h->shared_entry < 0)
 		{
 			check->refuse = true;
@@ -303,7 +292,7 @@ leader_writes_walker(Node *node, LeaderWrites *w)
 
 		w->any = true;
 		if (list_length(f->args) < 1 ||
-			!constant_handle((Node *) linitial(f->args), w->params, &handle))
+			!cpht_plan_handle((Node *) linitial(f->args), w->params, &handle))
 			w->need_xid = true;
 		else if (cpht_handle_is_shared(handle) &&
 				 ((h = cpht_handles_shared(handle)) == NULL || h->transactional))

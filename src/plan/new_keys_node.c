@@ -70,6 +70,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
+#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
 #include "api/api.h"
@@ -139,6 +140,40 @@ cpht_is_fop_new_relation(Oid funcid)
 	return cpht_function_is(funcid, cpht_fop_new_relation);
 }
 
+/* Whether type is cpht_table (api/names.c), whatever schema holds it: its
+ * input function is ours. */
+static bool
+is_table_type(Oid type)
+{
+	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+	Oid			typinput;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	typinput = ((Form_pg_type) GETSTRUCT(tup))->typinput;
+	ReleaseSysCache(tup);
+	return cpht_function_is(typinput, cpht_table_in);
+}
+
+/*
+ * Here, with the other recognition of api/'s functions (the one file of
+ * plan/ that includes api/api.h), for hooks.c too: a cpht_table holds the
+ * handle of the table it names, the same number in every session.
+ */
+bool
+cpht_plan_handle(Node *expr, ParamListInfo params, int32 *handle)
+{
+	Oid			type = exprType(expr);
+	Datum		value;
+
+	if (type != INT4OID && !is_table_type(type))
+		return false;
+	if (!cpht_plan_constant(expr, params, type, &value))
+		return false;
+	*handle = DatumGetInt32(value);
+	return true;
+}
+
 bool
 cpht_new_keys_plan(Plan *plan)
 {
@@ -188,8 +223,8 @@ new_keys_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *
 	RangeTblFunction *rtfunc;
 	FuncExpr   *call;
 	ParamListInfo params = root->glob->boundParams;
-	Datum		handle_d,
-				relid_d,
+	int32		handle;
+	Datum		relid_d,
 				column_d;
 	CphtHandle *h;
 	Relation	scanned;
@@ -234,11 +269,11 @@ new_keys_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *
 	}
 
 	/* a shared table this session has open, a relation by constants */
-	if (!cpht_plan_constant(linitial(call->args), params, INT4OID, &handle_d) ||
+	if (!cpht_plan_handle(linitial(call->args), params, &handle) ||
 		!cpht_plan_constant(lsecond(call->args), params, REGCLASSOID, &relid_d) ||
 		!cpht_plan_constant(lthird(call->args), params, NAMEOID, &column_d))
 		return;
-	h = cpht_shared_lookup(DatumGetInt32(handle_d));
+	h = cpht_shared_lookup(handle);
 	if (h == NULL || h->shared_entry < 0)
 		return;
 
@@ -668,6 +703,7 @@ new_keys_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
 	NewKeysState *ns = (NewKeysState *) node;
 	char	   *relname;
+	char		table[NAMEDATALEN];
 
 	if (ns->null_arg)
 		return;
@@ -675,7 +711,11 @@ new_keys_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	if (relname != NULL)
 		ExplainPropertyText("Relation", relname, es);
 	ExplainPropertyText("Key Column", NameStr(ns->key_column), es);
-	ExplainPropertyInteger("Table", NULL, ns->handle, es);
+	/* the shared table's name, as the call may have given it */
+	if (cpht_shared_name(ns->handle, table))
+		ExplainPropertyText("Table", table, es);
+	else
+		ExplainPropertyInteger("Table", NULL, ns->handle, es);
 }
 
 void

@@ -59,6 +59,10 @@ extern void cpht_new_keys_init(void);
 /* Whether funcid is cpht_fop_new_relation, whatever schema holds it. */
 extern bool cpht_is_fop_new_relation(Oid funcid);
 
+/* The handle expr gives for every row where the plan can tell
+ * (cpht_plan_constant): an int handle or a cpht_table, which holds one. */
+extern bool cpht_plan_handle(Node *expr, ParamListInfo params, int32 *handle);
+
 /* Whether plan is the node. */
 extern bool cpht_new_keys_plan(Plan *plan);
 

@@ -308,6 +308,34 @@ cpht_shared_resolve(int32 handle, bool missing_ok)
 	return cpht_shared_register(entry, &copy);
 }
 
+bool
+cpht_shared_name(int32 handle, char *name)
+{
+	uint64		table_id = (uint64) (handle - CPHT_SHARED_HANDLE_BASE);
+	bool		found = false;
+	Oid			owner = InvalidOid;
+
+	if (cpht_control == NULL || !cpht_handle_is_shared(handle))
+		return false;
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+
+		if ((e->state == CPHT_ENTRY_LIVE || e->state == CPHT_ENTRY_LOST) &&
+			e->table_id == table_id && e->dboid == MyDatabaseId)
+		{
+			strlcpy(name, NameStr(e->name), NAMEDATALEN);
+			owner = e->owner;
+			found = true;
+			break;
+		}
+	}
+	LWLockRelease(cpht_control->catalog_lock);
+	/* as cpht_shared_resolve: no name for a role without rights on it */
+	return found && has_privs_of_role(GetUserId(), owner);
+}
+
 CphtHandle *
 cpht_shared_lookup(int32 handle)
 {

@@ -13,7 +13,7 @@ SELECT is(
 		  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
 		  JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
 		  WHERE e.extname = 'cpht'
-		  ORDER BY p.proname COLLATE "C"),
+		  ORDER BY p.proname COLLATE "C", pg_get_function_arguments(p.oid) COLLATE "C"),
 	ARRAY[
 		'cpht_alter_owner(name text, new_owner regrole) -> void, kind f, volatility v, parallel u, strict t',
 		-- array_agg of bigint with a combine function: the planner puts it in
@@ -25,53 +25,79 @@ SELECT is(
 		'cpht_array_agg_serialize(internal) -> bytea, kind f, volatility i, parallel s, strict t',
 		'cpht_array_agg_step(internal, bigint) -> internal, kind f, volatility i, parallel s, strict f',
 		'cpht_checkpoint() -> integer, kind f, volatility v, parallel u, strict t',
+		'cpht_count(handle cpht_table) -> bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_count(handle integer) -> bigint, kind f, volatility v, parallel r, strict t',
 		-- not strict: name, key_bits and shards default to NULL (a NULL among the others gives NULL)
 		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT NULL::integer, transactional boolean DEFAULT true, name text DEFAULT NULL::text, shards integer DEFAULT NULL::integer, durable boolean DEFAULT false) -> integer, kind f, volatility v, parallel u, strict f',
+		'cpht_delete(handle cpht_table, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
 		'cpht_delete(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
+		'cpht_drop(handle cpht_table) -> void, kind f, volatility v, parallel u, strict t',
 		'cpht_drop(handle integer) -> void, kind f, volatility v, parallel u, strict t',
 		'cpht_drop_all() -> integer, kind f, volatility v, parallel u, strict t',
+		'cpht_export(handle cpht_table, OUT seq bigint, OUT chunk bytea) -> SETOF record, kind f, volatility v, parallel r, strict t',
 		'cpht_export(handle integer, OUT seq bigint, OUT chunk bytea) -> SETOF record, kind f, volatility v, parallel r, strict t',
+		'cpht_export_file(handle cpht_table, path text) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_export_file(handle integer, path text) -> bigint, kind f, volatility v, parallel u, strict t',
+		'cpht_find(handle cpht_table, keys bigint[]) -> boolean[], kind f, volatility v, parallel r, strict t',
 		'cpht_find(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel r, strict t',
 		-- restricted, as those that write arrays: they run in the leader, so
 		-- the keys they take can be gathered by parallel workers
+		'cpht_fop(handle cpht_table, keys bigint[]) -> boolean[], kind f, volatility v, parallel r, strict t',
 		'cpht_fop(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel r, strict t',
 		-- the planner reads the aggregate's own volatility (CREATE
 		-- AGGREGATE records i; the extension script sets v); parallel safe,
 		-- but planned in parallel only over shared tables (src/plan/hooks.c)
+		'cpht_fop_agg(handle cpht_table, key bigint) -> bigint, kind a, volatility v, parallel s, strict f',
 		'cpht_fop_agg(handle integer, key bigint) -> bigint, kind a, volatility v, parallel s, strict f',
 		'cpht_fop_agg_combine(internal, internal) -> internal, kind f, volatility v, parallel s, strict f',
 		'cpht_fop_agg_deserialize(bytea, internal) -> internal, kind f, volatility v, parallel s, strict t',
 		'cpht_fop_agg_final(internal) -> bigint, kind f, volatility v, parallel s, strict f',
 		'cpht_fop_agg_serialize(internal) -> bytea, kind f, volatility v, parallel s, strict t',
+		'cpht_fop_agg_step(internal, handle cpht_table, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
 		'cpht_fop_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
+		'cpht_fop_new(handle cpht_table, keys bigint[]) -> bigint[], kind f, volatility v, parallel r, strict t',
 		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel r, strict t',
 		-- restricted: a scan of it runs in the leader; over a shared table
 		-- the planner puts a parallel node in its place (src/plan/new_keys_node.c)
+		'cpht_fop_new_relation(handle cpht_table, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_fop_new_relation(handle integer, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel r, strict t',
+		'cpht_fop_relation(handle cpht_table, rel regclass, key_column name DEFAULT ''id''::name) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_fop_relation(handle integer, rel regclass, key_column name DEFAULT ''id''::name) -> bigint, kind f, volatility v, parallel u, strict t',
+		'cpht_fop_rows(handle cpht_table, rowtype anyelement, query text, key_column text DEFAULT ''id''::text) -> SETOF anyelement, kind f, volatility v, parallel u, strict f',
 		'cpht_fop_rows(handle integer, rowtype anyelement, query text, key_column text DEFAULT ''id''::text) -> SETOF anyelement, kind f, volatility v, parallel u, strict f',
+		'cpht_import_agg(handle cpht_table, chunk bytea) -> bigint, kind a, volatility v, parallel u, strict f',
 		'cpht_import_agg(handle integer, chunk bytea) -> bigint, kind a, volatility v, parallel u, strict f',
 		'cpht_import_agg_final(internal) -> bigint, kind f, volatility v, parallel u, strict f',
+		'cpht_import_agg_step(internal, handle cpht_table, chunk bytea) -> internal, kind f, volatility v, parallel u, strict f',
 		'cpht_import_agg_step(internal, handle integer, chunk bytea) -> internal, kind f, volatility v, parallel u, strict f',
+		'cpht_import_file(handle cpht_table, path text) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_import_file(handle integer, path text) -> bigint, kind f, volatility v, parallel u, strict t',
+		'cpht_info(handle cpht_table) -> jsonb, kind f, volatility v, parallel r, strict t',
 		'cpht_info(handle integer) -> jsonb, kind f, volatility v, parallel r, strict t',
+		'cpht_insert_new(handle cpht_table, source regclass, target regclass, key_column name DEFAULT ''id''::name) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_insert_new(handle integer, source regclass, target regclass, key_column name DEFAULT ''id''::name) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_open(name text) -> integer, kind f, volatility v, parallel u, strict t',
+		'cpht_put(handle cpht_table, keys bigint[]) -> bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_put(handle integer, keys bigint[]) -> bigint, kind f, volatility v, parallel r, strict t',
+		'cpht_rebuild(handle cpht_table) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_rebuild(handle integer) -> bigint, kind f, volatility v, parallel u, strict t',
+		'cpht_table(text) -> cpht_table, kind f, volatility v, parallel r, strict t',
+		'cpht_table_in(cstring) -> cpht_table, kind f, volatility s, parallel r, strict t',
+		'cpht_table_out(cpht_table) -> cstring, kind f, volatility s, parallel s, strict t',
 		'cpht_tables(OUT handle integer, OUT kind text, OUT device text, OUT key_bits integer, OUT count bigint, OUT bytes bigint, OUT name text, OUT owner regrole, OUT shared boolean, OUT placement text) -> SETOF record, kind f, volatility v, parallel r, strict t',
 		'cpht_worker_info() -> jsonb, kind f, volatility v, parallel s, strict t'
 	],
 	'functions, arguments, results, kinds, volatility, parallel safety and strictness');
 
 SELECT is(
-	(SELECT format('%s, %s, %s, %s, %s, %s, %s', aggtransfn, aggfinalfn, aggtranstype::regtype, aggkind,
-				   aggcombinefn, aggserialfn, aggdeserialfn)
-	 FROM pg_aggregate WHERE aggfnoid = 'cpht_fop_agg(int, bigint)'::regprocedure),
-	'cpht_fop_agg_step, cpht_fop_agg_final, internal, n, cpht_fop_agg_combine, cpht_fop_agg_serialize, cpht_fop_agg_deserialize',
-	'cpht_fop_agg: a plain aggregate with an internal state, combined from parallel workers');
+	ARRAY(SELECT format('%s, %s, %s, %s, %s, %s, %s', aggtransfn::regprocedure, aggfinalfn, aggtranstype::regtype,
+						aggkind, aggcombinefn, aggserialfn, aggdeserialfn)
+		  FROM pg_aggregate
+		  WHERE aggfnoid IN ('cpht_fop_agg(int, bigint)'::regprocedure, 'cpht_fop_agg(cpht_table, bigint)'::regprocedure)
+		  ORDER BY 1),
+	ARRAY['cpht_fop_agg_step(internal,cpht_table,bigint), cpht_fop_agg_final, internal, n, cpht_fop_agg_combine, cpht_fop_agg_serialize, cpht_fop_agg_deserialize',
+		  'cpht_fop_agg_step(internal,integer,bigint), cpht_fop_agg_final, internal, n, cpht_fop_agg_combine, cpht_fop_agg_serialize, cpht_fop_agg_deserialize'],
+	'cpht_fop_agg (of a handle and of a name): a plain aggregate with an internal state, combined from parallel workers');
 SELECT is(
 	(SELECT format('%s, %s, %s, %s, %s, %s, %s', aggtransfn, aggfinalfn, aggtranstype::regtype, aggkind,
 				   aggcombinefn, aggserialfn, aggdeserialfn)
