@@ -240,6 +240,10 @@ cpht_tables(PG_FUNCTION_ARGS)
 		LWLockRelease(cpht_control->catalog_lock);
 		if (e.state != CPHT_ENTRY_LIVE || e.dboid != MyDatabaseId)
 			continue;
+		/* as cpht_open: not another transaction's uncommitted creation,
+		 * nor a table this one dropped */
+		if (!cpht_shared_entry_visible(i, &e))
+			continue;
 		/* as cpht_open: only the tables the role may use are shown */
 		if (!has_privs_of_role(GetUserId(), e.owner))
 			continue;

@@ -85,7 +85,14 @@ typedef enum CphtOp
 	CPHT_OP_DROP_DATABASE,
 	/* req.entry and req.table_id: its owner becomes req.owner (a durable
 	 * table's change goes to WAL) */
-	CPHT_OP_ALTER_OWNER
+	CPHT_OP_ALTER_OWNER,
+	/*
+	 * req.entry and req.table_id, created inside a transaction block
+	 * (CphtCatalogEntry.create_xid): that transaction committed, the table
+	 * is everyone's (a durable one's next snapshot no longer names the
+	 * creating transaction).  A table rolled back is dropped with DROP.
+	 */
+	CPHT_OP_CREATE_COMMIT
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
@@ -168,6 +175,11 @@ typedef struct CphtRequest
 	TransactionId sub_xid;
 	/* CREATE: a durable table (snapshots, WAL) */
 	bool		durable;
+	/*
+	 * CREATE inside a transaction block: the creating (sub)transaction,
+	 * which becomes the entry's create_xid; invalid outside one.
+	 */
+	TransactionId create_xid;
 	/*
 	 * CREATE of a shared table: the creating session's cpht.max_memory
 	 * (kB, 0: none), which becomes the table's memory_cap_kb (below).
@@ -267,6 +279,14 @@ typedef struct CphtCatalogEntry
 	 * CREATE record.
 	 */
 	int32		memory_cap_kb;
+	/*
+	 * A table created inside a transaction block that has not committed
+	 * yet: the creating (sub)transaction (client/ddl_xact.c).  Other
+	 * sessions do not see the table until that commits (it is cleared by
+	 * CREATE_COMMIT; TransactionIdDidCommit covers the moment between the
+	 * commit and that request); a rollback drops it.  Invalid otherwise.
+	 */
+	TransactionId create_xid;
 } CphtCatalogEntry;
 
 typedef struct CphtControl

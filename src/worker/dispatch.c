@@ -85,6 +85,9 @@ handle_request(CphtSlot *slot, int s)
 		case CPHT_OP_ALTER_OWNER:
 			cpht_worker_op_alter_owner(slot);
 			break;
+		case CPHT_OP_CREATE_COMMIT:
+			cpht_worker_op_create_commit(slot);
+			break;
 		case CPHT_OP_XACT_COMMIT:
 		case CPHT_OP_XACT_ABORT:
 		case CPHT_OP_XACT_ROLLBACK_TO:

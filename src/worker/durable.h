@@ -56,7 +56,10 @@ typedef struct xl_cpht_create
 /*
  * A CREATE record is followed by the table's memory cap (int32, kB:
  * CphtCatalogEntry.memory_cap_kb); records written before the cap existed
- * end without it, which is no cap (cpht_wal_create_cap).
+ * end without it, which is no cap (cpht_wal_create_cap).  The cap of a
+ * table created inside a transaction block is followed by the creating
+ * (sub)transaction's xid (CphtCatalogEntry.create_xid,
+ * cpht_wal_create_xid).
  */
 
 typedef struct xl_cpht_drop
@@ -120,6 +123,11 @@ extern const char *cpht_wal_payload(XLogReaderState *record, uint8 *info);
 /* The memory cap a CREATE record carries after its xl_cpht_create (0: none,
  * or a record written before caps existed). */
 extern int32 cpht_wal_create_cap(XLogReaderState *record);
+
+/* The creating (sub)transaction a CREATE record carries after its cap
+ * (Invalid: created outside a transaction block, or an older record):
+ * the table exists only if it committed. */
+extern TransactionId cpht_wal_create_xid(XLogReaderState *record);
 
 /* ---- snapshot files (snapshot.c) ------------------------------------------ */
 
@@ -250,6 +258,10 @@ extern long cpht_durable_timeout(void);
  * (its keys go to WAL; false with rep's status set when the keys could not
  * be read: the caller undoes the call), CHECKPOINT. */
 extern void cpht_durable_created(int entry, cpht_table *t, const cpht_params *params);
+
+/* A table created inside a transaction block (entry's create_xid, now
+ * cleared): its creation committed, it gets its file. */
+extern void cpht_durable_create_committed(int entry);
 extern void cpht_durable_dropped(int entry);
 /* Before table entry's owner becomes owner: logged (flushed) if durable. */
 extern void cpht_durable_owner_changed(int entry, Oid owner);

@@ -19,6 +19,15 @@
 typedef struct DurableState
 {
 	bool		live;			/* a durable table lives at this index */
+	/*
+	 * Created inside a transaction block, with no snapshot file yet: it
+	 * gets its first file once its creation committed (the catalog entry's
+	 * create_xid cleared); until then no round writes it and the catalog
+	 * file does not name it, and its retention point (current_lsn) stays
+	 * at its CREATE record, so that replay after a crash finds the record
+	 * and creates the table if, and only if, the creation committed.
+	 */
+	bool		pending;
 	XLogRecPtr	snapshot_lsn;	/* its last snapshot */
 	XLogRecPtr	current_lsn;	/* its file is exact here too: no record of
 								 * it since snapshot_lsn (replay and the

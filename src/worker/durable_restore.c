@@ -155,6 +155,7 @@ mark_failed(Oid dboid, const char *name, XLogRecPtr create_lsn, XLogRecPtr keep_
 		e->table_id = ctl->next_table_id++;
 		e->durable = false;
 		strlcpy(e->lost_reason, reason, CPHT_TEXT_LEN);
+		e->create_xid = InvalidTransactionId;
 		e->state = CPHT_ENTRY_LOST;
 	}
 	LWLockRelease(ctl->catalog_lock);
@@ -229,6 +230,7 @@ install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, int32 memory_
 		e->transactional = transactional;
 		e->durable = true;
 		e->create_lsn = create_lsn;
+		e->create_xid = InvalidTransactionId;
 		pg_atomic_write_u64(&e->count, cpht_table_count(t));
 		cpht_worker_table_install(entry, id, t, transactional);
 		e->state = CPHT_ENTRY_LIVE;
@@ -516,6 +518,33 @@ replay_record(XLogReaderState *reader)
 
 				if (durable_entry(create_lsn) >= 0 || is_failed(create_lsn))
 					break;
+				/*
+				 * Created inside a transaction block: only if that
+				 * (sub)transaction committed.  Its file was never written
+				 * before the commit, so a table rolled back, or whose
+				 * transaction a crash ended, is not made again, and its
+				 * later records find no table.
+				 */
+				if (TransactionIdIsValid(cpht_wal_create_xid(reader)))
+				{
+					XidOutcome o = xid_outcome(cpht_wal_create_xid(reader));
+
+					if (o == XID_ABORTED)
+						break;
+					if (o == XID_UNKNOWN)
+					{
+						char		reason[CPHT_TEXT_LEN];
+
+						snprintf(reason, sizeof(reason),
+								 "its creation in WAL names transaction %u, whose outcome PostgreSQL no longer keeps (pg_xact was truncated since)",
+								 cpht_wal_create_xid(reader));
+						ereport(WARNING,
+								(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(c->name)),
+								 errdetail("%s", reason)));
+						mark_failed(c->dboid, NameStr(c->name), create_lsn, InvalidXLogRecPtr, reason);
+						break;
+					}
+				}
 				if (cpht_table_create(&c->params, &t, errbuf, sizeof(errbuf)) != CPHT_OK)
 				{
 					char		reason[CPHT_TEXT_LEN];

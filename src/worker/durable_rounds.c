@@ -224,7 +224,8 @@ write_catalog(bool clean, XLogRecPtr at)
 	{
 		CphtCatalogEntry *e = &cpht_catalog[i];
 
-		if (!durable[i].live)
+		/* a pending table has no file: its CREATE record names it */
+		if (!durable[i].live || durable[i].pending)
 			continue;
 		recs[n].dboid = e->dboid;
 		recs[n].name = e->name;
@@ -378,7 +379,7 @@ write_exact(void)
 	{
 		DurableState *d = &durable[i];
 
-		if (!d->live)
+		if (!d->live || d->pending)
 			continue;
 		/* a file just replaced, or one changed since: exact up to the change */
 		if (!XLogRecPtrIsInvalid(d->prior_until) || (d->changed && !XLogRecPtrIsInvalid(d->first_change)))
@@ -400,6 +401,8 @@ write_exact(void)
 		XLogFlush(cpht_wal_exact(tables, n));
 	pfree(tables);
 }
+
+static void write_first_snapshot(int entry);
 
 static int
 snapshot_round(RoundMode mode, bool clean)
@@ -431,6 +434,13 @@ snapshot_round(RoundMode mode, bool clean)
 		t = cpht_worker_table(i, e->table_id);
 		if (t == NULL)
 			continue;
+		/* no file before its creation commits; then its first one */
+		if (durable[i].pending)
+		{
+			write_first_snapshot(i);
+			keep = Min(keep, durable[i].current_lsn);
+			continue;
+		}
 		if (mode == ROUND_ALL)
 			write = true;
 		else if (mode == ROUND_CHANGED && durable[i].changed)
@@ -595,8 +605,27 @@ cpht_durable_created(int entry, cpht_table *t, const cpht_params *params)
 	XLogRecPtr	lsn;
 
 	check_durable_possible();
+	lsn = GetXLogInsertRecPtr();
 	e->create_lsn = cpht_wal_create(e, params);
 	e->durable = true;
+	/*
+	 * Created inside a transaction block: no file and no catalog line
+	 * until the creation commits (cpht_durable_create_committed); the WAL
+	 * from its CREATE record on is kept meanwhile (ddl_xact.c in the
+	 * backend says why).
+	 */
+	if (TransactionIdIsValid(e->create_xid))
+	{
+		XLogFlush(e->create_lsn);
+		durable_forget(entry);
+		durable[entry].live = true;
+		durable[entry].pending = true;
+		durable[entry].snapshot_lsn = InvalidXLogRecPtr;
+		durable[entry].current_lsn = lsn;
+		durable[entry].changed = true;
+		durable[entry].first_change = lsn;
+		return;
+	}
 	lsn = GetXLogInsertRecPtr();
 	flush_inserted(lsn);
 	PG_TRY();
@@ -625,11 +654,55 @@ cpht_durable_created(int entry, cpht_table *t, const cpht_params *params)
 	write_catalog_or_log();
 }
 
+/*
+ * The first snapshot file of a table created inside a transaction block
+ * whose creation committed, and its catalog line: as at the creation of
+ * any other durable table.  On failure (a LOG) the table stays pending and
+ * its WAL kept, and the next round tries again.
+ */
+static void
+write_first_snapshot(int entry)
+{
+	CphtCatalogEntry *e = &cpht_catalog[entry];
+	cpht_table *t = cpht_worker_table(entry, e->table_id);
+	MemoryContext cxt = CurrentMemoryContext;
+	XLogRecPtr	lsn = GetXLogInsertRecPtr();
+
+	if (t == NULL || !durable[entry].pending || TransactionIdIsValid(e->create_xid))
+		return;
+	PG_TRY();
+	{
+		flush_inserted(lsn);
+		cpht_snapshot_write(entry, e, t, lsn);
+		durable[entry].pending = false;
+		snapshot_written(entry, lsn);
+		durable[entry].prior_until = InvalidXLogRecPtr;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		return;
+	}
+	PG_END_TRY();
+	write_catalog_or_log();
+}
+
+void
+cpht_durable_create_committed(int entry)
+{
+	if (!cpht_catalog[entry].durable || !durable[entry].live)
+		return;
+	write_first_snapshot(entry);
+}
+
 void
 cpht_durable_dropped(int entry)
 {
 	CphtCatalogEntry *e = &cpht_catalog[entry];
 	char		path[MAXPGPATH];
+	bool		had_file;
 
 	if (!e->durable)
 		return;
@@ -648,6 +721,7 @@ cpht_durable_dropped(int entry)
 	}
 	XLogFlush(cpht_wal_drop(e->create_lsn));
 	e->durable = false;
+	had_file = !durable[entry].pending;
 	durable_forget(entry);
 	/*
 	 * The catalog forgets it before its file goes: a crash in between
@@ -660,6 +734,9 @@ cpht_durable_dropped(int entry)
 		if (!wal_needed())
 			drop_slot();
 	}
+	/* one whose creation never committed has none */
+	if (!had_file)
+		return;
 	cpht_snapshot_path(path, sizeof(path), e->dboid, e->create_lsn);
 	(void) durable_unlink(path, LOG);
 }

@@ -13,8 +13,10 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/procarray.h"
 #include "port/pg_bitutils.h"
 #include "portability/instr_time.h"
 #include "storage/latch.h"
@@ -130,6 +132,8 @@ cpht_worker_table_written(const CphtRequest *req, cpht_table *t)
 	}
 }
 
+static void drop_abandoned(Oid dboid, const NameData *name);
+
 void
 cpht_worker_op_create(CphtSlot *slot)
 {
@@ -156,6 +160,7 @@ cpht_worker_op_create(CphtSlot *slot)
 	/* within its owner's cap and cpht.max_shared_memory (quota.c) */
 	cpht_quota_check_create(&req->name, req->owner, req->memory_cap_kb,
 							cpht_params_table_bytes(&req->params));
+	drop_abandoned(req->dboid, &req->name);
 
 	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
 	for (i = 0; i < ctl->max_tables; i++)
@@ -256,6 +261,8 @@ cpht_worker_op_create(CphtSlot *slot)
 	e->transactional = req->transactional;
 	e->durable = false;
 	e->create_lsn = InvalidXLogRecPtr;
+	/* created inside a transaction block: others see it once that commits */
+	e->create_xid = req->create_xid;
 	e->memory_cap_kb = Max(req->memory_cap_kb, 0);
 	cpht_xacts_table_created(i, table_ids[i], req->transactional);
 	e->capacity = req->capacity;
@@ -289,6 +296,48 @@ cpht_worker_op_create(CphtSlot *slot)
 
 	rep->entry = i;
 	rep->table_id = table_ids[i];
+}
+
+/*
+ * The transaction that created table req->entry inside a transaction block
+ * committed: the table is everyone's, and a durable one gets its file.  A
+ * table gone meanwhile (its database or extension dropped at the same
+ * commit, the worker restarted) needs nothing.
+ */
+void
+cpht_worker_op_create_commit(CphtSlot *slot)
+{
+	const CphtRequest *req = &slot->req;
+
+	if (cpht_worker_table(req->entry, req->table_id) == NULL)
+		return;
+	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
+	cpht_catalog[req->entry].create_xid = InvalidTransactionId;
+	LWLockRelease(cpht_control->catalog_lock);
+	cpht_durable_create_committed(req->entry);
+}
+
+/*
+ * Tables of database dboid named name created inside a transaction block
+ * that ended without committing and whose session could not tell the
+ * worker (it was busy or gone): dropped, so the name is free.
+ */
+static void
+drop_abandoned(Oid dboid, const NameData *name)
+{
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+		TransactionId xid;
+
+		LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+		xid = (e->state == CPHT_ENTRY_LIVE && e->dboid == dboid &&
+			   strcmp(NameStr(e->name), NameStr(*name)) == 0) ? e->create_xid : InvalidTransactionId;
+		LWLockRelease(cpht_control->catalog_lock);
+		if (TransactionIdIsValid(xid) && tables[i] != NULL &&
+			!TransactionIdIsInProgress(xid) && !TransactionIdDidCommit(xid))
+			cpht_worker_table_drop(i);
+	}
 }
 
 void

@@ -28,7 +28,7 @@ SELECT is(
 		'cpht_count(handle cpht_table) -> bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_count(handle integer) -> bigint, kind f, volatility v, parallel r, strict t',
 		-- not strict: name, key_bits and shards default to NULL (a NULL among the others gives NULL)
-		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT NULL::integer, transactional boolean DEFAULT true, name text DEFAULT NULL::text, shards integer DEFAULT NULL::integer, durable boolean DEFAULT false) -> integer, kind f, volatility v, parallel u, strict f',
+		'cpht_create(capacity bigint, kind text DEFAULT ''iceberg''::text, key_bits integer DEFAULT NULL::integer, transactional boolean DEFAULT true, name text DEFAULT NULL::text, shards integer DEFAULT NULL::integer, durable boolean DEFAULT false, if_not_exists boolean DEFAULT false) -> integer, kind f, volatility v, parallel u, strict f',
 		'cpht_delete(handle cpht_table, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
 		'cpht_delete(handle integer, keys bigint[]) -> boolean[], kind f, volatility v, parallel u, strict t',
 		'cpht_drop(handle cpht_table) -> void, kind f, volatility v, parallel u, strict t',
@@ -118,12 +118,12 @@ CREATE TEMP TABLE tap_rows (id bigint);
 SET LOCAL ROLE cpht_tap_role;
 SELECT lives_ok('SELECT cpht_drop(cpht_create(10))', 'any role may use cpht by default');
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean, text, int, boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean, text, int, boolean, boolean) FROM PUBLIC;
 SET LOCAL ROLE cpht_tap_role;
 SELECT throws_ok('SELECT cpht_create(10)', '42501', 'permission denied for function cpht_create',
 	'REVOKE EXECUTE ... FROM PUBLIC restricts cpht_create');
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean, text, int, boolean) TO cpht_tap_role;
+GRANT EXECUTE ON FUNCTION cpht_create(bigint, text, int, boolean, text, int, boolean, boolean) TO cpht_tap_role;
 SET LOCAL ROLE cpht_tap_role;
 SELECT lives_ok('SELECT cpht_drop(cpht_create(10))', 'GRANT EXECUTE ... TO a role allows it again');
 RESET ROLE;
