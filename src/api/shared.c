@@ -84,6 +84,28 @@ refuse_transaction_block(const char *what)
  * because name defaults to NULL, so a NULL among the other arguments gives
  * NULL here as STRICT did.
  */
+/*
+ * A LOG line for each shared table created or dropped, with who and which
+ * (log_statement = ddl does not see them: they are function calls).
+ * Dropping a durable table discards its keys for good.
+ */
+static void
+log_table_event(const char *name, bool durable, bool created)
+{
+	const char *db = get_database_name(MyDatabaseId);
+	const char *role = GetUserNameFromId(GetUserId(), false);
+
+	if (created)
+		ereport(LOG,
+				(errmsg("%s cpht table \"%s\" created in database \"%s\" by role \"%s\"",
+						durable ? "durable shared" : "shared", name, db ? db : "?", role)));
+	else
+		ereport(LOG,
+				(errmsg("%s cpht table \"%s\" dropped in database \"%s\" by role \"%s\"",
+						durable ? "durable shared" : "shared", name, db ? db : "?", role),
+				 durable ? errdetail("Its keys, snapshot and WAL are gone for good.") : 0));
+}
+
 PG_FUNCTION_INFO_V1(cpht_create_named);
 Datum
 cpht_create_named(PG_FUNCTION_ARGS)
@@ -178,6 +200,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	copy = cpht_catalog[entry];
 	LWLockRelease(cpht_control->catalog_lock);
 	copy.table_id = rep->table_id;	/* even if dropped since */
+	log_table_event(name, durable, true);
 	PG_RETURN_INT32(cpht_shared_register(entry, &copy)->handle);
 }
 
@@ -293,6 +316,7 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 	/* a handle this session did not open yet is looked up by its number */
 	CphtHandle *h = cpht_handles_use(handle);
 	bool		lost;
+	char		dropped_name[NAMEDATALEN];
 
 	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
 	lost = h->shared_entry >= 0 &&
@@ -302,14 +326,21 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 
 	if (lost)
 	{
+		NameData	name = cpht_catalog[h->shared_entry].name;
+		bool		durable = cpht_catalog[h->shared_entry].durable;
+
 		refuse_transaction_block("dropping a shared cpht table");
 		if (drop_lost(h))
+		{
+			log_table_event(NameStr(name), durable, false);
 			PG_RETURN_VOID();
+		}
 	}
 	/* whether it exists and the role may drop it, then when */
-	ref = cpht_shared_ref(handle, NULL, NULL);
+	ref = cpht_shared_ref(handle, dropped_name, NULL);
 	refuse_transaction_block("dropping a shared cpht table");
 	cpht_remote_drop(&ref);
+	log_table_event(dropped_name, ref.durable, false);
 	h->shared_entry = -1;
 	PG_RETURN_VOID();
 }

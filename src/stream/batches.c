@@ -146,6 +146,8 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 		cpht_call_times_add(&st->times, &one);
 		st->batches++;
 		st->keys += got;
+		/* cpht_stat_progress, when this call reports one */
+		cpht_progress_sent(got, inserted);
 	}
 	if (status)
 	{
