@@ -26,6 +26,8 @@ COMMENT ON FUNCTION cpht_stat_tables() IS
 CREATE VIEW cpht_stat_tables AS SELECT * FROM cpht_stat_tables();
 
 COMMENT ON VIEW cpht_stat_tables IS 'cpht_stat_tables() as a view';
+-- every role sees the tables it may use, as with cpht_tables()
+GRANT SELECT ON cpht_stat_tables TO PUBLIC;
 
 CREATE FUNCTION cpht_stat_reset(name text DEFAULT NULL)
 RETURNS void
@@ -53,3 +55,5 @@ COMMENT ON FUNCTION cpht_stat_progress() IS
 CREATE VIEW cpht_stat_progress AS SELECT * FROM cpht_stat_progress();
 
 COMMENT ON VIEW cpht_stat_progress IS 'cpht_stat_progress() as a view';
+-- every role sees its own calls, as with pg_stat_progress_copy
+GRANT SELECT ON cpht_stat_progress TO PUBLIC;
