@@ -15,4 +15,10 @@
  * as its own node over a shared table. */
 extern PGDLLEXPORT Datum cpht_fop_new_relation(PG_FUNCTION_ARGS);
 
+/* cpht_insert_new (insert_new.c) and cpht_fop_relation (fop_relation.c):
+ * plan/call_node.c plans a query that is one call of either as its node,
+ * for EXPLAIN ANALYZE. */
+extern PGDLLEXPORT Datum cpht_insert_new(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum cpht_fop_relation(PG_FUNCTION_ARGS);
+
 #endif							/* CPHT_API_H */

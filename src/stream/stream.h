@@ -61,6 +61,20 @@ extern void cpht_stream_release(Stream *st, uint64 bytes);
 extern uint64 cpht_stream_swap(Stream *st, const uint64 *keys, int n,
 							   const uint8 **status, size_t *nstatus);
 
+/*
+ * What every stream of this backend sent so far: keys, the new ones, the
+ * time in the table's calls (ms).  plan/call_node.c's EXPLAIN ANALYZE
+ * takes the difference over a call.
+ */
+typedef struct CphtStreamTotals
+{
+	uint64		keys;
+	uint64		new_keys;
+	double		table_ms;
+} CphtStreamTotals;
+
+extern void cpht_stream_totals(CphtStreamTotals *out);
+
 /* cpht.trace: a NOTICE summing the table calls of a stream's batches. */
 extern void cpht_stream_report(Stream *st, const char *fn);
 

@@ -8,7 +8,7 @@
 -- dblink session a (autocommit); the calls whose progress is watched run
 -- there too, held by an advisory lock this session takes.
 BEGIN;
-SELECT plan(26);
+SELECT plan(28);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -85,16 +85,19 @@ BEGIN
 	PERFORM dblink_exec('a', 'DROP FUNCTION IF EXISTS mon_hold(bigint), mon_hold_trigger()');
 END $$;
 
--- Progress, in both modes (a private table in plain mode, in the worker
--- when preloaded): 8 tests.
+-- Progress and EXPLAIN ANALYZE of cpht_insert_new, in both modes (a
+-- private table in plain mode, in the worker when preloaded): 10 tests.
 CREATE FUNCTION pg_temp.progress_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	why text := pg_temp.why_no_dblink();
 	pa int;
 	r text;
+	h int;
+	line text;
+	plan text := '';
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 8);
+		RETURN NEXT skip(why, 10);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.setup();
@@ -124,6 +127,20 @@ BEGIN
 	RETURN NEXT is(pg_temp.result('a'), '0', 'cpht_fop_relation goes on');
 	RETURN NEXT is(pg_temp.progress(pa), NULL, 'no progress row once it ended');
 	PERFORM pg_temp.teardown();
+
+	-- EXPLAIN ANALYZE of a query that is one call of cpht_insert_new
+	h := cpht_create(100000);
+	CREATE TEMP TABLE mon_src2 AS SELECT (g % 3000 + 1)::bigint AS id FROM generate_series(1, 10000) g;
+	CREATE TEMP TABLE mon_dst2 (id bigint);
+	FOR line IN EXECUTE format('EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT cpht_insert_new(%s, %L, %L, %L)',
+							   h, 'mon_src2', 'mon_dst2', 'id') LOOP
+		plan := plan || line || E'\n';
+	END LOOP;
+	RETURN NEXT ok(plan ~ 'Custom Scan \(cpht call\)' AND plan ~ 'Keys Sent: 10000' AND plan ~ 'New Keys: 3000'
+				   AND plan ~ 'Time in Table: [0-9.]+ ms',
+		format(E'EXPLAIN ANALYZE of cpht_insert_new: the keys it sent, the new ones, the time in the table\n%s', plan));
+	RETURN NEXT is((SELECT count(*) FROM mon_dst2), 3000::bigint, 'and the call ran once');
+	PERFORM cpht_drop(h);
 END $$;
 
 -- With the worker: 18 tests.
