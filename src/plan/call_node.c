@@ -3,25 +3,32 @@
  * cpht_insert_new or cpht_fop_relation and nothing else
  *     SELECT cpht_insert_new(h, 'staging', 'items', 'id')
  * is planned by PostgreSQL as a bare Result, whose EXPLAIN ANALYZE says
- * nothing of the call's work.  The planner hook puts this node in the
- * Result's place: it evaluates the same target list once, as the Result
- * would, and EXPLAIN ANALYZE shows what the call sent to its table (the
- * streams of this backend, stream/batches.c): keys sent, new keys, the
- * time in the table's calls.
+ * nothing of the call's work.  Under EXPLAIN (the ExplainOneQuery hook,
+ * which plans the query as EXPLAIN would), this node takes the Result's
+ * place: it evaluates the same target list once, as the Result would, and
+ * EXPLAIN ANALYZE shows what the call sent to its table (the streams of
+ * this backend, stream/batches.c): keys sent, new keys, the time in the
+ * table's calls.
  *
- * Only a Result with no input, no one-time filter and a target list that
- * calls one of the two at its top is replaced; anything else keeps its
- * plan.  The node has no scan relation and no child: its target list is
- * the Result's, already set up by the planner (it holds no Var).
+ * Only EXPLAIN gets the node: a query run otherwise keeps its Result,
+ * which PL/pgSQL requires of a simple expression (x := cpht_insert_new(...)
+ * fails with any other plan node).  Only a Result with no input, no
+ * one-time filter and a target list that calls one of the two at its top
+ * is replaced.  The node has no scan relation and no child: its target
+ * list is the Result's, already set up by the planner (it holds no Var).
+ * Another module's ExplainOneQuery hook, loaded first, keeps its place
+ * and the Result stays.
  */
 #include "postgres.h"
 
 #include "commands/explain.h"
 #include "executor/executor.h"
+#include "executor/instrument.h"
 #include "executor/nodeCustom.h"
 #include "nodes/extensible.h"
 #include "nodes/nodeFuncs.h"
-#include "optimizer/planner.h"
+#include "portability/instr_time.h"
+#include "tcop/tcopprot.h"
 
 #include "api/api.h"
 #include "plan/plan.h"
@@ -29,7 +36,7 @@
 
 #define NODE_NAME "cpht call"
 
-static planner_hook_type prev_planner = NULL;
+static ExplainOneQuery_hook_type prev_explain_one_query = NULL;
 static CustomScanMethods call_scan_methods;
 static CustomExecMethods call_exec_methods;
 
@@ -73,40 +80,67 @@ replaceable(Plan *plan)
 	return false;
 }
 
-static PlannedStmt *
-call_planner(Query *parse, const char *query_string, int cursor_options,
-			 ParamListInfo bound_params)
+/* The Result of a query that is one long call, replaced by the node. */
+static void
+replace_result(PlannedStmt *stmt)
 {
-	PlannedStmt *stmt;
+	Plan	   *result = stmt->planTree;
+	CustomScan *cs;
 
-	if (prev_planner)
-		stmt = prev_planner(parse, query_string, cursor_options, bound_params);
-	else
-		stmt = standard_planner(parse, query_string, cursor_options, bound_params);
+	if (stmt->commandType != CMD_SELECT || !replaceable(result))
+		return;
+	cs = makeNode(CustomScan);
+	/* the Result's figures and target list, as they are */
+	cs->scan.plan.startup_cost = result->startup_cost;
+	cs->scan.plan.total_cost = result->total_cost;
+	cs->scan.plan.plan_rows = result->plan_rows;
+	cs->scan.plan.plan_width = result->plan_width;
+	cs->scan.plan.parallel_aware = false;
+	cs->scan.plan.parallel_safe = result->parallel_safe;
+	cs->scan.plan.plan_node_id = result->plan_node_id;
+	cs->scan.plan.targetlist = result->targetlist;
+	cs->scan.plan.extParam = result->extParam;
+	cs->scan.plan.allParam = result->allParam;
+	cs->scan.scanrelid = 0;
+	cs->flags = 0;
+	cs->custom_scan_tlist = NIL;
+	cs->methods = &call_scan_methods;
+	stmt->planTree = (Plan *) cs;
+}
 
-	if (stmt->commandType == CMD_SELECT && replaceable(stmt->planTree))
+/*
+ * EXPLAIN of one query, as PostgreSQL 15's ExplainOneQuery does it without
+ * a hook (planning time and buffers included), with the Result replaced.
+ */
+static void
+call_explain_one_query(Query *query, int cursorOptions, IntoClause *into, ExplainState *es,
+					   const char *queryString, ParamListInfo params, QueryEnvironment *queryEnv)
+{
+	PlannedStmt *plan;
+	instr_time	planstart,
+				planduration;
+	BufferUsage bufusage_start,
+				bufusage;
+
+	if (prev_explain_one_query)
 	{
-		Plan	   *result = stmt->planTree;
-		CustomScan *cs = makeNode(CustomScan);
-
-		/* the Result's figures and target list, as they are */
-		cs->scan.plan.startup_cost = result->startup_cost;
-		cs->scan.plan.total_cost = result->total_cost;
-		cs->scan.plan.plan_rows = result->plan_rows;
-		cs->scan.plan.plan_width = result->plan_width;
-		cs->scan.plan.parallel_aware = false;
-		cs->scan.plan.parallel_safe = result->parallel_safe;
-		cs->scan.plan.plan_node_id = result->plan_node_id;
-		cs->scan.plan.targetlist = result->targetlist;
-		cs->scan.plan.extParam = result->extParam;
-		cs->scan.plan.allParam = result->allParam;
-		cs->scan.scanrelid = 0;
-		cs->flags = 0;
-		cs->custom_scan_tlist = NIL;
-		cs->methods = &call_scan_methods;
-		stmt->planTree = (Plan *) cs;
+		prev_explain_one_query(query, cursorOptions, into, es, queryString, params, queryEnv);
+		return;
 	}
-	return stmt;
+	if (es->buffers)
+		bufusage_start = pgBufferUsage;
+	INSTR_TIME_SET_CURRENT(planstart);
+	plan = pg_plan_query(query, queryString, cursorOptions, params);
+	INSTR_TIME_SET_CURRENT(planduration);
+	INSTR_TIME_SUBTRACT(planduration, planstart);
+	if (es->buffers)
+	{
+		memset(&bufusage, 0, sizeof(BufferUsage));
+		BufferUsageAccumDiff(&bufusage, &pgBufferUsage, &bufusage_start);
+	}
+	replace_result(plan);
+	ExplainOnePlan(plan, into, es, queryString, params, queryEnv,
+				   &planduration, es->buffers ? &bufusage : NULL);
 }
 
 static Node *
@@ -183,6 +217,6 @@ cpht_call_node_init(void)
 	call_exec_methods.ReScanCustomScan = call_rescan;
 	call_exec_methods.ExplainCustomScan = call_explain;
 
-	prev_planner = planner_hook;
-	planner_hook = call_planner;
+	prev_explain_one_query = ExplainOneQuery_hook;
+	ExplainOneQuery_hook = call_explain_one_query;
 }

@@ -51,6 +51,11 @@ SELECT is(
 		'cpht_open(name text) -> integer, kind f, volatility v, parallel u, strict t',
 		'cpht_put(handle integer, keys bigint[]) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_rebuild(handle integer) -> bigint, kind f, volatility v, parallel u, strict t',
+		-- monitoring (docs/monitoring.md): cpht_stat_reset is not strict,
+		-- its name defaults to NULL (every table of the database)
+		'cpht_stat_progress(OUT pid integer, OUT datid oid, OUT relid oid, OUT operation text, OUT phase text, OUT handle integer, OUT table_name text, OUT keys_done bigint, OUT keys_known bigint, OUT new_keys bigint, OUT rows_done bigint, OUT rows_known bigint) -> SETOF record, kind f, volatility v, parallel r, strict t',
+		'cpht_stat_reset(name text DEFAULT NULL::text) -> void, kind f, volatility v, parallel r, strict f',
+		'cpht_stat_tables(OUT handle integer, OUT name text, OUT owner regrole, OUT durable boolean, OUT transactional boolean, OUT keys bigint, OUT bytes bigint, OUT calls bigint, OUT keys_sent bigint, OUT new_keys bigint, OUT call_time_ms double precision, OUT waits bigint, OUT growths bigint, OUT snapshot_lsn pg_lsn, OUT snapshot_time timestamp with time zone, OUT wal_keep_lsn pg_lsn, OUT wal_held_bytes bigint, OUT stats_reset timestamp with time zone) -> SETOF record, kind f, volatility v, parallel r, strict t',
 		'cpht_tables(OUT handle integer, OUT kind text, OUT device text, OUT key_bits integer, OUT count bigint, OUT bytes bigint, OUT name text, OUT owner regrole, OUT shared boolean, OUT placement text) -> SETOF record, kind f, volatility v, parallel r, strict t',
 		'cpht_worker_info() -> jsonb, kind f, volatility v, parallel s, strict t'
 	],
