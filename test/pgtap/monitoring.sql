@@ -8,7 +8,7 @@
 -- dblink session a (autocommit); the calls whose progress is watched run
 -- there too, held by an advisory lock this session takes.
 BEGIN;
-SELECT plan(28);
+SELECT plan(30);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -143,12 +143,13 @@ BEGIN
 	PERFORM cpht_drop(h);
 END $$;
 
--- With the worker: 18 tests.
+-- With the worker: 20 tests.
 CREATE FUNCTION pg_temp.worker_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	why text := pg_temp.why_skip();
 	w int;
 	pa int;
+	pb int;
 	h int;
 	seen text;
 	t0 timestamptz;
@@ -157,7 +158,7 @@ DECLARE
 	plan text;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 18);
+		RETURN NEXT skip(why, 20);
 		RETURN;
 	END IF;
 	IF NOT 'a' = ANY (coalesce(dblink_get_connections(), '{}')) THEN
@@ -230,6 +231,21 @@ BEGIN
 	PERFORM dblink_exec('a', 'REVOKE EXECUTE ON FUNCTION cpht_stat_reset(text) FROM cpht_t_mon');
 	RETURN NEXT throws_ok($q$SELECT cpht_stat_reset('mon_none')$q$, '42704', NULL,
 		'resetting a table that does not exist is 42704');
+
+	-- a write that met another transaction's keys: a wait, then the call
+	PERFORM pg_temp.connect('b');
+	pb := (SELECT v FROM dblink('b', 'SELECT pg_backend_pid()') AS t(v int));
+	PERFORM pg_temp.remote('a', $q$SELECT cpht_create(1000, name => 'mon_txn')$q$);
+	PERFORM dblink_exec('a', 'BEGIN');
+	PERFORM pg_temp.remote('a', $q$SELECT cpht_fop(cpht_open('mon_txn'), '{1,2}')$q$);
+	PERFORM dblink_send_query('b', $q$SELECT cpht_fop(cpht_open('mon_txn'), '{2,3}')::text$q$);
+	RETURN NEXT ok(pg_temp.await_lock_wait(pb), 'a find-or-put of a key another transaction put waits for it');
+	PERFORM dblink_exec('a', 'COMMIT');
+	PERFORM pg_temp.result('b');
+	RETURN NEXT is(pg_temp.counters('mon_txn'), 'calls 2, keys 4, new 3, waits 1',
+		'it counts as a wait, then as a call once it ran');
+	PERFORM pg_temp.remote('a', 'SELECT cpht_drop(cpht_open(''mon_txn''))');
+	PERFORM dblink_disconnect('b');
 
 	-- a durable table: its snapshot and the WAL it keeps
 	PERFORM pg_temp.remote('a', $q$SELECT cpht_create(1000, transactional => false, name => 'mon_durable', durable => true)$q$);
