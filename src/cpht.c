@@ -76,6 +76,7 @@ _PG_init(void)
 	cpht_parallel_init();
 	cpht_new_keys_init();
 	cpht_rows_by_tid_init();
+	cpht_call_node_init();
 
 	MarkGUCPrefixReserved("cpht");
 

@@ -18,5 +18,10 @@ extern PGDLLEXPORT Datum cpht_fop_new_relation(PG_FUNCTION_ARGS);
 /* The input function of the cpht_table type (names.c): plan/ tells the
  * type by it, to take a constant cpht_table for the handle it holds. */
 extern PGDLLEXPORT Datum cpht_table_in(PG_FUNCTION_ARGS);
+/* cpht_insert_new (insert_new.c) and cpht_fop_relation (fop_relation.c):
+ * plan/call_node.c plans a query that is one call of either as its node,
+ * for EXPLAIN ANALYZE. */
+extern PGDLLEXPORT Datum cpht_insert_new(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum cpht_fop_relation(PG_FUNCTION_ARGS);
 
 #endif							/* CPHT_API_H */

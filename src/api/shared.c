@@ -133,6 +133,28 @@ existing_table(const char *name, int32 entry, const CphtCatalogEntry *e, bool du
  * because name defaults to NULL, so a NULL among the other arguments gives
  * NULL here as STRICT did.
  */
+/*
+ * A LOG line for each shared table created or dropped, with who and which
+ * (log_statement = ddl does not see them: they are function calls).
+ * Dropping a durable table discards its keys for good.
+ */
+static void
+log_table_event(const char *name, bool durable, bool created)
+{
+	const char *db = get_database_name(MyDatabaseId);
+	const char *role = GetUserNameFromId(GetUserId(), false);
+
+	if (created)
+		ereport(LOG,
+				(errmsg("%s cpht table \"%s\" created in database \"%s\" by role \"%s\"",
+						durable ? "durable shared" : "shared", name, db ? db : "?", role)));
+	else
+		ereport(LOG,
+				(errmsg("%s cpht table \"%s\" dropped in database \"%s\" by role \"%s\"",
+						durable ? "durable shared" : "shared", name, db ? db : "?", role),
+				 durable ? errdetail("Its keys, snapshot and WAL are gone for good.") : 0));
+}
+
 PG_FUNCTION_INFO_V1(cpht_create_named);
 Datum
 cpht_create_named(PG_FUNCTION_ARGS)
@@ -255,6 +277,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	copy.table_id = rep->table_id;	/* even if dropped since */
 	if (TransactionIdIsValid(req->create_xid))
 		cpht_ddl_note_create(entry, rep->table_id, name);
+	log_table_event(name, durable, true);
 	PG_RETURN_INT32(cpht_shared_register(entry, &copy)->handle);
 }
 
@@ -392,8 +415,17 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 		cpht_catalog[h->shared_entry].table_id == h->shared_table_id;
 	LWLockRelease(cpht_control->catalog_lock);
 
-	if (lost && drop_lost(h))
-		PG_RETURN_VOID();
+	if (lost)
+	{
+		NameData	lost_name = cpht_catalog[h->shared_entry].name;
+		bool		durable = cpht_catalog[h->shared_entry].durable;
+
+		if (drop_lost(h))
+		{
+			log_table_event(NameStr(lost_name), durable, false);
+			PG_RETURN_VOID();
+		}
+	}
 	/* whether it exists and the role may drop it */
 	ref = cpht_shared_ref(handle, name, NULL);
 	/* the name is this transaction's until it ends; then check again, a
@@ -402,10 +434,12 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 	ref = cpht_shared_ref(handle, NULL, NULL);
 	if (cpht_ddl_in_block())
 	{
+		/* logged by neither: the drop is sent at commit (ddl_xact.c) */
 		cpht_ddl_note_drop(ref.entry, ref.table_id, name);
 		PG_RETURN_VOID();
 	}
 	cpht_remote_drop(&ref);
+	log_table_event(name, ref.durable, false);
 	h->shared_entry = -1;
 	PG_RETURN_VOID();
 }

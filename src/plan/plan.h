@@ -95,4 +95,12 @@ extern Snapshot cpht_rows_by_tid_read_under(Snapshot snapshot);
 /* Installs the planner hook and registers the node (from _PG_init). */
 extern void cpht_rows_by_tid_init(void);
 
+/*
+ * call_node.c: a query that is one call of cpht_insert_new or
+ * cpht_fop_relation, explained with the "cpht call" node in place of a
+ * bare Result, so that EXPLAIN ANALYZE shows the call's keys.  Installs
+ * the ExplainOneQuery hook and registers the node (from _PG_init).
+ */
+extern void cpht_call_node_init(void);
+
 #endif							/* CPHT_PLAN_H */

@@ -240,6 +240,10 @@ install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, int32 memory_
 	durable[entry].live = true;
 	durable[entry].snapshot_lsn = snapshot_lsn;
 	durable[entry].current_lsn = current_lsn;
+	/* cpht_stat_tables: the snapshot it came back from (its time is not
+	 * known until the next one) and the WAL it keeps */
+	pg_atomic_write_u64(&cpht_catalog[entry].stats.snapshot_lsn, snapshot_lsn);
+	pg_atomic_write_u64(&cpht_catalog[entry].stats.wal_keep_lsn, current_lsn);
 	durable[entry].changed = false;
 	return entry;
 }

@@ -313,6 +313,9 @@ snapshot_written(int i, XLogRecPtr lsn)
 	d->snapshot_lsn = lsn;
 	d->current_lsn = lsn;
 	d->changed = false;
+	/* cpht_stat_tables: the last snapshot of the table, and when */
+	pg_atomic_write_u64(&cpht_catalog[i].stats.snapshot_lsn, lsn);
+	pg_atomic_write_u64(&cpht_catalog[i].stats.snapshot_time, (uint64) GetCurrentTimestamp());
 	d->oldest_xid = InvalidTransactionId;
 	if (d->saved != NULL)
 		pfree(d->saved);
@@ -423,6 +426,10 @@ snapshot_round(RoundMode mode, bool clean)
 	 * nothing in the files is newer than what recovery knows.
 	 */
 	flush_inserted(lsn);
+	/* the worker's row of pg_stat_activity; a request that asked for the
+	 * round (cpht_checkpoint) reports idle when it is answered */
+	if (cpht_worker_serving() < 0)
+		pgstat_report_activity(STATE_RUNNING, "cpht: snapshot round of durable tables");
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
 		CphtCatalogEntry *e = &cpht_catalog[i];
@@ -459,6 +466,8 @@ snapshot_round(RoundMode mode, bool clean)
 			durable[i].current_lsn = lsn;
 		}
 		keep = Min(keep, durable[i].current_lsn);
+		/* cpht_stat_tables: the WAL this table keeps starts here */
+		pg_atomic_write_u64(&e->stats.wal_keep_lsn, durable[i].current_lsn);
 	}
 	for (int i = 0; i < nfailed; i++)
 		if (!XLogRecPtrIsInvalid(failed[i].keep_lsn))
@@ -470,6 +479,8 @@ snapshot_round(RoundMode mode, bool clean)
 		advance_slot(keep);
 	else
 		drop_slot();
+	if (cpht_worker_serving() < 0)
+		pgstat_report_activity(STATE_IDLE, NULL);
 	if (mode != ROUND_RESOLVE)
 	{
 		last_round = GetCurrentTimestamp();

@@ -23,6 +23,7 @@
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "cpht_table.h"
 #include "shmem/protocol.h"
@@ -268,6 +269,7 @@ cpht_worker_op_create(CphtSlot *slot)
 	e->capacity = req->capacity;
 	e->bytes = cpht_params_table_bytes(&req->params);
 	pg_atomic_write_u64(&e->count, 0);
+	cpht_table_stats_init(&e->stats, (uint64) GetCurrentTimestamp());
 	LWLockRelease(ctl->catalog_lock);
 
 	/* A durable table is logged and saved before anyone can use it. */
@@ -370,6 +372,8 @@ cpht_worker_table_install(int entry, uint64 table_id, cpht_table *t, bool transa
 	tables[entry] = t;
 	table_ids[entry] = table_id;
 	cpht_xacts_table_created(entry, table_id, transactional);
+	/* its statistics count from its restore */
+	cpht_table_stats_init(&cpht_catalog[entry].stats, (uint64) GetCurrentTimestamp());
 }
 
 void

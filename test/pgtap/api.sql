@@ -81,6 +81,11 @@ SELECT is(
 		'cpht_put(handle integer, keys bigint[]) -> bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_rebuild(handle cpht_table) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_rebuild(handle integer) -> bigint, kind f, volatility v, parallel u, strict t',
+		-- monitoring (docs/monitoring.md): cpht_stat_reset is not strict,
+		-- its name defaults to NULL (every table of the database)
+		'cpht_stat_progress(OUT pid integer, OUT datid oid, OUT relid oid, OUT operation text, OUT phase text, OUT handle integer, OUT table_name text, OUT keys_done bigint, OUT keys_known bigint, OUT new_keys bigint, OUT rows_done bigint, OUT rows_known bigint) -> SETOF record, kind f, volatility v, parallel r, strict t',
+		'cpht_stat_reset(name text DEFAULT NULL::text) -> void, kind f, volatility v, parallel r, strict f',
+		'cpht_stat_tables(OUT handle integer, OUT name text, OUT owner regrole, OUT durable boolean, OUT transactional boolean, OUT keys bigint, OUT bytes bigint, OUT calls bigint, OUT keys_sent bigint, OUT new_keys bigint, OUT call_time_ms double precision, OUT waits bigint, OUT growths bigint, OUT snapshot_lsn pg_lsn, OUT snapshot_time timestamp with time zone, OUT wal_keep_lsn pg_lsn, OUT wal_held_bytes bigint, OUT stats_reset timestamp with time zone) -> SETOF record, kind f, volatility v, parallel r, strict t',
 		'cpht_table(text) -> cpht_table, kind f, volatility v, parallel r, strict t',
 		'cpht_table_in(cstring) -> cpht_table, kind f, volatility s, parallel r, strict t',
 		'cpht_table_out(cpht_table) -> cstring, kind f, volatility s, parallel s, strict t',
