@@ -19,6 +19,8 @@
  * restore, as before.  A copy is written to a temporary name, fsync'ed
  * and renamed, so a segment in pg_cpht/wal/ is always whole.  Segments
  * are copied, not linked: PostgreSQL recycles a segment file in place.
+ * PostgreSQL's copy_file() (storage/copydir.h) is not used: it raises an
+ * ERROR, which in the startup process would stop recovery.
  */
 #include "postgres.h"
 
