@@ -33,7 +33,8 @@ sub cpht_device
 	return $device;
 }
 
-# A new cluster with cpht in shared_preload_libraries, started.  WAL level
+# A new cluster with cpht in shared_preload_libraries, started (further
+# arguments go to initdb).  WAL level
 # replica (allows_streaming): durable tables need it and a replication
 # slot.  Small transfer windows keep its shared memory small; every
 # session uses the device CPHT_TEST_DEVICE names (CPU tables without it)
@@ -41,11 +42,11 @@ sub cpht_device
 # the cluster (Cluster.pm turns that off).
 sub cpht_node
 {
-	my ($name, $extra_conf) = @_;
+	my ($name, $extra_conf, @initdb_extra) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	my $device = cpht_device();
 
-	$node->init(allows_streaming => 1);
+	$node->init(allows_streaming => 1, extra => \@initdb_extra);
 	$node->append_conf(
 		'postgresql.conf', qq{
 shared_preload_libraries = 'cpht'

@@ -335,14 +335,15 @@ cpht_open_name(const char *name, const char *what)
 	cpht_shared_wait_restored();
 	entry = find_by_name(name, &copy);
 	/*
-	 * A standby's worker holds no durable table (it restores them when the
-	 * server is promoted), so a name missing there may well be one.
+	 * A standby's worker holds the durable tables only to roll their files
+	 * forward along replay (durable_standby.c): no session reads them there,
+	 * and a name missing there may well be one not restored yet.
 	 */
-	if (entry < 0 && RecoveryInProgress())
+	if (RecoveryInProgress() && (entry < 0 || copy.durable))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("durable shared cpht tables are not available on a standby"),
-				 errdetail("Shared table \"%s\" is not in this server's cpht worker; durable shared tables are restored when the server is promoted.", name),
+				 errdetail("The cpht worker of a standby keeps the files of durable shared tables such as \"%s\" up to date, and opens the tables when the server is promoted.", name),
 				 errhint("Read the table on the primary.")));
 	if (entry < 0)
 		ereport(ERROR,

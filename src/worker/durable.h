@@ -212,6 +212,8 @@ extern bool cpht_snapshot_open(const char *path, CphtSnapshotFile *file, CphtSna
 extern bool cpht_snapshot_load(CphtSnapshotFile *file, CphtSnapshot *out, cpht_table **table,
 							   bool *file_fault, char *why, size_t whylen);
 extern void cpht_snapshot_close(CphtSnapshotFile *file);
+/* The (sub)transactions whose changes a file keeps (-1: unreadable). */
+extern int	cpht_snapshot_kept_xids(const char *path, TransactionId **xids);
 extern void cpht_snapshot_free(CphtSnapshot *s);
 
 /* ---- the catalog of durable tables (durable_catalog.c) -------------------- */

@@ -10,6 +10,7 @@
 #define CPHT_DURABLE_INTERNAL_H
 
 #include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
 
 #include "worker/durable.h"
 
@@ -105,8 +106,30 @@ extern void cpht_kept_wal_segment_open(struct XLogReaderState *state, XLogSegNo 
 extern XLogRecPtr cpht_kept_wal_oldest(void);
 extern void cpht_kept_wal_remove(void);
 
-/* durable_restore.c: restores every table of pg_cpht, then replays WAL;
- * run once, with restoring set, after recovery ended. */
-extern void durable_restore_all(void);
+/* durable_restore.c: restores every table of pg_cpht, then replays WAL,
+ * once per worker start, with restoring set: after recovery ended, or on
+ * a standby (on_standby: up to the first record of a transaction still
+ * open there); then the records from a position on, into the tables held
+ * (a standby's later rounds, and its promotion).  Both return the
+ * position replayed to (Invalid: nothing was read). */
+extern XLogRecPtr durable_restore_all(bool on_standby);
+extern XLogRecPtr durable_replay_from(XLogRecPtr from, bool on_standby);
+
+/* durable_rounds.c, on a standby: the slot exists (false: none can be
+ * made); a round writing the files of the tables at "at"; the last
+ * round's time and position. */
+extern bool durable_standby_keep_wal(void);
+extern int	durable_standby_round(XLogRecPtr at);
+extern void durable_last_round(TimestampTz *when, XLogRecPtr *lsn);
+
+/* durable_standby.c: the worker of a hot standby keeps the files of the
+ * durable tables rolling forward along replay.  poll: the restore once
+ * the files allow it, then rounds when due; roll: a round now
+ * (cpht_checkpoint() there); active: the tables are held (the restore
+ * ran); promoted: the records since the last round, once recovery ended. */
+extern void durable_standby_poll(void);
+extern int	durable_standby_roll(void);
+extern bool durable_standby_active(void);
+extern void durable_standby_promoted(void);
 
 #endif							/* CPHT_DURABLE_INTERNAL_H */

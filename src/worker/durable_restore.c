@@ -49,13 +49,24 @@ static CphtCatalogRecord *cat = NULL;
 static int	ncat = 0;
 static bool *cat_seen = NULL;
 
+/*
+ * Replaying on a standby (durable_standby.c): a transaction still open
+ * there is not waited for (the startup process, not it, would end it);
+ * replay stops at the first record whose fate is not known yet, at
+ * replay_stop, and goes on from there next time.
+ */
+static bool standby_mode = false;
+static XLogRecPtr replay_stop = InvalidXLogRecPtr;
+
 /* ---- restoring at start --------------------------------------------------------- */
 
 typedef enum XidOutcome
 {
 	XID_COMMITTED,
 	XID_ABORTED,
-	XID_UNKNOWN					/* older than what pg_xact keeps */
+	XID_UNKNOWN,				/* older than what pg_xact keeps */
+	XID_OPEN					/* standby_mode: not ended yet (or not
+								 * replayed yet) */
 } XidOutcome;
 
 /*
@@ -79,15 +90,22 @@ xid_outcome(TransactionId xid)
 	for (;;)
 	{
 		LWLockAcquire(XactTruncationLock, LW_SHARED);
-		if (TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid) ||
-			!TransactionIdPrecedes(xid, XidFromFullTransactionId(ReadNextFullTransactionId())))
+		if (TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid))
 		{
 			LWLockRelease(XactTruncationLock);
 			return XID_UNKNOWN;
 		}
+		if (!TransactionIdPrecedes(xid, XidFromFullTransactionId(ReadNextFullTransactionId())))
+		{
+			LWLockRelease(XactTruncationLock);
+			/* a standby that has not replayed its first record yet */
+			return standby_mode ? XID_OPEN : XID_UNKNOWN;
+		}
 		if (!TransactionIdIsInProgress(xid))
 			break;
 		LWLockRelease(XactTruncationLock);
+		if (standby_mode)
+			return XID_OPEN;
 		/*
 		 * Meanwhile the worker serves what needs no durable table, the
 		 * requests of the transaction waited for included (so it can go
@@ -283,7 +301,16 @@ undo_uncommitted(cpht_table *t, const char *name, const CphtSnapshot *s, char *w
 {
 	for (uint64 g = 0; g < s->nsegments; g++)
 	{
-		if (xid_outcome(s->segments[g].subxid) == XID_UNKNOWN)
+		XidOutcome o = xid_outcome(s->segments[g].subxid);
+
+		/* a standby restores a file only once these ended (durable_standby.c) */
+		if (o == XID_OPEN)
+		{
+			snprintf(why, whylen, "it keeps changes of transaction %u, which has not ended on this standby",
+					 s->segments[g].subxid);
+			return false;
+		}
+		if (o == XID_UNKNOWN)
 		{
 			snprintf(why, whylen,
 					 "it keeps changes of transaction %u, whose outcome PostgreSQL no longer keeps (pg_xact was truncated since)",
@@ -533,6 +560,11 @@ replay_record(XLogReaderState *reader)
 				{
 					XidOutcome o = xid_outcome(cpht_wal_create_xid(reader));
 
+					if (o == XID_OPEN)
+					{
+						replay_stop = reader->ReadRecPtr;
+						break;
+					}
 					if (o == XID_ABORTED)
 						break;
 					if (o == XID_UNKNOWN)
@@ -623,6 +655,11 @@ replay_record(XLogReaderState *reader)
 				{
 					XidOutcome o = xid_outcome(k->xid);
 
+					if (o == XID_OPEN)
+					{
+						replay_stop = reader->ReadRecPtr;
+						break;
+					}
 					if (o == XID_UNKNOWN)
 					{
 						char		reason[CPHT_TEXT_LEN];
@@ -661,9 +698,16 @@ lose_all(const char *reason)
 			cpht_worker_table_lose(i, reason);
 }
 
-static void
+/*
+ * Reads WAL from start on: the EXACT records (scan_from valid) or every
+ * record of the durable tables (replay_record).  Returns the position up
+ * to which it replayed: where WAL ends for now, or in standby_mode the
+ * record it stopped at.
+ */
+static XLogRecPtr
 replay(XLogRecPtr start, XLogRecPtr scan_from)
 {
+	volatile XLogRecPtr reached = start;
 	ReadLocalXLogPageNoWaitPrivate priv;
 	XLogReaderState *reader;
 	XLogRecPtr	first;
@@ -672,6 +716,7 @@ replay(XLogRecPtr start, XLogRecPtr scan_from)
 	MemoryContext cxt = CurrentMemoryContext;
 	char		reason[CPHT_TEXT_LEN];
 
+	replay_stop = InvalidXLogRecPtr;
 	memset(&priv, 0, sizeof(priv));
 	reader = XLogReaderAllocate(wal_segment_size, NULL,
 								XL_ROUTINE(.page_read = read_local_xlog_page_no_wait,
@@ -710,6 +755,12 @@ replay(XLogRecPtr start, XLogRecPtr scan_from)
 					scan_exact(reader, scan_from);
 				else
 					replay_record(reader);
+				if (!XLogRecPtrIsInvalid(replay_stop))
+				{
+					reached = replay_stop;
+					break;
+				}
+				reached = reader->EndRecPtr;
 				records++;
 				CHECK_FOR_INTERRUPTS();
 			}
@@ -717,9 +768,9 @@ replay(XLogRecPtr start, XLogRecPtr scan_from)
 				ereport(LOG,
 						(errmsg("cpht worker stopped reading WAL at %X/%X: %s",
 								LSN_FORMAT_ARGS(reader->EndRecPtr), errormsg)));
-			ereport(LOG,
+			ereport(standby_mode ? DEBUG1 : LOG,
 					(errmsg("cpht worker read " UINT64_FORMAT " WAL records from %X/%X to %X/%X for durable shared tables",
-							records, LSN_FORMAT_ARGS(first), LSN_FORMAT_ARGS(reader->EndRecPtr))));
+							records, LSN_FORMAT_ARGS(first), LSN_FORMAT_ARGS(reached))));
 		}
 	}
 	PG_CATCH();
@@ -742,6 +793,7 @@ replay(XLogRecPtr start, XLogRecPtr scan_from)
 		lose_all(reason);
 	}
 	XLogReaderFree(reader);
+	return reached;
 }
 
 /* restore_file, where an ERROR loses that file's table, not the worker */
@@ -783,9 +835,10 @@ restore_file_guarded(const char *path, const char *file)
 	PG_END_TRY();
 }
 
-void
-durable_restore_all(void)
+XLogRecPtr
+durable_restore_all(bool on_standby)
 {
+	XLogRecPtr	reached = InvalidXLogRecPtr;
 	DIR		   *dir;
 	struct dirent *de;
 	XLogRecPtr	start = InvalidXLogRecPtr;
@@ -810,6 +863,7 @@ durable_restore_all(void)
 				 errdetail("%s", why),
 				 errhint("The tables of the snapshot files there are restored; a table whose file is missing is not reported.")));
 	cat_seen = palloc0(sizeof(bool) * Max(ncat, 1));
+	standby_mode = on_standby;
 	dir = AllocateDir(CPHT_SNAPSHOT_DIR);
 	while ((de = ReadDir(dir, CPHT_SNAPSHOT_DIR)) != NULL)
 	{
@@ -895,7 +949,7 @@ durable_restore_all(void)
 			break;
 		}
 	if (!XLogRecPtrIsInvalid(start))
-		replay(start, InvalidXLogRecPtr);
+		reached = replay(start, InvalidXLogRecPtr);
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
 		char		reason[CPHT_TEXT_LEN];
@@ -917,4 +971,24 @@ durable_restore_all(void)
 	cat = NULL;
 	ncat = 0;
 	cat_seen = NULL;
+	standby_mode = false;
+	return reached;
+}
+
+/*
+ * The records of the durable tables from "from" on, into the tables the
+ * worker holds: on a standby up to the first record whose transaction has
+ * not ended there (durable_standby.c, between rounds), else to the end of
+ * WAL (at promotion, after the standby's last round).  Returns the
+ * position reached.
+ */
+XLogRecPtr
+durable_replay_from(XLogRecPtr from, bool on_standby)
+{
+	XLogRecPtr	reached;
+
+	standby_mode = on_standby;
+	reached = replay(from, InvalidXLogRecPtr);
+	standby_mode = false;
+	return reached;
 }

@@ -493,7 +493,88 @@ snapshot_round(RoundMode mode, bool clean)
 int
 cpht_durable_checkpoint(bool only_changed)
 {
+	/* a standby's files follow its replay (cpht_checkpoint() there) */
+	if (RecoveryInProgress())
+		return durable_standby_roll();
 	return snapshot_round(only_changed ? ROUND_CHANGED : ROUND_ALL, false);
+}
+
+/* ---- a standby's rounds ------------------------------------------------------ */
+
+/*
+ * On a standby (durable_standby.c): the slot exists, made now if missing.
+ * Made in recovery, it keeps WAL from the redo position of the last
+ * restartpoint on, or of the checkpoint recovery started from (a base
+ * backup's start), which is where the WAL of a new standby begins: the
+ * restore that follows reads nothing older.  False (a LOG says why) when
+ * no slot can be made.
+ */
+bool
+durable_standby_keep_wal(void)
+{
+	ensure_slot();
+	return slot_ready;
+}
+
+/*
+ * A standby's round: its tables hold every record before "at" whose
+ * transaction committed and no other (durable_replay_from stopped at the
+ * first open one), so each changed table gets a file at "at" and each
+ * unchanged one's file is exact there; the catalog says so; then the slot
+ * lets the WAL before the oldest retention point go.  A standby writes no
+ * WAL: no EXACT record, and its restartpoints do not wait for the round.
+ * Returns how many files it wrote; ERROR (the caller logs it) leaves the
+ * files written so far, and their tables' positions, in place.
+ */
+int
+durable_standby_round(XLogRecPtr at)
+{
+	XLogRecPtr	keep = at;
+	int			written = 0;
+
+	if (cpht_worker_serving() < 0)
+		pgstat_report_activity(STATE_RUNNING, "cpht: standby round of durable tables");
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+		cpht_table *t;
+
+		if (!durable[i].live)
+			continue;
+		t = cpht_worker_table(i, e->table_id);
+		if (t == NULL)
+			continue;
+		if (durable[i].changed)
+		{
+			cpht_snapshot_write(i, e, t, at);
+			snapshot_written(i, at);
+			written++;
+		}
+		else
+			durable[i].current_lsn = at;
+		keep = Min(keep, durable[i].current_lsn);
+		pg_atomic_write_u64(&e->stats.wal_keep_lsn, durable[i].current_lsn);
+	}
+	for (int i = 0; i < nfailed; i++)
+		if (!XLogRecPtrIsInvalid(failed[i].keep_lsn))
+			keep = Min(keep, failed[i].keep_lsn);
+	write_catalog(false, at);
+	/* kept while the server is a standby, tables or not: a CREATE record
+	 * may come at any time, and the next round reads from "at" */
+	advance_slot(keep);
+	if (cpht_worker_serving() < 0)
+		pgstat_report_activity(STATE_IDLE, NULL);
+	last_round = GetCurrentTimestamp();
+	last_round_lsn = at;
+	return written;
+}
+
+/* The time and position of the last round (a standby's included). */
+void
+durable_last_round(TimestampTz *when, XLogRecPtr *lsn)
+{
+	*when = last_round;
+	*lsn = last_round_lsn;
 }
 
 void

@@ -384,6 +384,46 @@ fail:
 	return false;
 }
 
+/*
+ * The (sub)transaction ids whose changes the file at path keeps, without
+ * reading its slots: a standby's worker restores the file only once each
+ * has ended.  -1 when the file cannot be read that far (the restore then
+ * says why); the ids are palloc'ed.
+ */
+int
+cpht_snapshot_kept_xids(const char *path, TransactionId **xids)
+{
+	CphtSnapshotFile r;
+	CphtSnapshot s;
+	bool		name_known;
+	char		why[CPHT_TEXT_LEN];
+	off_t		at;
+	int			n = 0;
+
+	*xids = NULL;
+	if (!cpht_snapshot_open(path, &r, &s, &name_known, why, sizeof(why)))
+		return -1;
+	at = sizeof(CphtSnapshotHeader) + s.image.nstash * sizeof(uint64);
+	for (int l = 0; l < s.image.levels; l++)
+		at += s.image.level_bytes[l];
+	*xids = palloc(sizeof(TransactionId) * Max(r.nsegments, 1));
+	for (uint64 g = 0; g < r.nsegments; g++)
+	{
+		SegmentHeader h;
+
+		if (fseeko(r.f, at, SEEK_SET) != 0 || fread(&h, sizeof(h), 1, r.f) != 1)
+		{
+			n = -1;
+			break;
+		}
+		(*xids)[n++] = h.subxid;
+		at += sizeof(h) + h.n * (sizeof(uint64) + 1);
+	}
+	cpht_snapshot_close(&r);
+	cpht_snapshot_free(&s);
+	return n;
+}
+
 /* The slot arrays, piece by piece, into table t; *file_fault tells a torn
  * file from a failed copy. */
 static bool
