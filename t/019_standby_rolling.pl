@@ -117,6 +117,13 @@ my $slot = $standby->safe_psql('postgres',
 	"SELECT slot_type || ' ' || (restart_lsn IS NOT NULL) FROM pg_replication_slots WHERE slot_name = 'cpht_durable'");
 is($slot, 'physical true', 'the standby keeps the WAL after its last round with a slot of its own');
 
+# the transaction left open holds back only the table it wrote
+is($standby->safe_psql('postgres', q{
+	SELECT s.wal_keep_lsn > t.wal_keep_lsn
+	FROM cpht_stat_tables() s, cpht_stat_tables() t
+	WHERE s.name = 'steady' AND t.name = 'txn'}), 't',
+	"an open transaction holds back the standby's file of the table it wrote, not the others'");
+
 # a durable table stays closed to the standby's sessions
 my ($rc, $out, $err) = $standby->psql('postgres', "SELECT cpht_open('steady')");
 like($err, qr/not available on a standby/, 'cpht_open of a durable table on the standby is refused');

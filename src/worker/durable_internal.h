@@ -48,6 +48,17 @@ typedef struct DurableState
 	TransactionId *saved;
 	/* the oldest xid of its records since current_lsn (Invalid: none) */
 	TransactionId oldest_xid;
+	/*
+	 * A standby's replay (durable_standby.c) and the replay at its
+	 * promotion: the table holds every record of it before replayed_lsn
+	 * whose transaction committed, and no other (Invalid: current_lsn
+	 * says); stopped while this replay met a record of it whose
+	 * transaction has not ended yet (at replayed_lsn): its later records
+	 * wait for the next round.
+	 */
+	XLogRecPtr	replayed_lsn;
+	bool		stopped;
+	TransactionId stop_xid;		/* when stopped: the transaction it waits for */
 } DurableState;
 
 extern DurableState *durable;	/* by catalog index */
@@ -114,6 +125,12 @@ extern void cpht_kept_wal_remove(void);
  * position replayed to (Invalid: nothing was read). */
 extern XLogRecPtr durable_restore_all(bool on_standby);
 extern XLogRecPtr durable_replay_from(XLogRecPtr from, bool on_standby);
+/* durable_restore.c, on a standby: where the next replay starts, after
+ * one that read up to "reached": there, unless a transaction that stopped
+ * a table (or a CREATE) has ended since, or "all" (the promotion), which
+ * replays from that table's stop. */
+extern XLogRecPtr durable_replay_next_start(XLogRecPtr reached, bool all);
+extern XLogRecPtr durable_replay_create_stop(void);
 
 /* durable_rounds.c, on a standby: the slot exists (false: none can be
  * made); a round writing the files of the tables at "at"; the last

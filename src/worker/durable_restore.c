@@ -51,12 +51,14 @@ static bool *cat_seen = NULL;
 
 /*
  * Replaying on a standby (durable_standby.c): a transaction still open
- * there is not waited for (the startup process, not it, would end it);
- * replay stops at the first record whose fate is not known yet, at
- * replay_stop, and goes on from there next time.
+ * there is not waited for (the startup process, not the worker, ends
+ * it).  A table stops at its first record whose transaction has not
+ * ended (DurableState.stopped), the others go on; a CREATE of a
+ * transaction not ended is read again next time, from create_stop on.
  */
 static bool standby_mode = false;
-static XLogRecPtr replay_stop = InvalidXLogRecPtr;
+static XLogRecPtr create_stop = InvalidXLogRecPtr;
+static TransactionId create_stop_xid = InvalidTransactionId;
 
 /* ---- restoring at start --------------------------------------------------------- */
 
@@ -528,6 +530,22 @@ scan_exact(XLogReaderState *reader, XLogRecPtr oldest)
 	}
 }
 
+/*
+ * Whether a record of table entry at lsn is to be replayed: not while the
+ * table awaits its EXACT record or has stopped at an open transaction,
+ * and not if the table holds it already (its file, or an earlier replay
+ * on a standby).
+ */
+static bool
+replays(int entry, XLogRecPtr lsn)
+{
+	DurableState *d = &durable[entry];
+
+	if (d->awaiting || d->stopped)
+		return false;
+	return lsn >= (XLogRecPtrIsInvalid(d->replayed_lsn) ? d->current_lsn : d->replayed_lsn);
+}
+
 /* Every table a record names that is still to be replayed, by create_lsn. */
 static void
 replay_record(XLogReaderState *reader)
@@ -562,7 +580,11 @@ replay_record(XLogReaderState *reader)
 
 					if (o == XID_OPEN)
 					{
-						replay_stop = reader->ReadRecPtr;
+						if (XLogRecPtrIsInvalid(create_stop))
+						{
+							create_stop = reader->ReadRecPtr;
+							create_stop_xid = cpht_wal_create_xid(reader);
+						}
 						break;
 					}
 					if (o == XID_ABORTED)
@@ -612,8 +634,7 @@ replay_record(XLogReaderState *reader)
 
 				/* as a change of its keys: only after its file */
 				entry = durable_entry(o->table);
-				if (entry < 0 || durable[entry].awaiting ||
-					reader->ReadRecPtr < durable[entry].current_lsn)
+				if (entry < 0 || !replays(entry, reader->ReadRecPtr))
 					break;
 				LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
 				cpht_catalog[entry].owner = o->owner;
@@ -647,8 +668,7 @@ replay_record(XLogReaderState *reader)
 				cpht_table *t;
 
 				entry = durable_entry(k->table);
-				if (entry < 0 || durable[entry].awaiting ||
-					reader->ReadRecPtr < durable[entry].current_lsn)
+				if (entry < 0 || !replays(entry, reader->ReadRecPtr))
 					break;
 				e = &cpht_catalog[entry];
 				if (e->transactional)
@@ -657,7 +677,9 @@ replay_record(XLogReaderState *reader)
 
 					if (o == XID_OPEN)
 					{
-						replay_stop = reader->ReadRecPtr;
+						durable[entry].stopped = true;
+						durable[entry].stop_xid = k->xid;
+						durable[entry].replayed_lsn = reader->ReadRecPtr;
 						break;
 					}
 					if (o == XID_UNKNOWN)
@@ -701,13 +723,15 @@ lose_all(const char *reason)
 /*
  * Reads WAL from start on: the EXACT records (scan_from valid) or every
  * record of the durable tables (replay_record).  Returns the position up
- * to which it replayed: where WAL ends for now, or in standby_mode the
- * record it stopped at.
+ * to which it read: where WAL ends for now.  On a standby, and at its
+ * promotion (tables with replayed_lsn), each table that did not stop now
+ * holds every record before that position.
  */
 static XLogRecPtr
 replay(XLogRecPtr start, XLogRecPtr scan_from)
 {
 	volatile XLogRecPtr reached = start;
+	bool		standby_tables = standby_mode;
 	ReadLocalXLogPageNoWaitPrivate priv;
 	XLogReaderState *reader;
 	XLogRecPtr	first;
@@ -716,7 +740,9 @@ replay(XLogRecPtr start, XLogRecPtr scan_from)
 	MemoryContext cxt = CurrentMemoryContext;
 	char		reason[CPHT_TEXT_LEN];
 
-	replay_stop = InvalidXLogRecPtr;
+	for (int i = 0; i < cpht_control->max_tables; i++)
+		if (durable[i].live && !XLogRecPtrIsInvalid(durable[i].replayed_lsn))
+			standby_tables = true;
 	memset(&priv, 0, sizeof(priv));
 	reader = XLogReaderAllocate(wal_segment_size, NULL,
 								XL_ROUTINE(.page_read = read_local_xlog_page_no_wait,
@@ -755,11 +781,6 @@ replay(XLogRecPtr start, XLogRecPtr scan_from)
 					scan_exact(reader, scan_from);
 				else
 					replay_record(reader);
-				if (!XLogRecPtrIsInvalid(replay_stop))
-				{
-					reached = replay_stop;
-					break;
-				}
 				reached = reader->EndRecPtr;
 				records++;
 				CHECK_FOR_INTERRUPTS();
@@ -793,7 +814,59 @@ replay(XLogRecPtr start, XLogRecPtr scan_from)
 		lose_all(reason);
 	}
 	XLogReaderFree(reader);
+	if (XLogRecPtrIsInvalid(scan_from) && standby_tables)
+		for (int i = 0; i < cpht_control->max_tables; i++)
+			if (durable[i].live && !durable[i].stopped)
+				durable[i].replayed_lsn = Max(reached, durable[i].replayed_lsn);
 	return reached;
+}
+
+/* The first CREATE a standby's replay left for later (Invalid: none). */
+XLogRecPtr
+durable_replay_create_stop(void)
+{
+	return create_stop;
+}
+
+/* Whether xid has ended on this standby (its outcome is known). */
+static bool
+ended_on_standby(TransactionId xid)
+{
+	bool		ended;
+
+	standby_mode = true;
+	ended = xid_outcome(xid) != XID_OPEN;
+	standby_mode = false;
+	return ended;
+}
+
+/*
+ * A table that stopped at a record of a transaction that has ended since
+ * (or every stopped table: all) goes on from that record, and so does a
+ * CREATE that waited; the others stay stopped and skip what is read, so
+ * that WAL already read is read again only where an outcome became
+ * known.  Returns where the next replay starts.
+ */
+XLogRecPtr
+durable_replay_next_start(XLogRecPtr reached, bool all)
+{
+	XLogRecPtr	from = reached;
+
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		DurableState *d = &durable[i];
+
+		if (!d->live || !d->stopped || (!all && !ended_on_standby(d->stop_xid)))
+			continue;
+		d->stopped = false;
+		from = Min(from, d->replayed_lsn);
+	}
+	if (!XLogRecPtrIsInvalid(create_stop) && (all || ended_on_standby(create_stop_xid)))
+	{
+		from = Min(from, create_stop);
+		create_stop = InvalidXLogRecPtr;
+	}
+	return from;
 }
 
 /* restore_file, where an ERROR loses that file's table, not the worker */

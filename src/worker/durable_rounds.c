@@ -517,14 +517,16 @@ durable_standby_keep_wal(void)
 }
 
 /*
- * A standby's round: its tables hold every record before "at" whose
- * transaction committed and no other (durable_replay_from stopped at the
- * first open one), so each changed table gets a file at "at" and each
+ * A standby's round, after a replay that read WAL up to "at": each table
+ * holds every record of it before its replayed_lsn whose transaction
+ * committed and no other ("at", unless it stopped at a transaction not
+ * ended there), so a changed table gets a file at that position and an
  * unchanged one's file is exact there; the catalog says so; then the slot
- * lets the WAL before the oldest retention point go.  A standby writes no
- * WAL: no EXACT record, and its restartpoints do not wait for the round.
- * Returns how many files it wrote; ERROR (the caller logs it) leaves the
- * files written so far, and their tables' positions, in place.
+ * lets go the WAL before the oldest of those positions and of a CREATE
+ * left for later.  A standby writes no WAL: no EXACT record, and its
+ * restartpoints do not wait for the round.  Returns how many files it
+ * wrote; ERROR (the caller logs it) leaves the files written so far, and
+ * their tables' positions, in place.
  */
 int
 durable_standby_round(XLogRecPtr at)
@@ -538,29 +540,33 @@ durable_standby_round(XLogRecPtr at)
 	{
 		CphtCatalogEntry *e = &cpht_catalog[i];
 		cpht_table *t;
+		XLogRecPtr	pos;
 
 		if (!durable[i].live)
 			continue;
 		t = cpht_worker_table(i, e->table_id);
 		if (t == NULL)
 			continue;
+		pos = XLogRecPtrIsInvalid(durable[i].replayed_lsn) ? at : durable[i].replayed_lsn;
 		if (durable[i].changed)
 		{
-			cpht_snapshot_write(i, e, t, at);
-			snapshot_written(i, at);
+			cpht_snapshot_write(i, e, t, pos);
+			snapshot_written(i, pos);
 			written++;
 		}
-		else
-			durable[i].current_lsn = at;
+		else if (pos > durable[i].current_lsn)
+			durable[i].current_lsn = pos;
 		keep = Min(keep, durable[i].current_lsn);
 		pg_atomic_write_u64(&e->stats.wal_keep_lsn, durable[i].current_lsn);
 	}
 	for (int i = 0; i < nfailed; i++)
 		if (!XLogRecPtrIsInvalid(failed[i].keep_lsn))
 			keep = Min(keep, failed[i].keep_lsn);
+	if (!XLogRecPtrIsInvalid(durable_replay_create_stop()))
+		keep = Min(keep, durable_replay_create_stop());
 	write_catalog(false, at);
 	/* kept while the server is a standby, tables or not: a CREATE record
-	 * may come at any time, and the next round reads from "at" */
+	 * may come at any time, and the next round reads from "at" on */
 	advance_slot(keep);
 	if (cpht_worker_serving() < 0)
 		pgstat_report_activity(STATE_IDLE, NULL);

@@ -18,20 +18,23 @@
  * the round's position on, and is the primary's slot after promotion.
  *
  * Invariants:
- * - The tables the standby's worker holds are, at "standby_at", exactly
- *   the records before it of transactions that committed.  Replay there
- *   does not wait for a transaction (the startup process ends them, not
- *   the worker): it stops at the first record of a transaction that has
- *   not ended on the standby yet, and starts there next round.  A file
- *   keeping changes of an open transaction (a file of the primary's) is
- *   restored only once that transaction ended.
+ * - Each table the standby's worker holds is, at its replayed_lsn, exactly
+ *   its records before that position whose transaction committed.  Replay
+ *   there does not wait for a transaction (the startup process ends them,
+ *   not the worker): a table stops at its first record of a transaction
+ *   that has not ended on the standby yet, the other tables go on, and a
+ *   round writes each changed table's file at its own position.  The
+ *   stopped table goes on from that record once the transaction ended
+ *   (durable_restore.c, durable_replay_next_start).  A file keeping
+ *   changes of an open transaction (a file of the primary's) is restored
+ *   only once that transaction ended.
  * - Nothing here writes WAL.  DROP and CREATE records are replayed with
  *   "restoring" set, which keeps durable_rounds.c from logging them again.
  * - Sessions on the standby never reach these tables (cpht_open refuses
  *   durable tables there): only this replay changes them.
- * - At promotion the worker replays from standby_at to the end of WAL,
- *   waiting for transactions as after a crash, instead of restoring the
- *   files again (durable.c).
+ * - At promotion the worker replays from the oldest table's position to
+ *   the end of WAL, waiting for transactions as after a crash, instead of
+ *   restoring the files again (durable.c).
  *
  * The worker alone runs this, one request or round at a time.
  */
@@ -53,7 +56,8 @@
 #include "worker/durable_internal.h"
 
 static bool active = false;		/* the restore ran: tables are held */
-static XLogRecPtr standby_at = InvalidXLogRecPtr;	/* they are exact here */
+static XLogRecPtr standby_at = InvalidXLogRecPtr;	/* the last replay read
+													 * WAL up to here */
 static TransactionId waited_for = InvalidTransactionId; /* logged once */
 
 bool
@@ -171,13 +175,18 @@ start(void)
 			 errdetail("Their snapshot files follow replay in rounds; the server restores them from there when it is promoted.")));
 }
 
-/* The records since the last round, then a round. */
+/* The records since the last replay (and those of tables whose
+ * transaction ended since), then a round. */
 static int
 roll(void)
 {
+	XLogRecPtr	from = durable_replay_next_start(standby_at, false);
+	XLogRecPtr	reached;
+
 	restoring = true;
-	standby_at = durable_replay_from(standby_at, true);
+	reached = durable_replay_from(from, true);
 	restoring = false;
+	standby_at = Max(standby_at, reached);
 	return round_or_log();
 }
 
@@ -186,8 +195,17 @@ roll_due(void)
 {
 	TimestampTz last;
 	XLogRecPtr	last_lsn;
+	bool		any = false;
 
 	durable_last_round(&last, &last_lsn);
+	/*
+	 * With no durable table a round writes no file: one every poll keeps
+	 * the slot a second behind replay, watching for CREATE records.
+	 */
+	for (int i = 0; i < cpht_control->max_tables && !any; i++)
+		any = durable[i].live;
+	if (!any && GetXLogReplayRecPtr(NULL) > last_lsn)
+		return true;
 	if (cpht_snapshot_interval > 0 &&
 		TimestampDifferenceExceeds(last, GetCurrentTimestamp(), cpht_snapshot_interval * 1000))
 		return true;
@@ -218,7 +236,7 @@ durable_standby_roll(void)
 void
 durable_standby_promoted(void)
 {
-	XLogRecPtr	from = standby_at;
+	XLogRecPtr	from = durable_replay_next_start(standby_at, true);
 	XLogRecPtr	reached = durable_replay_from(from, false);
 
 	active = false;
