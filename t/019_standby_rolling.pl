@@ -6,7 +6,8 @@
 #
 # While the standby streams, the primary: writes a table in many rounds
 # (with rolled-back writes among them), leaves another idle, creates one,
-# drops one, keeps a transaction that wrote a transactional table open
+# drops one, creates one in a transaction block left open across rounds,
+# keeps a transaction that wrote a transactional table open
 # across several of the standby's rounds (then commits it), and one more
 # open until the promotion (never committed).  The standby's worker is
 # restarted alone once; the standby is restarted once.  The promoted
@@ -53,6 +54,13 @@ $open->query_safe('BEGIN');
 $open->query_safe(
 	"SELECT cpht_put(cpht_open('txn'), array_agg(g)) FROM generate_series(1001, 1100) g");
 
+# A durable table created in a transaction block that stays open across
+# the standby's rounds too (committed in round 3).
+my $creator = $primary->background_psql('postgres');
+$creator->query_safe('BEGIN');
+$creator->query_safe("SELECT cpht_create(1000, key_bits => 40, name => 'slow', durable => true)");
+$creator->query_safe("SELECT cpht_put(cpht_open('slow'), ARRAY[11, 12, 13, 14])");
+
 # WAL of other tables, a checkpoint, and a restartpoint on the standby.
 sub churn
 {
@@ -86,6 +94,8 @@ for my $round (1 .. 6)
 	if ($round == 3)
 	{
 		$primary->safe_psql('postgres', q{SELECT cpht_drop(cpht_open('doomed'))});
+		$creator->query_safe('COMMIT');
+		$creator->quit;
 		# a primary's round: files that keep the open transaction's changes
 		$primary->safe_psql('postgres', 'SELECT cpht_checkpoint()');
 	}
@@ -161,6 +171,8 @@ is(contents($standby, 'late', 5, 7, '4, 8'), '3 0 0',
 	'the promoted standby has the table created while it streamed');
 is(contents($standby, 'txn', 1001, 1100, '4, 2001, 2100'), '103 0 0',
 	'the promoted standby has the transaction committed after several rounds, and not the one never committed');
+is(contents($standby, 'slow', 11, 14, '10, 15'), '4 0 0',
+	'the promoted standby has the table whose creation committed after several rounds');
 ($rc, $out, $err) = $standby->psql('postgres', "SELECT cpht_open('doomed')");
 like($err, qr/does not exist/, 'the table dropped while the standby streamed stays dropped');
 

@@ -165,17 +165,22 @@ typedef struct CphtSnapshot
 	CphtSnapshotSegment *segments;
 } CphtSnapshot;
 
-/* pg_cpht/<dboid>_<create_lsn>.snap */
+/* pg_cpht/<dboid>_<create_lsn>.snap; and the file of a table whose
+ * creation (by transaction xid) has not committed yet,
+ * pg_cpht/<dboid>_<create_lsn>_<xid>.pending, which a copy of the data
+ * directory restores if, and only if, that creation committed */
 extern void cpht_snapshot_path(char *path, size_t len, Oid dboid, XLogRecPtr create_lsn);
+extern void cpht_snapshot_pending_path(char *path, size_t len, Oid dboid, XLogRecPtr create_lsn,
+									   TransactionId xid);
 
 /*
  * Writes the snapshot of table t (catalog entry e, index entry) consistent
  * with WAL position lsn: to a temporary file, fsync'ed, then renamed
  * durably over the previous one.  ERROR on failure (the previous file
- * stays).
+ * stays).  With pending_xid valid, to its .pending file.
  */
 extern void cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t,
-								XLogRecPtr lsn);
+								XLogRecPtr lsn, TransactionId pending_xid);
 
 /* A snapshot file being read. */
 typedef struct CphtSnapshotFile

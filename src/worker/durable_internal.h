@@ -29,6 +29,13 @@ typedef struct DurableState
 	 * and creates the table if, and only if, the creation committed.
 	 */
 	bool		pending;
+	/*
+	 * While pending: its .pending file was written, under this xid
+	 * (Invalid: none).  A round writes one while the creation is open, so
+	 * that a base backup, whose WAL begins after the CREATE record, still
+	 * has the table if the creation commits (durable_restore.c).
+	 */
+	TransactionId pending_xid;
 	XLogRecPtr	snapshot_lsn;	/* its last snapshot */
 	XLogRecPtr	current_lsn;	/* its file is exact here too: no record of
 								 * it since snapshot_lsn (replay and the

@@ -869,6 +869,65 @@ durable_replay_next_start(XLogRecPtr reached, bool all)
 	return from;
 }
 
+/*
+ * The .pending files: a table whose creation had not committed when a
+ * round wrote it.  A .snap of the same table is newer (written at the
+ * commit): the .pending file goes.  Else, if the creation committed, it
+ * becomes the table's .snap, restored as any other; if not, it goes.  A
+ * creation whose outcome is not known yet on a standby leaves the file
+ * (durable_standby.c waits for it first).
+ */
+static void
+resolve_pending_files(void)
+{
+	DIR		   *dir = AllocateDir(CPHT_SNAPSHOT_DIR);
+	struct dirent *de;
+
+	while ((de = ReadDir(dir, CPHT_SNAPSHOT_DIR)) != NULL)
+	{
+		char		path[MAXPGPATH];
+		char		snap[MAXPGPATH];
+		Oid			dboid;
+		uint32		hi,
+					lo;
+		TransactionId xid;
+		size_t		len = strlen(de->d_name);
+		struct stat st;
+
+		if (len <= 8 || strcmp(de->d_name + len - 8, ".pending") != 0 ||
+			sscanf(de->d_name, "%u_%08X%08X_%u.pending", &dboid, &hi, &lo, &xid) != 4)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", CPHT_SNAPSHOT_DIR, de->d_name);
+		cpht_snapshot_path(snap, sizeof(snap), dboid, ((uint64) hi << 32) | lo);
+		if (stat(snap, &st) == 0)
+		{
+			(void) durable_unlink(path, LOG);
+			continue;
+		}
+		switch (xid_outcome(xid))
+		{
+			case XID_COMMITTED:
+				if (durable_rename(path, snap, WARNING) == 0)
+					ereport(LOG,
+							(errmsg("cpht worker restores \"%s\" as \"%s\": the creation of its table by transaction %u committed",
+									path, snap, xid)));
+				break;
+			case XID_ABORTED:
+				(void) durable_unlink(path, LOG);
+				break;
+			case XID_UNKNOWN:
+				ereport(WARNING,
+						(errmsg("cpht worker leaves \"%s\" in place: whether transaction %u committed is no longer known",
+								path, xid),
+						 errdetail("PostgreSQL truncated pg_xact past that transaction; the file holds a durable shared table whose creation it made.")));
+				break;
+			case XID_OPEN:
+				break;
+		}
+	}
+	FreeDir(dir);
+}
+
 /* restore_file, where an ERROR loses that file's table, not the worker */
 static void
 restore_file_guarded(const char *path, const char *file)
@@ -937,6 +996,7 @@ durable_restore_all(bool on_standby)
 				 errhint("The tables of the snapshot files there are restored; a table whose file is missing is not reported.")));
 	cat_seen = palloc0(sizeof(bool) * Max(ncat, 1));
 	standby_mode = on_standby;
+	resolve_pending_files();
 	dir = AllocateDir(CPHT_SNAPSHOT_DIR);
 	while ((de = ReadDir(dir, CPHT_SNAPSHOT_DIR)) != NULL)
 	{

@@ -406,6 +406,8 @@ write_exact(void)
 }
 
 static void write_first_snapshot(int entry);
+static void write_pending_file(int entry, XLogRecPtr lsn);
+static void remove_pending_file(int entry);
 
 static int
 snapshot_round(RoundMode mode, bool clean)
@@ -441,10 +443,12 @@ snapshot_round(RoundMode mode, bool clean)
 		t = cpht_worker_table(i, e->table_id);
 		if (t == NULL)
 			continue;
-		/* no file before its creation commits; then its first one */
+		/* its .pending file while its creation is open; then its first one */
 		if (durable[i].pending)
 		{
 			write_first_snapshot(i);
+			if (durable[i].pending)
+				write_pending_file(i, lsn);
 			keep = Min(keep, durable[i].current_lsn);
 			continue;
 		}
@@ -456,7 +460,7 @@ snapshot_round(RoundMode mode, bool clean)
 			write = needs_resolve(i);
 		if (write)
 		{
-			cpht_snapshot_write(i, e, t, lsn);
+			cpht_snapshot_write(i, e, t, lsn, InvalidTransactionId);
 			snapshot_written(i, lsn);
 			written++;
 		}
@@ -550,7 +554,7 @@ durable_standby_round(XLogRecPtr at)
 		pos = XLogRecPtrIsInvalid(durable[i].replayed_lsn) ? at : durable[i].replayed_lsn;
 		if (durable[i].changed)
 		{
-			cpht_snapshot_write(i, e, t, pos);
+			cpht_snapshot_write(i, e, t, pos, InvalidTransactionId);
 			snapshot_written(i, pos);
 			written++;
 		}
@@ -728,7 +732,7 @@ cpht_durable_created(int entry, cpht_table *t, const cpht_params *params)
 	flush_inserted(lsn);
 	PG_TRY();
 	{
-		cpht_snapshot_write(entry, e, t, lsn);
+		cpht_snapshot_write(entry, e, t, lsn, InvalidTransactionId);
 	}
 	PG_CATCH();
 	{
@@ -771,10 +775,12 @@ write_first_snapshot(int entry)
 	PG_TRY();
 	{
 		flush_inserted(lsn);
-		cpht_snapshot_write(entry, e, t, lsn);
+		cpht_snapshot_write(entry, e, t, lsn, InvalidTransactionId);
 		durable[entry].pending = false;
 		snapshot_written(entry, lsn);
 		durable[entry].prior_until = InvalidXLogRecPtr;
+		/* the .snap is there: a restore ignores the .pending file now */
+		remove_pending_file(entry);
 	}
 	PG_CATCH();
 	{
@@ -785,6 +791,54 @@ write_first_snapshot(int entry)
 	}
 	PG_END_TRY();
 	write_catalog_or_log();
+}
+
+/*
+ * The .pending file of a table whose creation is still open, at the
+ * round's position lsn (flushed): the table with the changes it keeps of
+ * open transactions, its creation's among them.  A copy of the data
+ * directory made now (a base backup waits for this round) has WAL only
+ * from after the CREATE record; it restores this file if, and only if,
+ * the creation committed (durable_restore.c).  The WAL from the CREATE
+ * record on stays kept, as for every pending table.  On failure a LOG,
+ * and the next round tries again.
+ */
+static void
+write_pending_file(int entry, XLogRecPtr lsn)
+{
+	CphtCatalogEntry *e = &cpht_catalog[entry];
+	cpht_table *t = cpht_worker_table(entry, e->table_id);
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (t == NULL || !TransactionIdIsValid(e->create_xid))
+		return;
+	PG_TRY();
+	{
+		cpht_snapshot_write(entry, e, t, lsn, e->create_xid);
+		durable[entry].pending_xid = e->create_xid;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+}
+
+/* A pending table's .pending file goes (its .snap was written, or the
+ * table was dropped). */
+static void
+remove_pending_file(int entry)
+{
+	char		path[MAXPGPATH];
+
+	if (!TransactionIdIsValid(durable[entry].pending_xid))
+		return;
+	cpht_snapshot_pending_path(path, sizeof(path), cpht_catalog[entry].dboid,
+							   cpht_catalog[entry].create_lsn, durable[entry].pending_xid);
+	(void) durable_unlink(path, LOG);
+	durable[entry].pending_xid = InvalidTransactionId;
 }
 
 void
@@ -820,6 +874,9 @@ cpht_durable_dropped(int entry)
 	XLogFlush(cpht_wal_drop(e->create_lsn));
 	e->durable = false;
 	had_file = !durable[entry].pending;
+	/* after the DROP record, which a restore that still finds the file
+	 * replays after it */
+	remove_pending_file(entry);
 	durable_forget(entry);
 	/*
 	 * The catalog forgets it before its file goes: a crash in between

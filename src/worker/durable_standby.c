@@ -98,9 +98,30 @@ files_wait(void)
 		TransactionId *xids;
 		int			n;
 
+		snprintf(path, sizeof(path), "%s/%s", CPHT_SNAPSHOT_DIR, de->d_name);
+		/* a table whose creation was open: restored once it committed */
+		if (len > 8 && strcmp(de->d_name + len - 8, ".pending") == 0)
+		{
+			Oid			dboid;
+			uint32		hi,
+						lo;
+			TransactionId xid;
+
+			if (sscanf(de->d_name, "%u_%08X%08X_%u.pending", &dboid, &hi, &lo, &xid) == 4 &&
+				still_open(xid))
+			{
+				wait = true;
+				if (xid != waited_for)
+					ereport(LOG,
+							(errmsg("cpht worker waits for transaction %u to end before it restores durable shared tables on this standby",
+									xid),
+							 errdetail("File \"%s\" holds a table whose creation that transaction made.", path)));
+				waited_for = xid;
+			}
+			continue;
+		}
 		if (len <= 5 || strcmp(de->d_name + len - 5, ".snap") != 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", CPHT_SNAPSHOT_DIR, de->d_name);
 		/* an unreadable file: the restore says why */
 		n = cpht_snapshot_kept_xids(path, &xids);
 		for (int k = 0; k < n && !wait; k++)

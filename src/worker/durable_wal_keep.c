@@ -41,7 +41,7 @@
 
 #define KEPT_WAL_DIR CPHT_SNAPSHOT_DIR "/wal"
 
-/* Whether pg_cpht holds a snapshot file. */
+/* Whether pg_cpht holds a snapshot file (or a pending table's). */
 static bool
 any_snapshot(void)
 {
@@ -55,7 +55,8 @@ any_snapshot(void)
 	{
 		size_t		len = strlen(de->d_name);
 
-		found = len > 5 && strcmp(de->d_name + len - 5, ".snap") == 0;
+		found = (len > 5 && strcmp(de->d_name + len - 5, ".snap") == 0) ||
+			(len > 8 && strcmp(de->d_name + len - 8, ".pending") == 0);
 	}
 	closedir(dir);
 	return found;

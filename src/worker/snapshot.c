@@ -81,6 +81,14 @@ cpht_snapshot_path(char *path, size_t len, Oid dboid, XLogRecPtr create_lsn)
 			 LSN_FORMAT_ARGS(create_lsn));
 }
 
+void
+cpht_snapshot_pending_path(char *path, size_t len, Oid dboid, XLogRecPtr create_lsn,
+						   TransactionId xid)
+{
+	snprintf(path, len, "%s/%u_%08X%08X_%u.pending", CPHT_SNAPSHOT_DIR, dboid,
+			 LSN_FORMAT_ARGS(create_lsn), xid);
+}
+
 /* ---- writing ---------------------------------------------------------------- */
 
 typedef struct SnapWriter
@@ -155,7 +163,8 @@ write_segment(void *arg, TransactionId subxid, const uint64 *keys, const uint8 *
 }
 
 void
-cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t, XLogRecPtr lsn)
+cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t, XLogRecPtr lsn,
+					TransactionId pending_xid)
 {
 	char		path[MAXPGPATH];
 	char		tmp[MAXPGPATH];
@@ -164,7 +173,10 @@ cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t, XLogRec
 	SnapWriter	w;
 	cpht_status st;
 
-	cpht_snapshot_path(path, sizeof(path), e->dboid, e->create_lsn);
+	if (TransactionIdIsValid(pending_xid))
+		cpht_snapshot_pending_path(path, sizeof(path), e->dboid, e->create_lsn, pending_xid);
+	else
+		cpht_snapshot_path(path, sizeof(path), e->dboid, e->create_lsn);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 
 	memset(&h, 0, sizeof(h));
