@@ -220,6 +220,16 @@ if [ "$PRELOADED" = true ]; then
 	# cpht_open in the statement, which is parallel unsafe
 	run fop_agg_name "$W" "$NEW" "SELECT cpht_fop_agg('ingest_seen', id) FROM ingest_staging"
 	run fop_agg_open_inline "$W" "$NEW" "SELECT cpht_fop_agg(cpht_open('ingest_seen'), id) FROM ingest_staging"
+	# the design card's pattern, by name: array_agg gathered in parallel
+	# workers (cpht_array_agg in its place, docs/array-agg.md), next to
+	# PostgreSQL's own array_agg of the same rows with no cpht
+	if [ "$ROWS" -le 60000000 ]; then
+		run array_agg_plain "$W" "$ROWS" "SELECT cardinality(array_agg(id)) FROM ingest_staging"
+		run fop_array_name "$W" "$NEW" \
+			"SELECT cardinality(array_positions(cpht_fop('ingest_seen', array_agg(id)), true)) FROM ingest_staging"
+		run fop_new_array_name "$W" "$NEW" \
+			"SELECT cardinality(cpht_fop_new('ingest_seen', array_agg(id))) FROM ingest_staging"
+	fi
 else
 	na fop_agg_parallel "plain server: no shared table"
 	na fop_agg_serial "plain server: no shared table"
