@@ -332,3 +332,72 @@ CREATE VIEW cpht_stat_progress AS SELECT * FROM cpht_stat_progress();
 COMMENT ON VIEW cpht_stat_progress IS 'cpht_stat_progress() as a view';
 -- every role sees its own calls, as with pg_stat_progress_copy
 GRANT SELECT ON cpht_stat_progress TO PUBLIC;
+
+-- ---- cpht_fop_new_agg: the new keys of a group, from parallel workers ------
+-- cpht_fop_new of every key of the group, streamed in batches as
+-- cpht_fop_agg streams them; returns the keys that were new (NULL over no
+-- rows).  Over a shared table it runs in parallel workers, each handing the
+-- leader only its new keys, and the planner puts it in the place of
+-- cpht_fop_new(h, array_agg(x)) there (src/plan/array_agg.c).  VOLATILE as
+-- cpht_fop_agg: it inserts keys (CREATE AGGREGATE records IMMUTABLE).
+CREATE FUNCTION cpht_fop_new_agg_step(internal, handle int, key bigint)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'cpht_fop_new_agg_step'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE FUNCTION cpht_fop_new_agg_step(internal, handle cpht_table, key bigint)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'cpht_fop_new_agg_step'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE FUNCTION cpht_fop_new_agg_final(internal)
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'cpht_fop_new_agg_final'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE FUNCTION cpht_fop_new_agg_serialize(internal)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'cpht_fop_new_agg_serialize'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION cpht_fop_new_agg_deserialize(bytea, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'cpht_fop_new_agg_deserialize'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION cpht_fop_new_agg_combine(internal, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'cpht_fop_new_agg_combine'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE AGGREGATE cpht_fop_new_agg(handle int, key bigint) (
+	SFUNC = cpht_fop_new_agg_step,
+	STYPE = internal,
+	FINALFUNC = cpht_fop_new_agg_final,
+	FINALFUNC_MODIFY = READ_WRITE,
+	COMBINEFUNC = cpht_fop_new_agg_combine,
+	SERIALFUNC = cpht_fop_new_agg_serialize,
+	DESERIALFUNC = cpht_fop_new_agg_deserialize,
+	PARALLEL = SAFE
+);
+
+CREATE AGGREGATE cpht_fop_new_agg(handle cpht_table, key bigint) (
+	SFUNC = cpht_fop_new_agg_step,
+	STYPE = internal,
+	FINALFUNC = cpht_fop_new_agg_final,
+	FINALFUNC_MODIFY = READ_WRITE,
+	COMBINEFUNC = cpht_fop_new_agg_combine,
+	SERIALFUNC = cpht_fop_new_agg_serialize,
+	DESERIALFUNC = cpht_fop_new_agg_deserialize,
+	PARALLEL = SAFE
+);
+
+UPDATE pg_catalog.pg_proc
+SET provolatile = 'v'
+WHERE oid IN ('cpht_fop_new_agg(int, bigint)'::pg_catalog.regprocedure,
+			  'cpht_fop_new_agg(cpht_table, bigint)'::pg_catalog.regprocedure);
+
+COMMENT ON AGGREGATE cpht_fop_new_agg(int, bigint) IS
+'find-or-put of every key of the group (a null key is an error), streamed in batches; returns the keys that were new, each once, in no particular order; over a shared table it runs in parallel workers';
+COMMENT ON AGGREGATE cpht_fop_new_agg(cpht_table, bigint) IS
+'cpht_fop_new_agg(int, bigint) of a shared table named by its name; runs in parallel workers';

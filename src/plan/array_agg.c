@@ -30,6 +30,16 @@
  * so its arrays stay aligned with the rewritten one's too.  Arrays the
  * function receives from a subquery's column are never rewritten, so the
  * user's unnest of that column and the function see one value.
+ *
+ * Fused over a shared table.  cpht_fop_new(h, array_agg(x)), with h a
+ * constant (or a custom plan's parameter) naming a shared table this
+ * session has open and array_agg(x) of the same query level as above, is
+ * planned as the aggregate cpht_fop_new_agg(h, x) (stream/fop_new_agg.c)
+ * instead, FILTER kept: parallel workers send their keys to the table as
+ * they read them and hand the leader only the new ones, and no array of
+ * every key is built.  The answer holds the same keys (each new key once;
+ * the order is unspecified either way); see fop_new_agg.c for what differs
+ * when the statement fails half way.
  */
 #include "postgres.h"
 
@@ -50,6 +60,7 @@
 #include "utils/syscache.h"
 
 #include "plan/plan.h"
+#include "session/session.h"
 
 /* The array functions whose keys argument is rewritten, by C symbol. */
 static const char *const consumers[] = {
@@ -457,6 +468,104 @@ rewrite_walker(Node *node, RewriteWalk *walk)
 		}
 	}
 	return expression_tree_walker(node, rewrite_walker, walk);
+}
+
+/* ---- cpht_fop_new(h, array_agg(x)) as cpht_fop_new_agg(h, x) ----------- */
+
+typedef struct Fuse
+{
+	ParamListInfo params;
+	int			fused;
+} Fuse;
+
+/* cpht_fop_new_agg(handle_type, bigint) in the schema of the extension's
+ * function fop_new, or InvalidOid (an older version, or not ours). */
+static Oid
+fused_aggregate(Oid fop_new, Oid handle_type)
+{
+	static const char *const step[] = {"cpht_fop_new_agg_step"};
+	char	   *schema = get_namespace_name(get_func_namespace(fop_new));
+	Oid			argtypes[2] = {handle_type, INT8OID};
+	Oid			agg;
+	HeapTuple	tup;
+	Oid			transfn;
+
+	if (schema == NULL)
+		return InvalidOid;
+	agg = LookupFuncName(list_make2(makeString(schema), makeString("cpht_fop_new_agg")),
+						 2, argtypes, true);
+	if (!OidIsValid(agg) || get_func_prokind(agg) != PROKIND_AGGREGATE)
+		return InvalidOid;
+	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(agg));
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
+	ReleaseSysCache(tup);
+	return is_cpht_function(transfn, step, 1) ? agg : InvalidOid;
+}
+
+/* The aggregate call that replaces f, or NULL when f is not fused. */
+static Aggref *
+fuse(FuncExpr *f, Fuse *w)
+{
+	static const char *const fop_new[] = {"cpht_fop_new"};
+	Node	   *handle;
+	Aggref	   *agg;
+	int32		value;
+	CphtHandle *h;
+	Oid			fused;
+	TargetEntry *key;
+
+	if (list_length(f->args) != 2 || !IsA(lsecond(f->args), Aggref))
+		return NULL;
+	handle = linitial(f->args);
+	agg = (Aggref *) lsecond(f->args);
+	if (!rewritable(agg) || agg->agglevelsup != 0 ||
+		!is_cpht_function(f->funcid, fop_new, 1))
+		return NULL;
+	/* a shared table this session has open: the parallel plan's condition */
+	if (!cpht_plan_handle(handle, w->params, &value) ||
+		(h = cpht_shared_lookup(value)) == NULL || h->shared_entry < 0)
+		return NULL;
+	fused = fused_aggregate(f->funcid, exprType(handle));
+	if (!OidIsValid(fused))
+		return NULL;
+	key = (TargetEntry *) linitial(agg->args);
+	key->resno = 2;
+	agg->aggfnoid = fused;
+	agg->aggargtypes = list_make2_oid(exprType(handle), INT8OID);
+	agg->args = list_make2(makeTargetEntry((Expr *) copyObject(handle), 1, NULL, false), key);
+	agg->location = f->location;
+	w->fused++;
+	return agg;
+}
+
+static Node *
+fuse_mutator(Node *node, Fuse *w)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Query))
+		return (Node *) query_tree_mutator((Query *) node, fuse_mutator, w, QTW_DONT_COPY_QUERY);
+	if (IsA(node, FuncExpr))
+	{
+		Aggref	   *agg = fuse((FuncExpr *) node, w);
+
+		if (agg != NULL)
+			return (Node *) agg;
+	}
+	return expression_tree_mutator(node, fuse_mutator, w);
+}
+
+int
+cpht_fop_new_fuse(Query *parse, ParamListInfo params)
+{
+	Fuse		w;
+
+	w.params = params;
+	w.fused = 0;
+	(void) query_tree_mutator(parse, fuse_mutator, &w, QTW_DONT_COPY_QUERY);
+	return w.fused;
 }
 
 int

@@ -83,7 +83,8 @@ cpht_function_is(Oid funcid, PGFunction fn)
 	return finfo.fn_addr == fn;
 }
 
-/* Whether an aggregate is cpht_fop_agg, whatever schema holds it: its
+/* Whether an aggregate is cpht_fop_agg or cpht_fop_new_agg, which write
+ * their table from parallel workers alike, whatever schema holds it: its
  * transition function is ours. */
 static bool
 is_fop_agg(Oid aggfnoid)
@@ -95,7 +96,8 @@ is_fop_agg(Oid aggfnoid)
 		return false;
 	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
 	ReleaseSysCache(tup);
-	return cpht_function_is(transfn, cpht_fop_agg_step);
+	return cpht_function_is(transfn, cpht_fop_agg_step) ||
+		cpht_function_is(transfn, cpht_fop_new_agg_step);
 }
 
 /* ---- planning ------------------------------------------------------------ */
@@ -169,7 +171,9 @@ cpht_planner(Query *parse, const char *query_string, int cursor_options,
 			 ParamListInfo bound_params)
 {
 	/* array_agg(bigint) into an array function: one that runs in parallel
-	 * workers (array_agg.c) */
+	 * workers (array_agg.c); over a shared table, cpht_fop_new's keys go to
+	 * the table from the workers */
+	(void) cpht_fop_new_fuse(parse, bound_params);
 	(void) cpht_array_agg_rewrite(parse);
 
 	if ((cursor_options & CURSOR_OPT_PARALLEL_OK) != 0)

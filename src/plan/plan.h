@@ -41,6 +41,11 @@ extern bool cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum
  * aggregate calls it rewrote, their equals at the same level not counted. */
 extern int	cpht_array_agg_rewrite(Query *parse);
 
+/* cpht_fop_new(h, array_agg(x)) over a shared table, as the aggregate
+ * cpht_fop_new_agg(h, x); in place (from the planner hook, before
+ * cpht_array_agg_rewrite); returns how many calls it fused. */
+extern int	cpht_fop_new_fuse(Query *parse, ParamListInfo params);
+
 /* Whether aggfnoid is cpht_array_agg(bigint), whatever schema holds it. */
 extern bool cpht_is_array_agg(Oid aggfnoid);
 

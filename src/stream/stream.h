@@ -84,6 +84,9 @@ extern void cpht_stream_check_key(uint64 key, int key_bits);
 /* The transition function of the cpht_fop_agg aggregate (batches.c): the
  * planner hook (plan/hooks.c) recognises the aggregate by it. */
 extern PGDLLEXPORT Datum cpht_fop_agg_step(PG_FUNCTION_ARGS);
+/* fop_new_agg.c: the step of cpht_fop_new_agg, which the planner hooks
+ * treat as cpht_fop_agg's */
+extern PGDLLEXPORT Datum cpht_fop_new_agg_step(PG_FUNCTION_ARGS);
 
 /*
  * heap_feed.c: a relation's key column read into a table's stream of

@@ -57,6 +57,14 @@ SELECT is(
 		'cpht_fop_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
 		'cpht_fop_new(handle cpht_table, keys bigint[]) -> bigint[], kind f, volatility v, parallel r, strict t',
 		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel r, strict t',
+		'cpht_fop_new_agg(handle cpht_table, key bigint) -> bigint[], kind a, volatility v, parallel s, strict f',
+		'cpht_fop_new_agg(handle integer, key bigint) -> bigint[], kind a, volatility v, parallel s, strict f',
+		'cpht_fop_new_agg_combine(internal, internal) -> internal, kind f, volatility v, parallel s, strict f',
+		'cpht_fop_new_agg_deserialize(bytea, internal) -> internal, kind f, volatility v, parallel s, strict t',
+		'cpht_fop_new_agg_final(internal) -> bigint[], kind f, volatility v, parallel s, strict f',
+		'cpht_fop_new_agg_serialize(internal) -> bytea, kind f, volatility v, parallel s, strict t',
+		'cpht_fop_new_agg_step(internal, handle cpht_table, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
+		'cpht_fop_new_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
 		-- restricted: a scan of it runs in the leader; over a shared table
 		-- the planner puts a parallel node in its place (src/plan/new_keys_node.c)
 		'cpht_fop_new_relation(handle cpht_table, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel r, strict t',

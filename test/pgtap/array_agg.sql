@@ -5,9 +5,12 @@
 -- with the array the user reads; NULL elements and empty input as with
 -- array_agg; cpht_array_agg called by name; and, over a transactional
 -- shared table (preloaded mode), the leader's write inside the parallel
--- plan, undone by a rollback.
+-- plan, undone by a rollback; cpht_fop_new(h, array_agg(x)) over a shared
+-- table planned as cpht_fop_new_agg(h, x) (by handle and by name), its
+-- answer, FILTER, NULL keys and empty input, and a private table's call
+-- left as it was.
 BEGIN;
-SELECT plan(25);
+SELECT plan(32);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -65,6 +68,9 @@ SELECT ok(pg_temp.plan_of(format('SELECT cpht_fop(%s, array_agg(DISTINCT id)) FR
 SELECT ok(pg_temp.plan_of(format('SELECT unnest(a), unnest(cpht_fop(%s, a)) FROM (SELECT array_agg(id) a FROM aa_src) s', :h_par), true)
 		  !~ 'cpht_array_agg',
 		  'nor an array_agg the function reads through a subquery''s column');
+SELECT ok(pg_temp.plan_of(format('SELECT cardinality(cpht_fop_new(%s, array_agg(id))) FROM aa_src', :h_par), true)
+		  !~ 'cpht_fop_new_agg',
+		  'cpht_fop_new(h, array_agg(id)) of a session''s own table is not fused into cpht_fop_new_agg');
 
 -- the answers of a parallel plan are those of a serial one
 SELECT is((SELECT count(*) FROM unnest(f) b WHERE b), 25000::bigint, 'parallel: one true per distinct id')
@@ -126,7 +132,7 @@ DECLARE
 	r text;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 2);
+		RETURN NEXT skip(why, 8);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('a');
@@ -148,6 +154,34 @@ BEGIN
 	RETURN NEXT is(r, '25000 25000', 'a transactional shared table takes the keys gathered in parallel');
 	RETURN NEXT is((SELECT v FROM dblink('a', format('SELECT cpht_count(%s)', h)) AS t(v bigint)),
 				   0::bigint, 'and gives them back at rollback');
+
+	-- fused: the keys go to the table from the workers, only new ones come back
+	r := (SELECT string_agg(v, E'\n') FROM dblink('a', format(
+		'EXPLAIN (COSTS OFF, VERBOSE) SELECT cardinality(cpht_fop_new(%s, array_agg(id))) FROM aa_shared_src',
+		h)) AS t(v text));
+	RETURN NEXT ok(r ~ 'Gather.*PARTIAL cpht_fop_new_agg\([0-9]+, (aa_shared_src\.)?id\).*Parallel Seq Scan',
+				   'over a shared table cpht_fop_new(h, array_agg(id)) is planned as cpht_fop_new_agg in parallel workers');
+	r := (SELECT string_agg(v, E'\n') FROM dblink('a',
+		'EXPLAIN (COSTS OFF, VERBOSE) SELECT cardinality(cpht_fop_new(''aa_shared'', array_agg(id))) FROM aa_shared_src')
+		AS t(v text));
+	RETURN NEXT ok(r ~ 'Gather.*PARTIAL cpht_fop_new_agg\(''aa_shared''::cpht_table',
+				   'and so is the form that names the table');
+	r := (SELECT v FROM dblink('a',
+		'SELECT count(*) || '' '' || count(DISTINCT k) || '' '' || count(*) FILTER (WHERE k BETWEEN 1 AND 25000)
+		 FROM unnest((SELECT cpht_fop_new(''aa_shared'', array_agg(id)) FROM aa_shared_src)) k')
+		AS t(v text));
+	RETURN NEXT is(r, '25000 25000 25000', 'its answer: every distinct id, each once');
+	PERFORM pg_temp.remote('a', format('SELECT cpht_delete(%s, array_agg(id)) FROM aa_shared_src', h));
+	r := (SELECT v FROM dblink('a', format(
+		'SELECT cardinality(cpht_fop_new(%s, array_agg(id) FILTER (WHERE id <= 100)))::text || '' '' ||
+		        ((SELECT cpht_fop_new(%s, array_agg(id)) FROM aa_shared_src WHERE id < 0) IS NULL)::text
+		 FROM aa_shared_src', h, h)) AS t(v text));
+	RETURN NEXT is(r, '100 true', 'FILTER is kept, and over no rows the answer is NULL');
+	RETURN NEXT throws_ok(format(
+		'SELECT * FROM dblink(''a'', ''SELECT cpht_fop_new(%s, array_agg(x)) FROM (VALUES (100001::bigint), (NULL)) v(x)'') AS t(v text)', h),
+		'22004', NULL, 'a NULL key is an error, as a NULL element of the array is');
+	RETURN NEXT is((SELECT v FROM dblink('a', format('SELECT cpht_count(%s)', h)) AS t(v bigint)),
+				   100::bigint, 'the statement that failed stored nothing more (transactional table)');
 	PERFORM pg_temp.remote('a', format('SELECT cpht_drop(%s)', h));
 	PERFORM dblink_exec('a', 'DROP TABLE aa_shared_src');
 	PERFORM dblink_disconnect('a');
