@@ -76,7 +76,8 @@
 
 DurableState *durable = NULL;	/* by catalog index */
 bool		restored = false;	/* the tables of pg_cpht are back */
-bool		restoring = false;	/* durable_restore_all runs */
+bool		restoring = false;	/* a restore or a standby's replay runs */
+bool		standby_replay = false; /* it runs on a standby */
 
 FailedFile *failed = NULL;
 int			nfailed = 0;

@@ -1,7 +1,8 @@
 /*
  * worker/durable_internal.h — the state the files of durable tables in
  * the cpht worker share: durable.c (which defines it), durable_rounds.c,
- * durable_restore.c, durable_hold.c and durable_wal_keep.c (the last runs
+ * durable_restore.c, durable_install.c, durable_replay.c,
+ * durable_standby.c, durable_hold.c and durable_wal_keep.c (the last runs
  * in the startup process too, and uses none of the state).  Nothing else includes it; the rest of the worker
  * uses durable.h.  Only the worker process touches this state, one request
  * or round at a time: it needs no lock.
@@ -70,7 +71,19 @@ typedef struct DurableState
 
 extern DurableState *durable;	/* by catalog index */
 extern bool restored;			/* the tables of pg_cpht are back */
-extern bool restoring;			/* durable_restore_all runs */
+extern bool restoring;			/* a restore or a standby's replay runs */
+/* the restore or replay runs on a standby: no transaction is waited for */
+extern bool standby_replay;
+
+/* The outcome of a (sub)transaction, as a restore needs it. */
+typedef enum XidOutcome
+{
+	XID_COMMITTED,
+	XID_ABORTED,
+	XID_UNKNOWN,				/* older than what pg_xact keeps */
+	XID_OPEN					/* standby_replay: not ended yet (or not
+								 * replayed yet) */
+} XidOutcome;
 
 /*
  * Snapshot files that could not be restored: their CREATE records must not
@@ -124,18 +137,40 @@ extern void cpht_kept_wal_segment_open(struct XLogReaderState *state, XLogSegNo 
 extern XLogRecPtr cpht_kept_wal_oldest(void);
 extern void cpht_kept_wal_remove(void);
 
+/* durable_install.c: a transaction's outcome (waits while it runs, unless
+ * standby_replay); a table that could not be restored remembered under
+ * its name; a restored table put into the catalog (-1 and a WARNING when
+ * its name is taken or no entry is free); keys applied to a table being
+ * restored (false and a WARNING on failure). */
+extern XidOutcome durable_xid_outcome(TransactionId xid);
+extern void durable_mark_failed(Oid dboid, const char *name, XLogRecPtr create_lsn,
+								XLogRecPtr keep_lsn, const char *reason);
+extern int	durable_install(cpht_table *t, Oid dboid, const NameData *name, Oid owner,
+							int32 memory_cap_kb, bool transactional, int64 capacity,
+							XLogRecPtr create_lsn, XLogRecPtr snapshot_lsn,
+							XLogRecPtr current_lsn);
+extern bool durable_apply_keys(cpht_table *t, const char *name, bool erase,
+							   const uint64 *keys, uint64 n);
+
+/* durable_replay.c: the records from start on (EXACT records only when
+ * scan_from is valid); returns the position read up to. */
+extern XLogRecPtr durable_replay(XLogRecPtr start, XLogRecPtr scan_from);
+
 /* durable_restore.c: restores every table of pg_cpht, then replays WAL,
  * once per worker start, with restoring set: after recovery ended, or on
- * a standby (on_standby: up to the first record of a transaction still
- * open there); then the records from a position on, into the tables held
- * (a standby's later rounds, and its promotion).  Both return the
- * position replayed to (Invalid: nothing was read). */
+ * a standby (on_standby: no transaction waited for; a table stops at its
+ * first record of a transaction still open there).  Returns the position
+ * replayed to (Invalid: nothing was read). */
 extern XLogRecPtr durable_restore_all(bool on_standby);
+
+/* durable_replay.c: the records from "from" on into the tables held (a
+ * standby's later rounds, and its promotion), returning the position
+ * read up to; where a standby's next replay starts, after one that read
+ * up to "reached": there, unless a transaction that stopped a table (or
+ * a CREATE) has ended since, or "all" (the promotion), which replays
+ * from that table's stop; the first CREATE left for later (Invalid:
+ * none). */
 extern XLogRecPtr durable_replay_from(XLogRecPtr from, bool on_standby);
-/* durable_restore.c, on a standby: where the next replay starts, after
- * one that read up to "reached": there, unless a transaction that stopped
- * a table (or a CREATE) has ended since, or "all" (the promotion), which
- * replays from that table's stop. */
 extern XLogRecPtr durable_replay_next_start(XLogRecPtr reached, bool all);
 extern XLogRecPtr durable_replay_create_stop(void);
 
