@@ -401,3 +401,54 @@ COMMENT ON AGGREGATE cpht_fop_new_agg(int, bigint) IS
 'find-or-put of every key of the group (a null key is an error), streamed in batches; returns the keys that were new, each once, in no particular order; over a shared table it runs in parallel workers';
 COMMENT ON AGGREGATE cpht_fop_new_agg(cpht_table, bigint) IS
 'cpht_fop_new_agg(int, bigint) of a shared table named by its name; runs in parallel workers';
+
+-- ---- cpht_shared_tables: the definitions of shared tables pg_dump carries --
+-- One row per shared table of the database.  cpht_create with a name,
+-- cpht_drop and cpht_alter_owner keep it in step in the calling
+-- transaction (as the table's owner: roles read it, none writes it).  It
+-- is a configuration table of the extension, so pg_dump carries its rows,
+-- and a restore inserts them after CREATE EXTENSION: the trigger then
+-- creates each table the worker does not hold, as the row's owner, bound
+-- to the restoring transaction (src/api/catalog_rows.c).  Keys are not
+-- carried.
+CREATE TABLE cpht_shared_tables (
+	name text PRIMARY KEY,
+	owner regrole NOT NULL,
+	kind text NOT NULL,
+	capacity bigint NOT NULL,
+	key_bits int,
+	transactional boolean NOT NULL,
+	durable boolean NOT NULL,
+	shards int
+);
+
+COMMENT ON TABLE cpht_shared_tables IS
+'the definitions of this database''s shared cpht tables, kept by cpht_create, cpht_drop and cpht_alter_owner; pg_dump carries them and a restore creates the tables again (without their keys)';
+
+SELECT pg_catalog.pg_extension_config_dump('cpht_shared_tables', '');
+
+REVOKE ALL ON cpht_shared_tables FROM PUBLIC;
+GRANT SELECT ON cpht_shared_tables TO PUBLIC;
+
+CREATE FUNCTION cpht_shared_tables_created()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'cpht_shared_tables_created'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE TRIGGER cpht_shared_tables_created
+AFTER INSERT ON cpht_shared_tables
+FOR EACH ROW EXECUTE FUNCTION cpht_shared_tables_created();
+
+CREATE FUNCTION cpht_catalog_sync()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cpht_catalog_sync'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION cpht_catalog_sync() IS
+'makes the rows of cpht_shared_tables those of the shared tables the cpht worker holds in this database (added, updated, deleted); returns how many changed';
+
+REVOKE ALL ON FUNCTION cpht_catalog_sync() FROM PUBLIC;
+
+-- the shared tables of this database the worker holds already (an update
+-- from 0.3)
+SELECT cpht_catalog_sync();

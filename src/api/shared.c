@@ -155,6 +155,16 @@ log_table_event(const char *name, bool durable, bool created)
 				 durable ? errdetail("Its keys, snapshot and WAL are gone for good.") : 0));
 }
 
+/* While valid, the owner of the shared tables created (a restore's rows:
+ * catalog_rows.c), instead of the current role. */
+static Oid	create_owner = InvalidOid;
+
+void
+cpht_shared_create_as(Oid owner)
+{
+	create_owner = owner;
+}
+
 PG_FUNCTION_INFO_V1(cpht_create_named);
 Datum
 cpht_create_named(PG_FUNCTION_ARGS)
@@ -252,7 +262,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	req->create_xid = cpht_ddl_create_xid(durable);
 	namestrcpy(&req->name, name);
 	req->dboid = MyDatabaseId;
-	req->owner = GetUserId();
+	req->owner = OidIsValid(create_owner) ? create_owner : GetUserId();
 	/*
 	 * The table keeps this session's cap (the worker's quota.c): settled
 	 * by cpht_memory_check above, and only a superuser can change it; or
@@ -278,6 +288,10 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	if (TransactionIdIsValid(req->create_xid))
 		cpht_ddl_note_create(entry, rep->table_id, name);
 	log_table_event(name, durable, true);
+	/* pg_dump carries the definition (catalog_rows.c) */
+	cpht_catalog_row_created(name, req->owner, text_to_cstring(PG_GETARG_TEXT_PP(1)),
+							 PG_GETARG_INT64(0), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
+							 req->transactional, durable, params.shards);
 	PG_RETURN_INT32(cpht_shared_register(entry, &copy)->handle);
 }
 
@@ -308,6 +322,15 @@ find_by_name(const char *name, CphtCatalogEntry *copy)
 	}
 	LWLockRelease(cpht_control->catalog_lock);
 	return entry;
+}
+
+bool
+cpht_shared_exists(const char *name)
+{
+	CphtCatalogEntry copy;
+
+	cpht_shared_wait_restored();
+	return find_by_name(name, &copy) >= 0 && copy.state == CPHT_ENTRY_LIVE;
 }
 
 /* cpht_open(name): this session's handle of a shared table. */
@@ -424,6 +447,7 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 		if (drop_lost(h))
 		{
 			log_table_event(NameStr(lost_name), durable, false);
+			cpht_catalog_row_dropped(NameStr(lost_name));
 			PG_RETURN_VOID();
 		}
 	}
@@ -437,10 +461,12 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 	{
 		/* logged by neither: the drop is sent at commit (ddl_xact.c) */
 		cpht_ddl_note_drop(ref.entry, ref.table_id, name);
+		cpht_catalog_row_dropped(name);
 		PG_RETURN_VOID();
 	}
 	cpht_remote_drop(&ref);
 	log_table_event(name, ref.durable, false);
+	cpht_catalog_row_dropped(name);
 	h->shared_entry = -1;
 	PG_RETURN_VOID();
 }
@@ -528,5 +554,6 @@ cpht_alter_owner(PG_FUNCTION_ARGS)
 	/* the new owner's own cap bounds what it is given (quota.c) */
 	req->memory_cap_kb = cpht_memory_role_cap_kb(new_owner);
 	(void) cpht_client_send();
+	cpht_catalog_row_owner(name, new_owner);
 	PG_RETURN_VOID();
 }

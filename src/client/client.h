@@ -187,6 +187,9 @@ extern void cpht_noted_subxact_end(int event, void *items, int *n, size_t size,
  */
 extern void cpht_ddl_lock_name(const char *name);
 extern bool cpht_ddl_in_block(void);
+/* While on, creations and drops follow the transaction as inside a block
+ * (a restore's rows of cpht_shared_tables: api/catalog_rows.c). */
+extern void cpht_ddl_bind_to_transaction(bool on);
 extern TransactionId cpht_ddl_create_xid(bool durable);
 extern void cpht_ddl_note_create(int32 entry, uint64 table_id, const char *name);
 extern void cpht_ddl_note_drop(int32 entry, uint64 table_id, const char *name);

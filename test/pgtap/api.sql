@@ -24,6 +24,7 @@ SELECT is(
 		'cpht_array_agg_final(internal) -> bigint[], kind f, volatility i, parallel s, strict f',
 		'cpht_array_agg_serialize(internal) -> bytea, kind f, volatility i, parallel s, strict t',
 		'cpht_array_agg_step(internal, bigint) -> internal, kind f, volatility i, parallel s, strict f',
+		'cpht_catalog_sync() -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_checkpoint() -> integer, kind f, volatility v, parallel u, strict t',
 		'cpht_count(handle cpht_table) -> bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_count(handle integer) -> bigint, kind f, volatility v, parallel r, strict t',
@@ -89,6 +90,7 @@ SELECT is(
 		'cpht_put(handle integer, keys bigint[]) -> bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_rebuild(handle cpht_table) -> bigint, kind f, volatility v, parallel u, strict t',
 		'cpht_rebuild(handle integer) -> bigint, kind f, volatility v, parallel u, strict t',
+		'cpht_shared_tables_created() -> trigger, kind f, volatility v, parallel u, strict f',
 		-- monitoring (docs/monitoring.md): cpht_stat_reset is not strict,
 		-- its name defaults to NULL (every table of the database)
 		'cpht_stat_progress(OUT pid integer, OUT datid oid, OUT relid oid, OUT operation text, OUT phase text, OUT handle integer, OUT table_name text, OUT keys_done bigint, OUT keys_known bigint, OUT new_keys bigint, OUT rows_done bigint, OUT rows_known bigint) -> SETOF record, kind f, volatility v, parallel r, strict t',
