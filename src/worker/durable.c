@@ -33,12 +33,17 @@
  *
  * The work is in these files, sharing the state below through
  * durable_internal.h: this one (the state, start, the poll of the worker's
- * loop), durable_rounds.c (the replication slot, the catalog file,
- * snapshot rounds, EXACT records, the CREATE, DROP and call records of
- * requests, checkpoint and shutdown), durable_restore.c (the restore
- * at start: snapshot files, WAL replay, files that could not be restored,
- * the outcome of xids), durable_standby.c (a hot standby's worker rolling
- * the files forward along replay), durable_hold.c and durable_wal_keep.c.  All of it runs in the cpht worker alone, one
+ * loop), durable_rounds.c (the catalog file, snapshot rounds, EXACT
+ * records, checkpoint and shutdown), durable_slot.c (the replication
+ * slot), durable_requests.c (the CREATE, DROP, owner and call records of
+ * requests), durable_restore.c (the restore at start: snapshot files,
+ * files that could not be restored), durable_replay.c (their WAL, at
+ * start, on a standby and at its promotion), durable_install.c (what
+ * those two share: the outcome of xids, tables put into the catalog),
+ * durable_standby.c (a hot standby's worker rolling the files forward
+ * along replay), durable_hold.c (checkpoints wait for the round after
+ * them) and durable_wal_keep.c (WAL kept past a copy's recovery).  All of
+ * it runs in the cpht worker alone, one
  * request or round at a time: the state needs no lock; catalog entries
  * are changed under the catalog lock as everywhere in the worker.
  */

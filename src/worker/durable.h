@@ -1,8 +1,8 @@
 /*
  * durable.h — durable shared tables: their WAL records (durable_wal.c),
  * their snapshot files (snapshot.c), and saving, restoring and replaying
- * them in the cpht worker (durable.c, durable_rounds.c,
- * durable_restore.c).  docs/worker.md, "Durable tables",
+ * them in the cpht worker (durable.c and the other durable_*.c files,
+ * which durable.c lists).  docs/worker.md, "Durable tables",
  * gives the design and the argument for its consistency.
  */
 #ifndef CPHT_DURABLE_H

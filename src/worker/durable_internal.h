@@ -1,7 +1,8 @@
 /*
  * worker/durable_internal.h — the state the files of durable tables in
  * the cpht worker share: durable.c (which defines it), durable_rounds.c,
- * durable_restore.c, durable_install.c, durable_replay.c,
+ * durable_slot.c, durable_requests.c, durable_restore.c,
+ * durable_install.c, durable_replay.c,
  * durable_standby.c, durable_hold.c and durable_wal_keep.c (the last runs
  * in the startup process too, and uses none of the state).  Nothing else includes it; the rest of the worker
  * uses durable.h.  Only the worker process touches this state, one request
@@ -114,11 +115,32 @@ extern void durable_add_failed(Oid dboid, const char *name, XLogRecPtr create_ls
 extern void durable_forget(int entry);
 extern int	durable_entry(XLogRecPtr create_lsn);
 
-/* durable_rounds.c: the slot's restart_lsn (Invalid: no slot); the
- * periodic rounds count from now; a round if one is due. */
+/* durable_slot.c: the slot's restart_lsn (Invalid: no slot); whether it
+ * exists as far as the worker knows (*problem: why not); making it if
+ * missing; dropping it; moving it forward to lsn (made again if it was
+ * dropped by hand); flushing every WAL record inserted up to insert. */
 extern XLogRecPtr durable_slot_restart_lsn(void);
+extern bool durable_slot_ready(const char **problem);
+extern void durable_ensure_slot(void);
+extern void durable_drop_slot(void);
+extern void durable_advance_slot(XLogRecPtr lsn);
+extern void durable_flush_inserted(XLogRecPtr insert);
+
+/* durable_rounds.c: the periodic rounds count from now; a round if one is
+ * due; whether some durable table (or a file that did not fit) needs WAL;
+ * pg_cpht/catalog written again (a LOG on failure); table i's snapshot
+ * written at lsn. */
 extern void durable_rounds_start(void);
 extern void durable_round_if_due(void);
+extern bool durable_wal_needed(void);
+extern void durable_write_catalog_or_log(void);
+extern void durable_snapshot_written(int i, XLogRecPtr lsn);
+
+/* durable_requests.c: the first file of a table whose creation committed
+ * (pending until then); the .pending file of one whose creation is still
+ * open, at a round's position lsn. */
+extern void durable_write_first_snapshot(int entry);
+extern void durable_write_pending_file(int entry, XLogRecPtr lsn);
 
 /* durable_hold.c: checkpoints wait for the worker (raised, or held on);
  * a checkpoint waiting now goes on (its round has run); none waits. */

@@ -1,15 +1,14 @@
 /*
  * durable_rounds.c — durable shared tables while the worker runs: the
- * replication slot that keeps their WAL, the catalog file, snapshot
- * rounds and their EXACT records, and the records of requests (CREATE,
- * DROP, owner changes, the keys of a call), CHECKPOINT and the save at a
- * clean shutdown.
+ * catalog file, snapshot rounds and their EXACT records (and a standby's
+ * rounds), CHECKPOINT, the save at a clean shutdown, and when the next
+ * round is due.  The slot is durable_slot.c's, the records of requests
+ * durable_requests.c's.
  *
  * Invariants (durable.c gives the design): a table's snapshot is written
  * only after WAL is flushed up to its position; the catalog with the new
- * retention points is on disk before the slot lets WAL go; a call's keys
- * are in WAL, in the order the table changed, before its reply.  The
- * worker alone runs this, one request or round at a time: the state of
+ * retention points is on disk before the slot lets WAL go.  The worker
+ * alone runs this, one request or round at a time: the state of
  * durable_internal.h needs no lock.
  */
 #include "postgres.h"
@@ -44,8 +43,6 @@
 #include "worker/worker_internal.h"
 #include "worker/xacts.h"
 
-static bool slot_ready = false;
-static char slot_problem[CPHT_TEXT_LEN];
 static TimestampTz last_round = 0;
 static XLogRecPtr last_round_lsn = InvalidXLogRecPtr;
 static XLogRecPtr last_round_redo = InvalidXLogRecPtr;
@@ -60,141 +57,6 @@ typedef enum RoundMode
 	ROUND_CHANGED,
 	ROUND_RESOLVE
 } RoundMode;
-
-/* ---- the replication slot ------------------------------------------------- */
-
-/* Creates the slot if it does not exist: slot_ready says whether it does,
- * slot_problem why not. */
-static void
-ensure_slot(void)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-
-	slot_ready = false;
-	PG_TRY();
-	{
-		if (SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
-		{
-			CheckSlotRequirements();
-			ReplicationSlotCreate(SLOT_NAME, false, RS_PERSISTENT, false);
-			ReplicationSlotReserveWal();
-			ReplicationSlotMarkDirty();
-			ReplicationSlotSave();
-			ReplicationSlotRelease();
-			ReplicationSlotsComputeRequiredLSN();
-		}
-		slot_ready = true;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *ed;
-
-		MemoryContextSwitchTo(cxt);
-		ed = CopyErrorData();
-		FlushErrorState();
-		if (MyReplicationSlot != NULL)
-			ReplicationSlotRelease();
-		strlcpy(slot_problem, ed->message, sizeof(slot_problem));
-		ereport(LOG,
-				(errmsg("cpht worker cannot keep WAL for durable shared tables: %s", ed->message),
-				 errhint("Durable shared tables need wal_level replica or logical and a free replication slot (max_replication_slots).")));
-		FreeErrorData(ed);
-	}
-	PG_END_TRY();
-}
-
-XLogRecPtr
-durable_slot_restart_lsn(void)
-{
-	ReplicationSlot *s = SearchNamedReplicationSlot(SLOT_NAME, true);
-	XLogRecPtr	lsn;
-
-	if (s == NULL)
-		return InvalidXLogRecPtr;
-	SpinLockAcquire(&s->mutex);
-	lsn = s->data.restart_lsn;
-	SpinLockRelease(&s->mutex);
-	return lsn;
-}
-
-/* No durable table needs WAL: the slot goes, so that it holds none. */
-static void
-drop_slot(void)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-
-	slot_ready = false;
-	if (SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
-		return;
-	PG_TRY();
-	{
-		ReplicationSlotDrop(SLOT_NAME, true);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *ed;
-
-		MemoryContextSwitchTo(cxt);
-		ed = CopyErrorData();
-		FlushErrorState();
-		if (MyReplicationSlot != NULL)
-			ReplicationSlotRelease();
-		ereport(LOG,
-				(errmsg("cpht worker could not drop replication slot \"%s\": %s", SLOT_NAME, ed->message)));
-		FreeErrorData(ed);
-	}
-	PG_END_TRY();
-}
-
-/* The slot keeps WAL from lsn on (it only moves forward). */
-static void
-advance_slot(XLogRecPtr lsn)
-{
-	bool		moved = false;
-
-	if (!slot_ready || SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
-	{
-		/* dropped by hand, or none yet: make it again, from now on */
-		ensure_slot();
-		if (!slot_ready)
-			return;
-	}
-	ReplicationSlotAcquire(SLOT_NAME, true);
-	SpinLockAcquire(&MyReplicationSlot->mutex);
-	if (lsn > MyReplicationSlot->data.restart_lsn)
-	{
-		MyReplicationSlot->data.restart_lsn = lsn;
-		moved = true;
-	}
-	SpinLockRelease(&MyReplicationSlot->mutex);
-	if (moved)
-	{
-		ReplicationSlotMarkDirty();
-		ReplicationSlotSave();
-	}
-	ReplicationSlotRelease();
-	if (moved)
-		ReplicationSlotsComputeRequiredLSN();
-}
-
-/*
- * Flushes every WAL record inserted so far.  GetXLogInsertRecPtr names the
- * next record's start, which at the start of a page lies past the page's
- * header; that header is not written until a record follows, so flushing
- * up to there fails ("xlog flush request ... is not satisfied").  All that
- * was inserted ends at the page boundary then.
- */
-static void
-flush_inserted(XLogRecPtr insert)
-{
-	XLogRecPtr	end = insert;
-
-	if (XLogSegmentOffset(insert, wal_segment_size) == SizeOfXLogLongPHD)
-		end = insert - SizeOfXLogLongPHD;
-	else if (insert % XLOG_BLCKSZ == SizeOfXLogShortPHD)
-		end = insert - SizeOfXLogShortPHD;
-	XLogFlush(end);
-}
 
 /* ---- the catalog file ------------------------------------------------------- */
 
@@ -252,8 +114,8 @@ write_catalog(bool clean, XLogRecPtr at)
 
 /* write_catalog where a failure must not undo what was done: a LOG, and
  * the next round writes it again. */
-static void
-write_catalog_or_log(void)
+void
+durable_write_catalog_or_log(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 
@@ -273,8 +135,8 @@ write_catalog_or_log(void)
 /* ---- snapshot rounds -------------------------------------------------------- */
 
 /* Whether any durable table, or a file that did not fit, needs WAL. */
-static bool
-wal_needed(void)
+bool
+durable_wal_needed(void)
 {
 	for (int i = 0; i < cpht_control->max_tables; i++)
 		if (durable[i].live)
@@ -301,8 +163,8 @@ collect_saved(void *arg, TransactionId subxid, const uint64 *keys, const uint8 *
 }
 
 /* A snapshot of table i was written at lsn. */
-static void
-snapshot_written(int i, XLogRecPtr lsn)
+void
+durable_snapshot_written(int i, XLogRecPtr lsn)
 {
 	DurableState *d = &durable[i];
 
@@ -405,9 +267,6 @@ write_exact(void)
 	pfree(tables);
 }
 
-static void write_first_snapshot(int entry);
-static void write_pending_file(int entry, XLogRecPtr lsn);
-static void remove_pending_file(int entry);
 
 static int
 snapshot_round(RoundMode mode, bool clean)
@@ -427,7 +286,7 @@ snapshot_round(RoundMode mode, bool clean)
 	 * was told of, is in WAL before lsn: flushed, a crash keeps it, so
 	 * nothing in the files is newer than what recovery knows.
 	 */
-	flush_inserted(lsn);
+	durable_flush_inserted(lsn);
 	/* the worker's row of pg_stat_activity; a request that asked for the
 	 * round (cpht_checkpoint) reports idle when it is answered */
 	if (cpht_worker_serving() < 0)
@@ -446,9 +305,9 @@ snapshot_round(RoundMode mode, bool clean)
 		/* its .pending file while its creation is open; then its first one */
 		if (durable[i].pending)
 		{
-			write_first_snapshot(i);
+			durable_write_first_snapshot(i);
 			if (durable[i].pending)
-				write_pending_file(i, lsn);
+				durable_write_pending_file(i, lsn);
 			keep = Min(keep, durable[i].current_lsn);
 			continue;
 		}
@@ -461,7 +320,7 @@ snapshot_round(RoundMode mode, bool clean)
 		if (write)
 		{
 			cpht_snapshot_write(i, e, t, lsn, InvalidTransactionId);
-			snapshot_written(i, lsn);
+			durable_snapshot_written(i, lsn);
 			written++;
 		}
 		else if (!durable[i].changed)
@@ -479,10 +338,10 @@ snapshot_round(RoundMode mode, bool clean)
 	/* the retention points are on disk before the slot lets WAL go */
 	write_catalog(clean, lsn);
 	write_exact();
-	if (wal_needed())
-		advance_slot(keep);
+	if (durable_wal_needed())
+		durable_advance_slot(keep);
 	else
-		drop_slot();
+		durable_drop_slot();
 	if (cpht_worker_serving() < 0)
 		pgstat_report_activity(STATE_IDLE, NULL);
 	if (mode != ROUND_RESOLVE)
@@ -516,8 +375,8 @@ cpht_durable_checkpoint(bool only_changed)
 bool
 durable_standby_keep_wal(void)
 {
-	ensure_slot();
-	return slot_ready;
+	durable_ensure_slot();
+	return durable_slot_ready(NULL);
 }
 
 /*
@@ -555,7 +414,7 @@ durable_standby_round(XLogRecPtr at)
 		if (durable[i].changed)
 		{
 			cpht_snapshot_write(i, e, t, pos, InvalidTransactionId);
-			snapshot_written(i, pos);
+			durable_snapshot_written(i, pos);
 			written++;
 		}
 		else if (pos > durable[i].current_lsn)
@@ -571,7 +430,7 @@ durable_standby_round(XLogRecPtr at)
 	write_catalog(false, at);
 	/* kept while the server is a standby, tables or not: a CREATE record
 	 * may come at any time, and the next round reads from "at" on */
-	advance_slot(keep);
+	durable_advance_slot(keep);
 	if (cpht_worker_serving() < 0)
 		pgstat_report_activity(STATE_IDLE, NULL);
 	last_round = GetCurrentTimestamp();
@@ -636,7 +495,7 @@ cpht_durable_timeout(void)
 	if (any_saved())
 		ms = 1000;
 	/* a new checkpoint (a base backup's start) brings a round soon */
-	if (wal_needed())
+	if (durable_wal_needed())
 		ms = Min(ms, 200);
 	if (cpht_snapshot_interval > 0)
 	{
@@ -652,7 +511,7 @@ static bool
 round_due(void)
 {
 	/* a checkpoint since the last round: see write_exact */
-	if (wal_needed() && GetRedoRecPtr() != last_round_redo)
+	if (durable_wal_needed() && GetRedoRecPtr() != last_round_redo)
 		return true;
 	if (cpht_snapshot_interval > 0 &&
 		TimestampDifferenceExceeds(last_round, GetCurrentTimestamp(), cpht_snapshot_interval * 1000))
@@ -675,346 +534,6 @@ resolve_due(void)
 		if (durable[i].live && needs_resolve(i))
 			return true;
 	return false;
-}
-
-/* ---- requests ---------------------------------------------------------------- */
-
-static void
-check_durable_possible(void)
-{
-	if (!restored)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("durable shared cpht tables cannot be created yet"),
-				 errdetail("The cpht worker restores the durable tables once the server has ended recovery; a standby creates none.")));
-	/* the slot exists while a durable table does, from before its CREATE
-	 * record on */
-	if (!slot_ready || SearchNamedReplicationSlot(SLOT_NAME, true) == NULL)
-		ensure_slot();
-	if (!slot_ready)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("durable shared cpht tables need a replication slot"),
-				 errdetail("The cpht worker could not create replication slot \"%s\": %s.", SLOT_NAME, slot_problem),
-				 errhint("Set wal_level to replica or logical and max_replication_slots above the slots in use, and restart the server.")));
-}
-
-void
-cpht_durable_created(int entry, cpht_table *t, const cpht_params *params)
-{
-	CphtCatalogEntry *e = &cpht_catalog[entry];
-	MemoryContext cxt = CurrentMemoryContext;
-	XLogRecPtr	lsn;
-
-	check_durable_possible();
-	lsn = GetXLogInsertRecPtr();
-	e->create_lsn = cpht_wal_create(e, params);
-	e->durable = true;
-	/*
-	 * Created inside a transaction block: no file and no catalog line
-	 * until the creation commits (cpht_durable_create_committed); the WAL
-	 * from its CREATE record on is kept meanwhile (ddl_xact.c in the
-	 * backend says why).
-	 */
-	if (TransactionIdIsValid(e->create_xid))
-	{
-		XLogFlush(e->create_lsn);
-		durable_forget(entry);
-		durable[entry].live = true;
-		durable[entry].pending = true;
-		durable[entry].snapshot_lsn = InvalidXLogRecPtr;
-		durable[entry].current_lsn = lsn;
-		durable[entry].changed = true;
-		durable[entry].first_change = lsn;
-		return;
-	}
-	lsn = GetXLogInsertRecPtr();
-	flush_inserted(lsn);
-	PG_TRY();
-	{
-		cpht_snapshot_write(entry, e, t, lsn, InvalidTransactionId);
-	}
-	PG_CATCH();
-	{
-		/* the table is not created after all, for recovery neither */
-		MemoryContextSwitchTo(cxt);
-		XLogFlush(cpht_wal_drop(e->create_lsn));
-		e->durable = false;
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	durable[entry].live = true;
-	snapshot_written(entry, lsn);
-	/* a file of an earlier table of that name is no longer reported */
-	for (int i = 0; i < nfailed; i++)
-		if (failed[i].named && failed[i].dboid == e->dboid &&
-			strcmp(NameStr(failed[i].name), NameStr(e->name)) == 0)
-		{
-			failed[i].named = false;
-			failed[i].keep_lsn = InvalidXLogRecPtr;
-		}
-	write_catalog_or_log();
-}
-
-/*
- * The first snapshot file of a table created inside a transaction block
- * whose creation committed, and its catalog line: as at the creation of
- * any other durable table.  On failure (a LOG) the table stays pending and
- * its WAL kept, and the next round tries again.
- */
-static void
-write_first_snapshot(int entry)
-{
-	CphtCatalogEntry *e = &cpht_catalog[entry];
-	cpht_table *t = cpht_worker_table(entry, e->table_id);
-	MemoryContext cxt = CurrentMemoryContext;
-	XLogRecPtr	lsn = GetXLogInsertRecPtr();
-
-	if (t == NULL || !durable[entry].pending || TransactionIdIsValid(e->create_xid))
-		return;
-	PG_TRY();
-	{
-		flush_inserted(lsn);
-		cpht_snapshot_write(entry, e, t, lsn, InvalidTransactionId);
-		durable[entry].pending = false;
-		snapshot_written(entry, lsn);
-		durable[entry].prior_until = InvalidXLogRecPtr;
-		/* the .snap is there: a restore ignores the .pending file now */
-		remove_pending_file(entry);
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		EmitErrorReport();
-		FlushErrorState();
-		return;
-	}
-	PG_END_TRY();
-	write_catalog_or_log();
-}
-
-/*
- * The .pending file of a table whose creation is still open, at the
- * round's position lsn (flushed): the table with the changes it keeps of
- * open transactions, its creation's among them.  A copy of the data
- * directory made now (a base backup waits for this round) has WAL only
- * from after the CREATE record; it restores this file if, and only if,
- * the creation committed (durable_restore.c).  The WAL from the CREATE
- * record on stays kept, as for every pending table.  On failure a LOG,
- * and the next round tries again.
- */
-static void
-write_pending_file(int entry, XLogRecPtr lsn)
-{
-	CphtCatalogEntry *e = &cpht_catalog[entry];
-	cpht_table *t = cpht_worker_table(entry, e->table_id);
-	MemoryContext cxt = CurrentMemoryContext;
-
-	if (t == NULL || !TransactionIdIsValid(e->create_xid))
-		return;
-	PG_TRY();
-	{
-		cpht_snapshot_write(entry, e, t, lsn, e->create_xid);
-		durable[entry].pending_xid = e->create_xid;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		EmitErrorReport();
-		FlushErrorState();
-	}
-	PG_END_TRY();
-}
-
-/* A pending table's .pending file goes (its .snap was written, or the
- * table was dropped). */
-static void
-remove_pending_file(int entry)
-{
-	char		path[MAXPGPATH];
-
-	if (!TransactionIdIsValid(durable[entry].pending_xid))
-		return;
-	cpht_snapshot_pending_path(path, sizeof(path), cpht_catalog[entry].dboid,
-							   cpht_catalog[entry].create_lsn, durable[entry].pending_xid);
-	(void) durable_unlink(path, LOG);
-	durable[entry].pending_xid = InvalidTransactionId;
-}
-
-void
-cpht_durable_create_committed(int entry)
-{
-	if (!cpht_catalog[entry].durable || !durable[entry].live)
-		return;
-	write_first_snapshot(entry);
-}
-
-void
-cpht_durable_dropped(int entry)
-{
-	CphtCatalogEntry *e = &cpht_catalog[entry];
-	char		path[MAXPGPATH];
-	bool		had_file;
-
-	if (!e->durable)
-		return;
-	/*
-	 * A table durable_restore_all could not replay is lost for now, but its file
-	 * and WAL stay for the next start; any other drop or loss is for good.
-	 */
-	if (restoring)
-	{
-		/* the catalog keeps naming it */
-		durable_add_failed(e->dboid, NameStr(e->name), e->create_lsn, InvalidXLogRecPtr,
-				   durable[entry].snapshot_lsn);
-		e->durable = false;
-		durable_forget(entry);
-		return;
-	}
-	XLogFlush(cpht_wal_drop(e->create_lsn));
-	e->durable = false;
-	had_file = !durable[entry].pending;
-	/* after the DROP record, which a restore that still finds the file
-	 * replays after it */
-	remove_pending_file(entry);
-	durable_forget(entry);
-	/*
-	 * The catalog forgets it before its file goes: a crash in between
-	 * leaves a file that the next start restores and the DROP record
-	 * drops.  The slot goes with the last table.
-	 */
-	if (restored)
-	{
-		write_catalog_or_log();
-		if (!wal_needed())
-			drop_slot();
-	}
-	/* one whose creation never committed has none */
-	if (!had_file)
-		return;
-	cpht_snapshot_path(path, sizeof(path), e->dboid, e->create_lsn);
-	(void) durable_unlink(path, LOG);
-}
-
-/*
- * The snapshot files of database dboid whose table is not live (files that
- * could not be restored; the live tables of the database were dropped
- * before): each gets a DROP record, so that replay does not create its
- * table again from its CREATE record, then the file goes and its WAL is
- * no longer kept.  Returns how many.
- */
-int
-cpht_durable_drop_files(Oid dboid)
-{
-	DIR		   *dir;
-	struct dirent *de;
-	int			removed = 0;
-
-	dir = AllocateDir(CPHT_SNAPSHOT_DIR);
-	while ((de = ReadDir(dir, CPHT_SNAPSHOT_DIR)) != NULL)
-	{
-		char		path[MAXPGPATH];
-		Oid			db;
-		uint32		hi,
-					lo;
-		XLogRecPtr	create_lsn;
-		char		end;
-
-		if (sscanf(de->d_name, "%u_%08X%08X.snap%c", &db, &hi, &lo, &end) != 3 || db != dboid)
-			continue;
-		create_lsn = ((uint64) hi << 32) | lo;
-		if (durable_entry(create_lsn) >= 0)
-			continue;
-		XLogFlush(cpht_wal_drop(create_lsn));
-		snprintf(path, sizeof(path), "%s/%s", CPHT_SNAPSHOT_DIR, de->d_name);
-		(void) durable_unlink(path, LOG);
-		for (int i = 0; i < nfailed; i++)
-			if (failed[i].create_lsn == create_lsn)
-				failed[i--] = failed[--nfailed];
-		ereport(LOG,
-				(errmsg("cpht worker removed snapshot file \"%s\" of database %u", path, dboid)));
-		removed++;
-	}
-	FreeDir(dir);
-	return removed;
-}
-
-cpht_status
-cpht_durable_log_call(const CphtRequest *req, cpht_table *t, uint64 position, CphtReply *rep)
-{
-	CphtCatalogEntry *e;
-	uint64		m = cpht_table_log_position(t) - position;
-	uint64	   *keys;
-	uint8	   *where;
-	uint64		start = 0;
-	TransactionId xid;
-	cpht_status st;
-
-	if (req->private_table || m == 0)
-		return CPHT_OK;
-	e = &cpht_catalog[req->entry];
-	if (!e->durable)
-		return CPHT_OK;
-	keys = malloc(m * sizeof(uint64));
-	where = malloc(m);
-	if (keys == NULL || where == NULL)
-	{
-		free(keys);
-		free(where);
-		return CPHT_ERR_NOMEM;
-	}
-	st = cpht_table_log_read(t, position, m, keys, where);
-	if (st != CPHT_OK)
-	{
-		free(keys);
-		free(where);
-		return st;
-	}
-	xid = e->transactional ? req->sub_xid : InvalidTransactionId;
-	/* its file is exact before this (write_exact) */
-	if (!durable[req->entry].changed)
-		durable[req->entry].first_change = GetXLogInsertRecPtr();
-	/* runs of inserted or of deleted keys, in the order they happened */
-	for (uint64 i = 1; i <= m; i++)
-	{
-		if (i == m || (where[i] != 0) != (where[start] != 0))
-		{
-			uint64		n = i - start;
-			uint64	   *run = keys + start;
-
-			rep->wal_end = cpht_wal_keys(where[start] != 0 ? XLOG_CPHT_ERASE : XLOG_CPHT_PUT,
-										 e->create_lsn, xid, run, n);
-			start = i;
-		}
-	}
-	free(keys);
-	free(where);
-	durable[req->entry].changed = true;
-	if (TransactionIdIsValid(xid) &&
-		(!TransactionIdIsValid(durable[req->entry].oldest_xid) ||
-		 TransactionIdPrecedes(xid, durable[req->entry].oldest_xid)))
-		durable[req->entry].oldest_xid = xid;
-	return CPHT_OK;
-}
-
-/*
- * The owner is in the table's snapshot file (and its CREATE record): the
- * change is logged, flushed before the reply as the creation is, and the
- * table counts as changed from there, so that its retention point stays
- * before the record (replay after a crash applies it) until the next
- * round writes a file that names the new owner.
- */
-void
-cpht_durable_owner_changed(int entry, Oid owner)
-{
-	CphtCatalogEntry *e = &cpht_catalog[entry];
-
-	if (!e->durable || !durable[entry].live)
-		return;
-	if (!durable[entry].changed)
-		durable[entry].first_change = GetXLogInsertRecPtr();
-	XLogFlush(cpht_wal_owner(e->create_lsn, owner));
-	durable[entry].changed = true;
 }
 
 /* The periodic rounds count from now (the restore has just ended). */
@@ -1076,7 +595,7 @@ durable_round_if_due(void)
 	 * Checkpoints wait while the worker holds durable tables, until the
 	 * round after their redo position has run or failed (durable_hold.c).
 	 */
-	if (!wal_needed())
+	if (!durable_wal_needed())
 		durable_hold_stop();
 	else
 	{

@@ -25,11 +25,11 @@
  *   that has not ended on the standby yet, the other tables go on, and a
  *   round writes each changed table's file at its own position.  The
  *   stopped table goes on from that record once the transaction ended
- *   (durable_restore.c, durable_replay_next_start).  A file keeping
+ *   (durable_replay.c, durable_replay_next_start).  A file keeping
  *   changes of an open transaction (a file of the primary's) is restored
  *   only once that transaction ended.
  * - Nothing here writes WAL.  DROP and CREATE records are replayed with
- *   "restoring" set, which keeps durable_rounds.c from logging them again.
+ *   "restoring" set, which keeps durable_requests.c from logging them again.
  * - Sessions on the standby never reach these tables (cpht_open refuses
  *   durable tables there): only this replay changes them.
  * - At promotion the worker replays from the oldest table's position to

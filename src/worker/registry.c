@@ -415,7 +415,7 @@ cpht_worker_table_lose(int entry, const char *reason)
  * durable table's snapshot file names its owner, and so does its CREATE
  * record: the change goes to WAL, flushed before the reply, and marks the
  * table changed, so that replay after a crash applies it and the next
- * round writes a file with the new owner (durable_rounds.c).
+ * round writes a file with the new owner (durable_requests.c).
  */
 void
 cpht_worker_op_alter_owner(CphtSlot *slot)
