@@ -85,7 +85,7 @@ member AS (
 	SELECT d.classid, d.objid, d.objsubid
 	FROM pg_depend d, ext
 	WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e')
-SELECT 'extension: version ' || extversion || ', relocatable ' || extrelocatable || ', config ' || coalesce(extconfig::text, '-')
+SELECT 'extension: version ' || extversion || ', relocatable ' || extrelocatable || ', config ' || coalesce(extconfig::regclass[]::text, '-')
 FROM ext
 UNION ALL
 SELECT format(E'%s\n  kind %s, volatility %s, parallel %s, strict %s, security definer %s, leakproof %s, cost %s, rows %s, acl %s, comment %s\n%s',
