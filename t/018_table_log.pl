@@ -1,7 +1,8 @@
 # Creating and dropping a shared table leaves a LOG line naming the table,
 # its database and the role, and whether it is durable (dropping a durable
 # table discards its keys for good): they are function calls, which
-# log_statement = ddl does not see.
+# log_statement = ddl does not see.  A drop inside a transaction block is
+# logged when it commits, and not at all when it is rolled back.
 use strict;
 use warnings;
 
@@ -30,6 +31,24 @@ $node->safe_psql('postgres', q{
 	SELECT cpht_drop(cpht_open('logged_shared'));
 	SELECT cpht_drop(cpht_open('logged_durable'));
 });
+# inside a transaction block a drop happens, and is logged, at commit;
+# rolled back, it is neither
+$node->safe_psql('postgres', q{
+	SET ROLE cpht_logged;
+	SELECT cpht_create(1000, name => 'logged_in_block', durable => true);
+	SELECT cpht_create(1000, name => 'logged_kept');
+});
+my $before_block = -s $node->logfile;
+$node->safe_psql('postgres', q{
+	SET ROLE cpht_logged;
+	BEGIN;
+	SELECT cpht_drop(cpht_open('logged_kept'));
+	ROLLBACK;
+	BEGIN;
+	SELECT cpht_drop(cpht_open('logged_in_block'));
+	COMMIT;
+});
+my $block_log = substr(slurp_file($node->logfile), $before_block);
 my $log = substr(slurp_file($node->logfile), $offset);
 
 like($log,
@@ -44,6 +63,11 @@ like($log,
 like($log,
 	qr/LOG:  durable shared cpht table "logged_durable" dropped in database "postgres" by role "cpht_logged"\n(?:.*\n)?.*DETAIL:  Its keys, snapshot and WAL are gone for good\./,
 	'dropping a durable table is logged, saying its keys are gone');
+
+like($block_log,
+	qr/LOG:  durable shared cpht table "logged_in_block" dropped in database "postgres" by role "cpht_logged"\n(?:.*\n)?.*DETAIL:  Its keys, snapshot and WAL are gone for good\./,
+	'a drop inside a transaction block is logged when it commits');
+unlike($block_log, qr/"logged_kept" dropped/, 'a drop rolled back is not logged');
 
 $node->stop;
 done_testing();

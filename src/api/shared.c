@@ -142,17 +142,8 @@ static void
 log_table_event(const char *name, bool durable, bool created)
 {
 	const char *db = get_database_name(MyDatabaseId);
-	const char *role = GetUserNameFromId(GetUserId(), false);
 
-	if (created)
-		ereport(LOG,
-				(errmsg("%s cpht table \"%s\" created in database \"%s\" by role \"%s\"",
-						durable ? "durable shared" : "shared", name, db ? db : "?", role)));
-	else
-		ereport(LOG,
-				(errmsg("%s cpht table \"%s\" dropped in database \"%s\" by role \"%s\"",
-						durable ? "durable shared" : "shared", name, db ? db : "?", role),
-				 durable ? errdetail("Its keys, snapshot and WAL are gone for good.") : 0));
+	cpht_ddl_log(name, durable, created, db ? db : "?", GetUserNameFromId(GetUserId(), false));
 }
 
 /* While valid, the owner of the shared tables created (a restore's rows:
@@ -459,8 +450,8 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 	ref = cpht_shared_ref(handle, NULL, NULL);
 	if (cpht_ddl_in_block())
 	{
-		/* logged by neither: the drop is sent at commit (ddl_xact.c) */
-		cpht_ddl_note_drop(ref.entry, ref.table_id, name);
+		/* sent, and logged, at commit (ddl_xact.c) */
+		cpht_ddl_note_drop(ref.entry, ref.table_id, name, ref.durable);
 		cpht_catalog_row_dropped(name);
 		PG_RETURN_VOID();
 	}

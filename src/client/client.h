@@ -192,7 +192,12 @@ extern bool cpht_ddl_in_block(void);
 extern void cpht_ddl_bind_to_transaction(bool on);
 extern TransactionId cpht_ddl_create_xid(bool durable);
 extern void cpht_ddl_note_create(int32 entry, uint64 table_id, const char *name);
-extern void cpht_ddl_note_drop(int32 entry, uint64 table_id, const char *name);
+extern void cpht_ddl_note_drop(int32 entry, uint64 table_id, const char *name, bool durable);
+/* The LOG line of a shared table created or dropped (by role, in db):
+ * they are function calls, which log_statement = ddl does not see.  A
+ * drop inside a transaction block is logged at its commit. */
+extern void cpht_ddl_log(const char *name, bool durable, bool created, const char *db,
+						 const char *role);
 extern bool cpht_ddl_drop_pending(int32 entry, uint64 table_id);
 extern bool cpht_shared_entry_visible(int32 entry, const CphtCatalogEntry *e);
 extern void cpht_ddl_xact_init(void);

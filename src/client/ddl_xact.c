@@ -43,6 +43,7 @@
 
 #include "access/transam.h"
 #include "access/xact.h"
+#include "commands/dbcommands.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
@@ -59,7 +60,10 @@ typedef struct NotedDdl
 	int32		entry;
 	uint64		table_id;
 	bool		drop;			/* false: created in this transaction */
+	bool		durable;		/* a drop's, for its LOG line */
 	NameData	name;
+	NameData	database;		/* a drop's LOG line names them at commit, */
+	NameData	role;			/* when the catalogs cannot be read */
 	int			level;			/* nesting level that noted it */
 } NotedDdl;
 
@@ -108,8 +112,10 @@ cpht_ddl_create_xid(bool durable)
 }
 
 static void
-note(int32 entry, uint64 table_id, const char *name, bool drop)
+note(int32 entry, uint64 table_id, const char *name, bool drop, bool durable)
 {
+	const char *db = get_database_name(MyDatabaseId);
+
 	if (nnoted == maxnoted)
 	{
 		maxnoted = maxnoted ? maxnoted * 2 : 8;
@@ -121,7 +127,10 @@ note(int32 entry, uint64 table_id, const char *name, bool drop)
 	noted[nnoted].entry = entry;
 	noted[nnoted].table_id = table_id;
 	noted[nnoted].drop = drop;
+	noted[nnoted].durable = durable;
 	namestrcpy(&noted[nnoted].name, name);
+	namestrcpy(&noted[nnoted].database, db ? db : "?");
+	namestrcpy(&noted[nnoted].role, GetUserNameFromId(GetUserId(), false));
 	noted[nnoted].level = GetCurrentTransactionNestLevel();
 	nnoted++;
 }
@@ -129,13 +138,27 @@ note(int32 entry, uint64 table_id, const char *name, bool drop)
 void
 cpht_ddl_note_create(int32 entry, uint64 table_id, const char *name)
 {
-	note(entry, table_id, name, false);
+	note(entry, table_id, name, false, false);
 }
 
 void
-cpht_ddl_note_drop(int32 entry, uint64 table_id, const char *name)
+cpht_ddl_note_drop(int32 entry, uint64 table_id, const char *name, bool durable)
 {
-	note(entry, table_id, name, true);
+	note(entry, table_id, name, true, durable);
+}
+
+void
+cpht_ddl_log(const char *name, bool durable, bool created, const char *db, const char *role)
+{
+	if (created)
+		ereport(LOG,
+				(errmsg("%s cpht table \"%s\" created in database \"%s\" by role \"%s\"",
+						durable ? "durable shared" : "shared", name, db, role)));
+	else
+		ereport(LOG,
+				(errmsg("%s cpht table \"%s\" dropped in database \"%s\" by role \"%s\"",
+						durable ? "durable shared" : "shared", name, db, role),
+				 durable ? errdetail("Its keys, snapshot and WAL are gone for good.") : 0));
 }
 
 bool
@@ -157,8 +180,9 @@ cpht_shared_entry_visible(int32 entry, const CphtCatalogEntry *e)
 	return !cpht_ddl_drop_pending(entry, e->table_id);
 }
 
-/* DROP or CREATE_COMMIT of noted item i; a WARNING when it fails. */
-static void
+/* DROP or CREATE_COMMIT of noted item i; false and a WARNING when it
+ * fails. */
+static bool
 tell_worker(const NotedDdl *d, CphtOp op)
 {
 	CphtReply  *rep = NULL;
@@ -174,7 +198,7 @@ tell_worker(const NotedDdl *d, CphtOp op)
 	}
 	/* gone already: dropped with its database or extension, or lost */
 	if (rep != NULL && (rep->sqlerrcode == 0 || rep->sqlerrcode == ERRCODE_UNDEFINED_OBJECT))
-		return;
+		return true;
 	if (op == CPHT_OP_CREATE_COMMIT)
 		ereport(WARNING,
 				(errmsg("the cpht worker could not be told that shared cpht table \"%s\" was created", NameStr(d->name)),
@@ -186,6 +210,7 @@ tell_worker(const NotedDdl *d, CphtOp op)
 				 rep == NULL ? errdetail("No cpht worker could be told.") :
 				 errdetail("The cpht worker answered: %s", rep->message),
 				 errhint("Drop it with cpht_drop(cpht_open(%s)).", quote_literal_cstr(NameStr(d->name)))));
+	return false;
 }
 
 /* Whether the table of item i is dropped by a later item. */
@@ -218,12 +243,15 @@ at_xact_event(XactEvent event, void *arg)
 			{
 				if (noted[i].drop)
 				{
-					/* dropped twice (in two savepoints): once is enough */
-					if (!dropped_later(i))
-						tell_worker(&noted[i], CPHT_OP_DROP);
+					/* dropped twice (in two savepoints): once is enough;
+					 * logged now that it happens, as a drop outside a
+					 * block is at its call */
+					if (!dropped_later(i) && tell_worker(&noted[i], CPHT_OP_DROP))
+						cpht_ddl_log(NameStr(noted[i].name), noted[i].durable, false,
+									 NameStr(noted[i].database), NameStr(noted[i].role));
 				}
 				else if (!dropped_later(i))
-					tell_worker(&noted[i], CPHT_OP_CREATE_COMMIT);
+					(void) tell_worker(&noted[i], CPHT_OP_CREATE_COMMIT);
 			}
 			nnoted = 0;
 			break;
@@ -231,7 +259,7 @@ at_xact_event(XactEvent event, void *arg)
 			/* newest first: what was created goes, drops are forgotten */
 			for (int i = nnoted - 1; i >= 0; i--)
 				if (!noted[i].drop)
-					tell_worker(&noted[i], CPHT_OP_DROP);
+					(void) tell_worker(&noted[i], CPHT_OP_DROP);
 			nnoted = 0;
 			break;
 		default:
@@ -254,7 +282,7 @@ at_subxact_event(SubXactEvent event, SubTransactionId mySubid,
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		for (int i = nnoted - 1; i >= 0; i--)
 			if (noted[i].level >= level && !noted[i].drop)
-				tell_worker(&noted[i], CPHT_OP_DROP);
+				(void) tell_worker(&noted[i], CPHT_OP_DROP);
 	cpht_noted_subxact_end(event, noted, &nnoted, sizeof(NotedDdl), offsetof(NotedDdl, level));
 }
 
