@@ -99,28 +99,15 @@ is($rc, 0, 'cpht_tables() runs on a standby');
 like($err, qr/durable shared cpht tables are not listed on a standby/,
 	'cpht_tables() on a standby says that durable tables are not listed there');
 
-# Contents of table $name on $node: "count missing present-of-others".
-sub contents
-{
-	my ($node, $name, $lo, $hi, $others) = @_;
-	my ($rc, $out, $err) = $node->psql('postgres', qq{
-		SELECT cpht_count(h) || ' ' ||
-			(SELECT count(*) FROM unnest(cpht_find(h, (SELECT array_agg(g) FROM generate_series($lo, $hi) g))) f WHERE NOT f)
-			|| ' ' ||
-			(SELECT count(*) FROM unnest(cpht_find(h, ARRAY[$others]::bigint[])) f WHERE f)
-		FROM cpht_open('$name') h});
-	return $rc == 0 ? $out : $err;
-}
-
 # (c) a second copy of the backup, started on its own (not a standby)
 my $copy = PostgreSQL::Test::Cluster->new('copy');
 $copy->init_from_backup($primary, 'b');
 $copy->append_conf('postgresql.conf', $preload);
 $copy->start;
 cpht_wait_worker($copy);
-is(contents($copy, 'idle', 1, 1000, '0, 1001'), '1000 0 0',
+is(cpht_contents($copy, 'idle', 1, 1000, '0, 1001'), '1000 0 0',
 	'the copy of the backup has the idle table, exactly');
-is(contents($copy, 'busy', 1, 2100, '0, 2101, 100001, 100100'), '2100 0 0',
+is(cpht_contents($copy, 'busy', 1, 2100, '0, 2101, 100001, 100100'), '2100 0 0',
 	'the copy of the backup has the busy table as of the backup, exactly');
 ok(!$copy->log_contains('could not restore durable shared table'),
 	'the copy lost no durable table');
@@ -134,13 +121,13 @@ $standby->promote;
 cpht_wait_worker($standby);
 ok(!$standby->log_contains('could not restore durable shared table'),
 	'the promoted standby lost no durable table');
-is(contents($standby, 'idle', 1, 1000, '0, 1001'), '1000 0 0',
+is(cpht_contents($standby, 'idle', 1, 1000, '0, 1001'), '1000 0 0',
 	'the promoted standby has the idle table, exactly');
-is(contents($standby, 'busy', 11, 3100, '1, 10, 3101, 100001, 200001, 200100'), '3090 0 0',
+is(cpht_contents($standby, 'busy', 11, 3100, '1, 10, 3101, 100001, 200001, 200100'), '3090 0 0',
 	'the promoted standby has the busy table with every committed key, exactly');
-is(contents($standby, 'late', 5, 7, '4, 8'), '3 0 0',
+is(cpht_contents($standby, 'late', 5, 7, '4, 8'), '3 0 0',
 	'the promoted standby has the table created while it streamed');
-is(contents($standby, 'unsure', 21, 22, '20, 23'), '2 0 0',
+is(cpht_contents($standby, 'unsure', 21, 22, '20, 23'), '2 0 0',
 	'the promoted standby has the table whose creation was open during the backup');
 
 # the promoted standby writes its own rounds and survives a restart
@@ -148,7 +135,7 @@ $standby->safe_psql('postgres',
 	"SELECT cpht_put(cpht_open('busy'), ARRAY[1, 2, 3])");
 $standby->restart;
 cpht_wait_worker($standby);
-is(contents($standby, 'busy', 1, 3100, '3101'), '3093 7 0',
+is(cpht_contents($standby, 'busy', 1, 3100, '3101'), '3093 7 0',
 	'the promoted standby keeps its durable tables across a restart');
 
 $standby->stop;

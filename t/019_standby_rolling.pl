@@ -149,29 +149,17 @@ $open->quit;
 $standby->promote;
 cpht_wait_worker($standby);
 
-sub contents
-{
-	my ($node, $name, $lo, $hi, $others) = @_;
-	my ($rc, $out, $err) = $node->psql('postgres', qq{
-		SELECT cpht_count(h) || ' ' ||
-			(SELECT count(*) FROM unnest(cpht_find(h, (SELECT array_agg(g) FROM generate_series($lo, $hi) g))) f WHERE NOT f)
-			|| ' ' ||
-			(SELECT count(*) FROM unnest(cpht_find(h, ARRAY[$others]::bigint[])) f WHERE f)
-		FROM cpht_open('$name') h});
-	return $rc == 0 ? $out : $err;
-}
-
 ok(!$standby->log_contains('could not restore durable shared table'),
 	'the promoted standby lost no durable table');
-is(contents($standby, 'steady', 11, 7500, '1, 10, 7501, 1001001, 1006000'), '7490 0 0',
+is(cpht_contents($standby, 'steady', 11, 7500, '1, 10, 7501, 1001001, 1006000'), '7490 0 0',
 	'the promoted standby has the table written while it streamed, exactly');
-is(contents($standby, 'idle', 1, 500, '0, 501'), '500 0 0',
+is(cpht_contents($standby, 'idle', 1, 500, '0, 501'), '500 0 0',
 	'the promoted standby has the idle table, exactly');
-is(contents($standby, 'late', 5, 7, '4, 8'), '3 0 0',
+is(cpht_contents($standby, 'late', 5, 7, '4, 8'), '3 0 0',
 	'the promoted standby has the table created while it streamed');
-is(contents($standby, 'txn', 1001, 1100, '4, 2001, 2100'), '103 0 0',
+is(cpht_contents($standby, 'txn', 1001, 1100, '4, 2001, 2100'), '103 0 0',
 	'the promoted standby has the transaction committed after several rounds, and not the one never committed');
-is(contents($standby, 'slow', 11, 14, '10, 15'), '4 0 0',
+is(cpht_contents($standby, 'slow', 11, 14, '10, 15'), '4 0 0',
 	'the promoted standby has the table whose creation committed after several rounds');
 ($rc, $out, $err) = $standby->psql('postgres', "SELECT cpht_open('doomed')");
 like($err, qr/does not exist/, 'the table dropped while the standby streamed stays dropped');
@@ -180,7 +168,7 @@ like($err, qr/does not exist/, 'the table dropped while the standby streamed sta
 $standby->safe_psql('postgres', "SELECT cpht_put(cpht_open('steady'), ARRAY[1, 2, 3])");
 $standby->restart;
 cpht_wait_worker($standby);
-is(contents($standby, 'steady', 1, 7500, '7501'), '7493 7 0',
+is(cpht_contents($standby, 'steady', 1, 7500, '7501'), '7493 7 0',
 	'the promoted standby keeps its durable tables across a restart');
 
 $standby->stop;

@@ -22,7 +22,7 @@ use Exporter 'import';
 our @EXPORT = qw(cpht_node cpht_device cpht_wait_worker cpht_wait_open
   cpht_snap_files cpht_snap_file cpht_worker_pid cpht_restart_worker
   cpht_kill9_postmaster cpht_kill9_backend cpht_wait_crash_restart
-  cpht_start_loaders cpht_stop_loaders);
+  cpht_start_loaders cpht_stop_loaders cpht_contents);
 
 # cpht.device of every node: CPHT_TEST_DEVICE, or cpu.
 sub cpht_device
@@ -72,6 +72,22 @@ sub cpht_wait_worker
 	$node->poll_query_until('postgres', 'SELECT cpht_checkpoint() >= 0')
 	  or die "the cpht worker did not come up";
 	return;
+}
+
+# The contents of shared table $name (database postgres) on $node, as
+# "count missing present": its key count, how many of the keys $lo..$hi it
+# lacks, and how many of the keys $others (a comma-separated list) it
+# holds; the error message when it cannot be opened.
+sub cpht_contents
+{
+	my ($node, $name, $lo, $hi, $others) = @_;
+	my ($rc, $out, $err) = $node->psql('postgres', qq{
+		SELECT cpht_count(h) || ' ' ||
+			(SELECT count(*) FROM unnest(cpht_find(h, (SELECT array_agg(g) FROM generate_series($lo, $hi) g))) f WHERE NOT f)
+			|| ' ' ||
+			(SELECT count(*) FROM unnest(cpht_find(h, ARRAY[$others]::bigint[])) f WHERE f)
+		FROM cpht_open('$name') h});
+	return $rc == 0 ? $out : $err;
 }
 
 # Waits until table $name of database $db can be opened; false after
