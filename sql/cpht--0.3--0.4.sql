@@ -445,7 +445,7 @@ AS 'MODULE_PATHNAME', 'cpht_catalog_sync'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION cpht_catalog_sync() IS
-'makes the rows of cpht_shared_tables those of the shared tables the cpht worker holds in this database (added, updated, deleted); returns how many changed';
+'makes cpht_shared_tables and the shared tables the cpht worker holds in this database agree: creates the table of each row without one, writes a row for each table without one; returns how many it wrote';
 
 REVOKE ALL ON FUNCTION cpht_catalog_sync() FROM PUBLIC;
 

@@ -4,7 +4,9 @@
 # creates each table again as it was defined (kind, key width,
 # transactional, durable, owner), without keys; a creation rolled back and
 # a table dropped are not carried; a durable table restored is durable
-# (it survives a restart of the cluster it was restored into).
+# (it survives a restart of the cluster it was restored into), and the
+# others, gone with that restart, come back from their rows with
+# cpht_catalog_sync().
 use strict;
 use warnings;
 
@@ -78,6 +80,13 @@ $other->restart;
 cpht_wait_worker($other);
 is($other->safe_psql('target', q{SELECT cpht_count('d_dur')}), '3',
 	'the restored durable table is durable: its keys survive a restart');
+# the tables that are not durable are gone with the restart, their rows
+# stay (as an unlogged table's definition does), and come back
+is($other->safe_psql('target', q{SELECT count(*) FROM cpht_tables() WHERE shared}), '1',
+	'after the restart only the durable table is held');
+is($other->safe_psql('target', q{SELECT cpht_catalog_sync()}), '3',
+	'cpht_catalog_sync() creates the three tables whose rows stayed');
+is($other->safe_psql('target', $defs), $before, 'every table is back, defined as before');
 
 $other->stop;
 $node->stop;

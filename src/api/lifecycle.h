@@ -33,18 +33,6 @@ extern uint64 cpht_new_seed(void);
 /* cpht_create of 0.1: private tables (lifecycle.c). */
 extern Datum cpht_create(PG_FUNCTION_ARGS);
 
-/*
- * catalog_rows.c: the rows of cpht_shared_tables follow a shared table's
- * creation (key_bits 0: the width follows the keys; shards 0: not
- * sharded), drop and change of owner, in the calling transaction; nothing
- * where the table does not exist (an extension not updated yet).
- */
-extern void cpht_catalog_row_created(const char *name, Oid owner, const char *kind,
-									 int64 capacity, int32 key_bits, bool transactional,
-									 bool durable, int shards);
-extern void cpht_catalog_row_dropped(const char *name);
-extern void cpht_catalog_row_owner(const char *name, Oid owner);
-
 /* The owner of the shared tables this session creates from now on
  * (InvalidOid: the current role), for a restore's rows (shared.c). */
 extern void cpht_shared_create_as(Oid owner);

@@ -147,7 +147,7 @@ log_table_event(const char *name, bool durable, bool created)
 }
 
 /* While valid, the owner of the shared tables created (a restore's rows:
- * catalog_rows.c), instead of the current role. */
+ * catalog_sync.c), instead of the current role. */
 static Oid	create_owner = InvalidOid;
 
 void
@@ -279,7 +279,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	if (TransactionIdIsValid(req->create_xid))
 		cpht_ddl_note_create(entry, rep->table_id, name);
 	log_table_event(name, durable, true);
-	/* pg_dump carries the definition (catalog_rows.c) */
+	/* pg_dump carries the definition (client/catalog_rows.c) */
 	cpht_catalog_row_created(name, req->owner, text_to_cstring(PG_GETARG_TEXT_PP(1)),
 							 PG_GETARG_INT64(0), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
 							 req->transactional, durable, params.shards);

@@ -187,9 +187,25 @@ extern void cpht_noted_subxact_end(int event, void *items, int *n, size_t size,
  */
 extern void cpht_ddl_lock_name(const char *name);
 extern bool cpht_ddl_in_block(void);
-/* While on, creations and drops follow the transaction as inside a block
- * (a restore's rows of cpht_shared_tables: api/catalog_rows.c). */
-extern void cpht_ddl_bind_to_transaction(bool on);
+/*
+ * catalog_rows.c: the rows of cpht_shared_tables follow a shared table's
+ * creation (key_bits 0: the width follows the keys; shards 0: not
+ * sharded), drop, change of owner and REASSIGN/DROP OWNED (new_owner
+ * invalid: the rows go), in the calling transaction, as the table's owner;
+ * nothing where the table does not exist (an extension not updated yet).
+ * cpht_catalog_table: the table's qualified name, owner and schema (false:
+ * none); cpht_catalog_exec_as_owner: a statement run as that owner.
+ */
+extern void cpht_catalog_row_created(const char *name, Oid owner, const char *kind,
+									 int64 capacity, int32 key_bits, bool transactional,
+									 bool durable, int shards);
+extern void cpht_catalog_row_dropped(const char *name);
+extern void cpht_catalog_row_owner(const char *name, Oid owner);
+extern void cpht_catalog_rows_reassign(Oid old_owner, Oid new_owner);
+extern bool cpht_catalog_table(char **qualified, Oid *owner, char **schema);
+extern uint64 cpht_catalog_exec_as_owner(Oid owner, const char *sql, int nargs, Oid *types,
+										 Datum *values, const char *nulls);
+
 extern TransactionId cpht_ddl_create_xid(bool durable);
 extern void cpht_ddl_note_create(int32 entry, uint64 table_id, const char *name);
 extern void cpht_ddl_note_drop(int32 entry, uint64 table_id, const char *name, bool durable);

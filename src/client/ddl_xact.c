@@ -82,19 +82,10 @@ cpht_ddl_lock_name(const char *name)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
-/* set while a row of cpht_shared_tables makes its table (api/catalog_rows.c) */
-static bool bound_to_transaction = false;
-
-void
-cpht_ddl_bind_to_transaction(bool on)
-{
-	bound_to_transaction = on;
-}
-
 bool
 cpht_ddl_in_block(void)
 {
-	return IsTransactionBlock() || IsSubTransaction() || bound_to_transaction;
+	return IsTransactionBlock() || IsSubTransaction();
 }
 
 TransactionId

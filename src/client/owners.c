@@ -182,7 +182,11 @@ cpht_owners_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTr
 			Oid			old_owner = get_rolespec_oid(lfirst(lc), false);
 
 			if (old_owner != new_owner)
+			{
 				note_owned(old_owner, new_owner);
+				/* the rows in this transaction, the worker at commit */
+				cpht_catalog_rows_reassign(old_owner, new_owner);
+			}
 		}
 	}
 	else if (IsA(parsetree, DropOwnedStmt))
@@ -192,7 +196,12 @@ cpht_owners_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTr
 
 		cpht_client_attach();
 		foreach(lc, stmt->roles)
-			note_owned(get_rolespec_oid(lfirst(lc), false), InvalidOid);
+		{
+			Oid			old_owner = get_rolespec_oid(lfirst(lc), false);
+
+			note_owned(old_owner, InvalidOid);
+			cpht_catalog_rows_reassign(old_owner, InvalidOid);
+		}
 	}
 }
 
