@@ -30,7 +30,7 @@
  * Build and run on a GPU machine (after make), from the repository root
  * (every kernel object make built, not the unit tests' fallback ones):
  *   gcc -O2 -std=gnu11 -DCPHT_WITH_GPU -Ikernels -o test/bench/shard_bench.bin \
- *     test/bench/shard_bench.c $(ls kernels/[a-z]*/*.o | grep -v '\.unit\.o$') \
+ *     test/bench/shard_bench.c $(ls kernels/{cpu,gpu,shards,table,util}/*.o | grep -v unit.o) \
  *     -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++ -lm \
  *   && test/bench/shard_bench.bin 200000000 2 5
  * On the CPU (the same build): test/bench/shard_bench.bin 20000000 2 3 64 cpu
