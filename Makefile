@@ -5,6 +5,7 @@
 #   make test          install missing Debian packages, build, install, and run
 #                      every test against a throwaway server (no GPU needed)
 #   make demo          build, install and run the deduplication demo
+#   make plots         draw docs/figures/ again from test/bench/results/*.csv
 #   make unit          C unit tests of kernels/ (no PostgreSQL needed)
 #   make CPHT_GPU=0    build without CUDA even where nvcc exists
 
@@ -76,7 +77,7 @@ override with_llvm = no
 # make unit and its test binaries, which need no PostgreSQL) go on without it.
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
-else ifneq ($(filter-out test demo deps unit test/unit/%.bin,$(or $(MAKECMDGOALS),all)),)
+else ifneq ($(filter-out test demo deps plots unit test/unit/%.bin,$(or $(MAKECMDGOALS),all)),)
 $(error PostgreSQL server headers not found ($(PG_CONFIG) --pgxs): install postgresql-server-dev-15, or run test/install-deps.sh)
 endif
 
@@ -86,7 +87,7 @@ $(OBJS): $(wildcard src/*.h src/*/*.h)
 $(OBJS): src/shmem/protocol.h $(KERNEL_H)
 
 # ---- tests and demo --------------------------------------------------------
-.PHONY: test demo unit bench-cpu deps check-layout
+.PHONY: test demo unit bench-cpu deps check-layout plots
 
 deps:
 	test/install-deps.sh
@@ -145,6 +146,12 @@ prove_installcheck:
 
 demo:
 	test/run-demo.sh
+
+# The figures of docs/results.md (matplotlib, for Debian's python3: a
+# benchmark tool, which no test needs).
+plots:
+	test/install-deps.sh --plots
+	/usr/bin/python3 test/bench/plot-results.py
 
 bench-cpu:
 	test/bench/run-cpu-bench.sh

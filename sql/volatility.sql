@@ -1,12 +1,17 @@
 -- Every function and aggregate of cpht changes or reads a table that lives
 -- outside the catalog, so each one must be VOLATILE: the planner may skip,
--- merge or repeat calls of anything else.
+-- merge or repeat calls of anything else.  Except cpht_array_agg and its
+-- support functions, which read no table: IMMUTABLE, as array_agg, so that
+-- equal calls in one query share one state.
 
 SELECT p.oid::regprocedure AS routine, p.prokind, p.provolatile
 FROM pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cpht'
-WHERE p.provolatile <> 'v'
+WHERE p.provolatile <> 'v' AND p.proname !~ '^cpht_array_agg'
+  -- a type's input and output functions: PostgreSQL wants them not
+  -- volatile (cpht_table's are STABLE, as regclass's)
+  AND NOT EXISTS (SELECT 1 FROM pg_type t WHERE p.oid IN (t.typinput, t.typoutput))
 ORDER BY 1;
 
 -- The three plans that went wrong while cpht_fop_agg was IMMUTABLE.

@@ -54,6 +54,9 @@ _PG_init(void)
 		cpht_db_drop_init();
 		/* owner roles of shared tables (client/owners.c), likewise */
 		cpht_owners_init();
+		/* shared tables created and dropped in transaction blocks
+		 * (client/ddl_xact.c), likewise */
+		cpht_ddl_xact_init();
 	}
 	/* transactional shared tables tell the worker how transactions end */
 	cpht_xact_end_init();
@@ -73,6 +76,7 @@ _PG_init(void)
 	cpht_parallel_init();
 	cpht_new_keys_init();
 	cpht_rows_by_tid_init();
+	cpht_call_node_init();
 
 	MarkGUCPrefixReserved("cpht");
 

@@ -3,7 +3,7 @@
  *
  * Every status gets its own SQLSTATE so that clients can tell "make the
  * table bigger" from "there is no GPU here" from "the GPU failed" without
- * parsing messages; README.md lists them.
+ * parsing messages; docs/errors.md lists them.
  */
 #include "postgres.h"
 

@@ -22,8 +22,7 @@ my $preload = q{
 shared_preload_libraries = 'cpht'
 cpht.transfer_windows = 2
 cpht.transfer_chunk = 65536
-cpht.device = cpu
-};
+} . 'cpht.device = ' . cpht_device() . "\n";
 
 # The worker's round after a checkpoint comes late: a backup could copy
 # pg_cpht/ before it, unless its start checkpoint waits for that round.
@@ -49,7 +48,16 @@ $primary->safe_psql('postgres', q{
 	SELECT cpht_put(cpht_open('busy'), array_agg(g)) FROM generate_series(2001, 2100) g;
 	SELECT pg_switch_wal();
 });
+# A durable table whose creation is not committed when the backup starts,
+# and is committed once it ended: the copy of the backup must not have it,
+# the standby (which streams the commit) must.
+my $creator = $primary->background_psql('postgres');
+$creator->query_safe('BEGIN');
+$creator->query_safe("SELECT cpht_create(1000, key_bits => 40, name => 'unsure', durable => true)");
+$creator->query_safe("SELECT cpht_put(cpht_open('unsure'), ARRAY[21, 22])");
 $primary->backup('b');
+$creator->query_safe('COMMIT');
+$creator->quit;
 
 # Keys committed once the backup ended.
 $primary->safe_psql('postgres', q{
@@ -116,6 +124,9 @@ is(contents($copy, 'busy', 1, 2100, '0, 2101, 100001, 100100'), '2100 0 0',
 	'the copy of the backup has the busy table as of the backup, exactly');
 ok(!$copy->log_contains('could not restore durable shared table'),
 	'the copy lost no durable table');
+($rc, $out, $err) = $copy->psql('postgres', "SELECT cpht_open('unsure')");
+like($err, qr/does not exist/,
+	'the copy has no table whose creation committed only after the backup');
 $copy->stop;
 
 # (b) the standby promoted
@@ -129,6 +140,8 @@ is(contents($standby, 'busy', 11, 3100, '1, 10, 3101, 100001, 200001, 200100'), 
 	'the promoted standby has the busy table with every committed key, exactly');
 is(contents($standby, 'late', 5, 7, '4, 8'), '3 0 0',
 	'the promoted standby has the table created while it streamed');
+is(contents($standby, 'unsure', 21, 22, '20, 23'), '2 0 0',
+	'the promoted standby has the table whose creation was open during the backup');
 
 # the promoted standby writes its own rounds and survives a restart
 $standby->safe_psql('postgres',

@@ -36,8 +36,7 @@ sub new_cluster
 shared_preload_libraries = 'cpht'
 cpht.transfer_windows = 2
 cpht.transfer_chunk = 65536
-cpht.device = cpu
-});
+} . 'cpht.device = ' . cpht_device() . "\n");
 	return $new;
 }
 

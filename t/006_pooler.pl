@@ -107,7 +107,7 @@ my $e;
 ok(!defined(pooled('SELECT cpht_count(' . ($h + 1000) . ')', \$e)), 'a number naming no shared table fails through the pooler');
 like($e, qr/cpht table \d+ does not exist/, '... saying it does not exist');
 
-# by name in each transaction, as the README advises
+# by name in each transaction, as docs/shared-tables.md advises
 is(pooled("SELECT cpht_count(cpht_open('pooled'))"), '3', 'opening by name in a transaction works through the pooler');
 
 $bouncer->kill_kill;

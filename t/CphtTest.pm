@@ -1,5 +1,11 @@
-# Helpers of cpht's TAP tests (t/*.pl): a cluster with cpht preloaded, and
-# waits for the cpht worker.
+# Helpers of cpht's TAP tests (t/*.pl): a cluster with cpht preloaded,
+# waits for the cpht worker, kills and restarts of its processes, and
+# concurrent loader sessions.
+#
+# Environment:
+#   CPHT_TEST_DEVICE=cpu|gpu|auto   cpht.device of every node (cpu unset),
+#                                   so that a GPU machine runs the tests
+#                                   with GPU tables
 package CphtTest;
 
 use strict;
@@ -8,32 +14,52 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
+use POSIX ();
+use Time::HiRes qw(usleep);
 
 use Exporter 'import';
-our @EXPORT = qw(cpht_node cpht_wait_worker cpht_wait_open cpht_snap_files);
+our @EXPORT = qw(cpht_node cpht_device cpht_wait_worker cpht_wait_open
+  cpht_snap_files cpht_snap_file cpht_worker_pid cpht_restart_worker
+  cpht_kill9_postmaster cpht_kill9_backend cpht_wait_crash_restart
+  cpht_start_loaders cpht_stop_loaders);
 
-# A new cluster with cpht in shared_preload_libraries, started.  WAL level
+# cpht.device of every node: CPHT_TEST_DEVICE, or cpu.
+sub cpht_device
+{
+	my $device = $ENV{CPHT_TEST_DEVICE} || 'cpu';
+	die "CPHT_TEST_DEVICE must be cpu, gpu or auto, not '$device'"
+	  unless $device =~ /^(cpu|gpu|auto)$/;
+	return $device;
+}
+
+# A new cluster with cpht in shared_preload_libraries, started (further
+# arguments go to initdb).  WAL level
 # replica (allows_streaming): durable tables need it and a replication
 # slot.  Small transfer windows keep its shared memory small; every
-# session uses CPU tables unless the test says otherwise.  A crash of a
-# server process restarts the cluster (Cluster.pm turns that off).
+# session uses the device CPHT_TEST_DEVICE names (CPU tables without it)
+# unless the test says otherwise.  A crash of a server process restarts
+# the cluster (Cluster.pm turns that off).
 sub cpht_node
 {
-	my ($name, $extra_conf) = @_;
+	my ($name, $extra_conf, @initdb_extra) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $device = cpht_device();
 
-	$node->init(allows_streaming => 1);
+	$node->init(allows_streaming => 1, extra => \@initdb_extra);
 	$node->append_conf(
 		'postgresql.conf', qq{
 shared_preload_libraries = 'cpht'
 cpht.transfer_windows = 2
 cpht.transfer_chunk = 65536
-cpht.device = cpu
+cpht.device = $device
 restart_after_crash = on
+max_connections = 20
 } . ($extra_conf // ''));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION cpht');
 	cpht_wait_worker($node);
+	note("cpht.device = $device");
 	return $node;
 }
 
@@ -49,7 +75,7 @@ sub cpht_wait_worker
 }
 
 # Waits until table $name of database $db can be opened; false after
-# about 30 s.
+# PostgreSQL::Test's timeout (180 s unless PG_TEST_TIMEOUT_DEFAULT).
 sub cpht_wait_open
 {
 	my ($node, $db, $name) = @_;
@@ -66,6 +92,165 @@ sub cpht_snap_files
 	my @files = sort grep { /\.snap$/ } readdir($dh);
 	closedir($dh);
 	return @files;
+}
+
+# The path of the snapshot file of durable table $name (the file holds the
+# name), or undef.
+sub cpht_snap_file
+{
+	my ($node, $name) = @_;
+	my $dir = $node->data_dir . '/pg_cpht';
+	for my $f (cpht_snap_files($node))
+	{
+		my $path = "$dir/$f";
+		next unless -r $path;
+		my $data = slurp_file($path);
+		return $path if index($data, $name) >= 0;
+	}
+	return undef;
+}
+
+# The pid of the cpht worker now, or '' when none runs.
+sub cpht_worker_pid
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT coalesce(cpht_worker_info()->>'worker_pid', '')");
+}
+
+# SIGTERM to the cpht worker alone (the server goes on); waits until the
+# postmaster started a new one and returns its pid.  With wait_restored
+# => 1, also until it restored the durable tables.
+sub cpht_restart_worker
+{
+	my ($node, %opts) = @_;
+	my ($pid, $starts) = split /\|/, $node->safe_psql('postgres',
+		"SELECT cpht_worker_info()->>'worker_pid', cpht_worker_info()->>'worker_starts'");
+	die "no cpht worker runs" unless $pid =~ /^\d+$/;
+	kill 'TERM', $pid;
+	$node->poll_query_until('postgres', qq{
+		SELECT (cpht_worker_info()->>'worker_starts')::bigint > $starts
+		   AND cpht_worker_info()->>'worker_pid' IS NOT NULL
+		   AND cpht_worker_info()->>'worker_pid' <> '$pid'})
+	  or die "no new cpht worker after a SIGTERM to $pid";
+	cpht_wait_worker($node) if $opts{wait_restored};
+	return cpht_worker_pid($node);
+}
+
+# The pids of the children of process $pid.
+sub children_of
+{
+	my ($pid) = @_;
+	my @children;
+	for my $stat (glob('/proc/[0-9]*/stat'))
+	{
+		open(my $fh, '<', $stat) or next;
+		my $line = <$fh>;
+		close($fh);
+		# pid (comm) state ppid ...; comm may hold spaces and parentheses
+		next unless defined $line && $line =~ /^(\d+) \(.*\) \S+ (\d+) /s;
+		push @children, $1 if $2 == $pid;
+	}
+	return @children;
+}
+
+# kill -9 of the postmaster, then a fresh start once its orphaned children
+# have noticed and ended (a start while they hold the shared memory
+# fails); waits for the worker's restore.  $before_start, when given, runs
+# right after the kill.
+sub cpht_kill9_postmaster
+{
+	my ($node, $before_start) = @_;
+	my ($pm) = split /\n/, slurp_file($node->data_dir . '/postmaster.pid');
+	my @children = children_of($pm);
+	$node->kill9;
+	$before_start->() if $before_start;
+	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	while (time() < $deadline && grep { kill 0, $_ } @children)
+	{
+		usleep(100_000);
+	}
+	my @left = grep { kill 0, $_ } @children;
+	die "children of the killed postmaster still run: @left" if @left;
+	$node->start;
+	cpht_wait_worker($node);
+	return;
+}
+
+# kill -9 of backend $pid: the postmaster restarts the whole cluster;
+# waits until it did and the worker restored the durable tables.
+sub cpht_kill9_backend
+{
+	my ($node, $pid) = @_;
+	my $log_at = -s $node->logfile;
+	kill 'KILL', $pid or die "kill -9 $pid: $!";
+	cpht_wait_crash_restart($node, $log_at);
+	return;
+}
+
+# Waits until the cluster restarted after a crash that happened after log
+# offset $log_at, and the worker restored the durable tables.
+sub cpht_wait_crash_restart
+{
+	my ($node, $log_at) = @_;
+	$node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_at);
+	cpht_wait_worker($node);
+	return;
+}
+
+# $n loader processes, each running the psql script $script->($seed) in
+# a new session, again and again until cpht_stop_loaders; a script that
+# fails is run again after 0.2 s (while the server restarts, say).  Their
+# stderr goes to $opts{log} when given.  With $opts{kill_after} a session
+# is killed after that many seconds and "LOADER KILLED" is logged.
+sub cpht_start_loaders
+{
+	my ($node, $db, $n, $script, %opts) = @_;
+	my $stop = PostgreSQL::Test::Utils::tempdir() . '/stop';
+	my @cmd = ($node->installed_command('psql'), '-X', '-q',
+		'-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db));
+	my @pids;
+	for my $l (1 .. $n)
+	{
+		my $pid = fork();
+		die "fork: $!" unless defined $pid;
+		if ($pid == 0)
+		{
+			# no END blocks of Test::More or Cluster.pm in a loader
+			eval {
+				while (!-e $stop)
+				{
+					my $sql = $script->($l);
+					my ($out, $err) = ('', '');
+					my @t = $opts{kill_after}
+					  ? (IPC::Run::timeout($opts{kill_after})) : ();
+					my $ok = eval { IPC::Run::run(\@cmd, '<', \$sql, '>', \$out, '2>', \$err, @t) };
+					my $killed = !defined $ok && $@ =~ /timeout/;
+					if (defined $opts{log} && open(my $fh, '>>', $opts{log}))
+					{
+						print $fh $err;
+						print $fh "LOADER KILLED after $opts{kill_after} s\n" if $killed;
+						close($fh);
+					}
+					usleep(200_000) unless $ok;
+				}
+			};
+			POSIX::_exit(0);
+		}
+		push @pids, $pid;
+	}
+	return { stop => $stop, pids => \@pids };
+}
+
+# Ends the loaders: each finishes the script it runs, then stops.
+sub cpht_stop_loaders
+{
+	my ($loaders) = @_;
+	open(my $fh, '>', $loaders->{stop}) or die "$loaders->{stop}: $!";
+	close($fh);
+	waitpid($_, 0) for @{ $loaders->{pids} };
+	unlink($loaders->{stop});
+	return;
 }
 
 1;

@@ -2,17 +2,26 @@
 # Installs the Debian packages the build and the tests need, only those that
 # are missing: the PostgreSQL 15 server and headers, pgTAP and pg_prove,
 # IPC::Run for the TAP tests, PgBouncer for the pooler test.
+#   test/install-deps.sh --plots   only what `make plots` needs: matplotlib
+#                                  for Debian's python3 (no test needs it)
 # Where everything is already present (say, a prepared machine without
 # network access) it does nothing.
 set -euo pipefail
 
 PGVER=15
 missing=()
+plots=
+[ "${1:-}" = --plots ] && plots=1
 
 have_pkg() {
 	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
 }
 
+if [ -n "$plots" ]; then
+	# test/bench/plot-results.py, run by Debian's python3
+	/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || have_pkg python3-matplotlib ||
+		missing+=(python3-matplotlib)
+else
 # Each need is met either by the package or by what it provides, so that a
 # machine that got PostgreSQL some other way is left alone.
 [ -x /usr/lib/postgresql/$PGVER/bin/postgres ] || have_pkg postgresql-$PGVER ||
@@ -39,6 +48,7 @@ if [ "${CPHT_TEST_SERVER:-throwaway}" != running ]; then
 fi
 command -v make >/dev/null || missing+=(make)
 command -v gcc >/dev/null || missing+=(gcc)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "install-deps: all dependencies present"

@@ -2,7 +2,8 @@
 # Builds, installs and tests cpht: C unit tests of the kernels, pg_regress
 # tests (sql/, expected/) and pgTAP tests (test/pgtap/) against PostgreSQL 15,
 # then the TAP tests (t/*.pl), which start, crash and restart clusters of
-# their own (PostgreSQL::Test::Cluster), once.
+# their own (PostgreSQL::Test::Cluster), once; CPHT_TEST_DEVICE sets
+# cpht.device of their clusters too (t/CphtTest.pm).
 #
 #   test/run-tests.sh                      throwaway server (pg_virtualenv)
 #   CPHT_TEST_SERVER=running test/run-tests.sh
@@ -20,8 +21,14 @@
 #                                          GPU machine
 #   CPHT_LOADERS_TXNS=N test/run-tests.sh  transactions per session of the
 #                                          concurrent loaders on shared
-#                                          tables (test/shared_loaders.sh,
-#                                          preloaded mode); 150 without it
+#                                          tables (t/017_shared_loaders.pl);
+#                                          150 without it
+#   CPHT_DURABLE_ROUNDS=N, CPHT_RESTART_ROUNDS=N test/run-tests.sh
+#                                          crash rounds of
+#                                          t/013_durable_kill.pl and worker
+#                                          restart rounds of
+#                                          t/015_worker_restart_loaders.pl;
+#                                          12 without them
 #   CPHT_ROLLBACK_REPEAT=N test/run-tests.sh
 #                                          runs the 120 rounds of the rollback
 #                                          property (test/pgtap/rollback.sql)
@@ -30,12 +37,14 @@
 #                                          a quick run while developing: only
 #                                          these pgTAP files (test/pgtap/NAME.sql),
 #                                          no pg_regress, no upgrade check; the
-#                                          checks after the preloaded pass
-#                                          (loaders, worker restart) run only
-#                                          when named too: "loaders", "restart",
-#                                          "durable", "worker_restart"; so do
-#                                          the TAP tests: "tap" for all of
-#                                          them, or t/NAME.pl by its NAME
+#                                          TAP tests run only when named too:
+#                                          "tap" for all of them, t/NAME.pl by
+#                                          its NAME, or by what they test:
+#                                          "durable" (t/*durable*.pl),
+#                                          "worker_restart"
+#                                          (t/*worker_restart*.pl), "restart"
+#                                          (t/*worker_lost*.pl), "loaders"
+#                                          (t/*loaders*.pl)
 #   CPHT_TEST_SHARDS=N test/run-tests.sh   every table created without
 #                                          shards => N has N shards: the
 #                                          server runs with cpht.shards = N
@@ -230,120 +239,11 @@ run_both_modes() {
 	# whole suite runs against the remote path too (CPU tables included).
 	echo "== every test session runs with cpht.placement=worker"
 	PGOPTIONS="${PGOPTIONS:-} -c cpht.placement=worker" run_suite
-	if only_has loaders; then
-		check_shared_loaders
-	fi
-	if only_has restart; then
-		check_worker_restart
-	fi
-	if only_has durable; then
-		echo "== durable shared tables: restarts, damaged snapshots, crashes"
-		test/durable.sh
-	fi
-	if only_has worker_restart; then
-		echo "== restarts of the cpht worker alone under concurrent loaders"
-		if ! test/worker_restart.sh; then
-			return 1
-		fi
-	fi
 	if [ -n "$CPHT_TEST_SHARDED_PASS" ]; then
 		echo "== the preloaded suite once more, every table of $CPHT_TEST_SHARDED_PASS shards (CPHT_TEST_SHARDED_PASS)"
 		set_server_shards "$CPHT_TEST_SHARDED_PASS"
 		CPHT_TEST_SHARDS=$CPHT_TEST_SHARDED_PASS PGOPTIONS="${PGOPTIONS:-} -c cpht.placement=worker" run_suite
 	fi
-}
-
-# Concurrent loaders on transactional shared tables (test/shared_loaders.sh).
-check_shared_loaders() {
-	local rc=0
-	psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "SET client_min_messages = warning" \
-		-c "DROP DATABASE IF EXISTS cpht_loaders" -c "CREATE DATABASE cpht_loaders"
-	psql -X -q -v ON_ERROR_STOP=1 -d cpht_loaders -c "CREATE EXTENSION cpht"
-	test/shared_loaders.sh cpht_loaders || rc=$?
-	psql -X -q -d postgres -c "DROP DATABASE cpht_loaders" || true
-	return $rc
-}
-
-# The cpht worker, stopped by a SIGTERM while the server runs, is started
-# again by the postmaster, and the shared tables it held are reported lost.
-check_worker_restart() {
-	local info pid starts out
-	echo "== the cpht worker comes back after a SIGTERM"
-	psql -X -q -d postgres -c "CREATE EXTENSION IF NOT EXISTS cpht" \
-		-c "SELECT cpht_create(1000, transactional => false, name => 'restart_check')" > /dev/null
-	info=$(psql -X -q -At -d postgres -c "SELECT cpht_worker_info()->>'worker_pid', cpht_worker_info()->>'worker_starts'")
-	pid=${info%%|*}
-	starts=${info##*|}
-	kill -TERM "$pid"
-	for _ in $(seq 1 150); do
-		info=$(psql -X -q -At -d postgres -c "SELECT cpht_worker_info()->>'worker_pid', cpht_worker_info()->>'worker_starts'")
-		if [ -n "${info%%|*}" ] && [ "${info##*|}" -gt "$starts" ]; then
-			break
-		fi
-		sleep 0.1
-	done
-	if ! [ "${info##*|}" -gt "$starts" ] || [ -z "${info%%|*}" ] || [ "${info%%|*}" = "$pid" ]; then
-		echo "== FAILED: no new cpht worker 15 s after a SIGTERM to $pid (pid|starts now: $info)"
-		return 1
-	fi
-	out=$(psql -X -q -At -d postgres -c "SELECT cpht_open('restart_check')" 2>&1 || true)
-	if ! grep -q "was lost" <<<"$out"; then
-		echo "== FAILED: the table the stopped worker held is not reported lost: $out"
-		return 1
-	fi
-	# a lost shared table is created again under its name, by a session
-	# that never opened it, and then works
-	out=$(psql -X -q -At -d postgres 2>&1 <<'SQL' || true
-SELECT cpht_create(1000, transactional => false, name => 'restart_check') > 0 AS created;
-SELECT 'put ' || cpht_put(cpht_open('restart_check'), '{1,2,3}');
-SELECT 'listed ' || count(*) FROM cpht_tables() WHERE name = 'restart_check';
-SQL
-)
-	if ! grep -q "^t$" <<<"$out" || ! grep -q "^put 3$" <<<"$out" || ! grep -q "^listed 1$" <<<"$out"; then
-		echo "== FAILED: a lost shared table cannot be created again under its name: $out"
-		return 1
-	fi
-	echo "== a lost shared table is created again under its name"
-	# a private table in the worker, used by its session after the worker
-	# that held it was stopped: lost, named by its handle
-	out=$(psql -X -q -At -d postgres 2>&1 <<'SQL' || true
-SET cpht.placement = worker;
-SELECT cpht_create(1000) AS h, cpht_worker_info()->>'worker_pid' AS w \gset
-SELECT cpht_create(1000, name => 'restart_drop') AS s \gset
-SELECT set_config('cpht_check.starts', cpht_worker_info()->>'worker_starts', false);
--- the server signals the worker (both run as the server's user)
-SELECT format('COPY (SELECT 1) TO PROGRAM %L', 'kill -TERM ' || :'w') \gexec
-DO $$ BEGIN
-	FOR i IN 1..150 LOOP
-		EXIT WHEN (cpht_worker_info()->>'worker_starts')::int > current_setting('cpht_check.starts')::int
-			AND cpht_worker_info()->>'worker_pid' IS NOT NULL;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-END $$;
-SELECT cpht_count(:h);
-SELECT 'listed, count null: ' || bool_and(count IS NULL) FROM cpht_tables() WHERE handle = :h;
-SELECT cpht_drop(:h);
-SELECT 'dropped';
--- a lost shared table dropped by a session that holds its handle: its name is free
-SELECT cpht_open('restart_drop');
-SELECT cpht_drop(:s);
-SELECT cpht_open('restart_drop');
-SELECT 'created again ' || (cpht_create(1000, name => 'restart_drop') > 0);
-SELECT 'count ' || cpht_count(cpht_open('restart_drop'));
-SELECT cpht_drop(cpht_open('restart_drop'));
-SQL
-)
-	if ! grep -q "cpht table 1 was lost" <<<"$out" || ! grep -q "^listed, count null: true" <<<"$out" ||
-		! grep -q "^dropped" <<<"$out" || ! grep -q 'shared cpht table "restart_drop" was lost' <<<"$out" ||
-		! grep -q 'shared cpht table "restart_drop" does not exist' <<<"$out" ||
-		! grep -q "^created again true$" <<<"$out" || ! grep -q "^count 0$" <<<"$out"; then
-		echo "== FAILED: a private table of the stopped worker is not reported lost, or cannot be dropped: $out"
-		return 1
-	fi
-	echo "== a private table and a shared table of the stopped worker are reported lost and can be dropped; the shared one's name is free again"
-	psql -X -q -d postgres -c "SELECT cpht_drop(cpht_open('restart_check'))" > /dev/null 2>&1 || true
-	psql -X -q -d postgres -c "DROP EXTENSION cpht" > /dev/null
-	echo "== a new cpht worker ($pid -> ${info%%|*}) serves, and the old one's table is reported lost"
 }
 
 # The TAP tests (t/*.pl, PostgreSQL::Test::Cluster from PGXS) by make
@@ -356,12 +256,21 @@ run_tap() {
 	local tests=() args=() name dir rc=0
 	if [ -n "$CPHT_TEST_ONLY" ]; then
 		for name in $CPHT_TEST_ONLY; do
-			if [ "$name" = tap ]; then
-				tests=()
-				break
-			elif [ -f "t/$name.pl" ]; then
-				tests+=("t/$name.pl")
-			fi
+			case $name in
+				tap)
+					tests=()
+					break
+					;;
+				durable) tests+=(t/*durable*.pl) ;;
+				worker_restart) tests+=(t/*worker_restart*.pl) ;;
+				restart) tests+=(t/*worker_lost*.pl) ;;
+				loaders) tests+=(t/*loaders*.pl) ;;
+				*)
+					if [ -f "t/$name.pl" ]; then
+						tests+=("t/$name.pl")
+					fi
+					;;
+			esac
 		done
 		if ! only_has tap && [ ${#tests[@]} -eq 0 ]; then
 			return 0

@@ -25,26 +25,32 @@ for db in $UPGRADED $UPGRADED_02 $UPGRADED_03 $FRESH; do
 	q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 done
 
-# One session: 0.1 installed and in use (a table with keys), updated, and the
-# table it made before the update still answers through the new functions.
-check=$(q -At -d $UPGRADED <<'SQL'
-CREATE EXTENSION cpht VERSION '0.1';
-SELECT cpht_create(1000) AS h \gset
+# in_use VERSION DB: VERSION installed in DB and in use (a table with
+# keys), updated in the same session; the table made before the update
+# still answers through the new functions.
+in_use() {
+	local version=$1 db=$2 check want
+	check=$(q -At -d "$db" <<SQL
+CREATE EXTENSION cpht VERSION '$version';
+SELECT cpht_create(1000) AS h \\gset
 SELECT cpht_put(:h, '{1,2,3}') AS put_before;
 ALTER EXTENSION cpht UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'cpht';
 SELECT cpht_count(:h) || ' ' || cpht_fop(:h, '{3,4}')::text;
 SQL
 )
-want=$(printf '3\n%s\n3 {f,t}' "$default")
-if [ "$check" != "$want" ]; then
-	echo "upgrade-check: FAILED: 0.1 in use, then ALTER EXTENSION cpht UPDATE: got"
-	echo "$check"
-	echo "upgrade-check: want (put before, extversion, count and find-or-put after)"
-	echo "$want"
-	exit 1
-fi
-# The same from 0.2, whose grants the update changes.
+	want=$(printf '3\n%s\n3 {f,t}' "$default")
+	if [ "$check" != "$want" ]; then
+		echo "upgrade-check: FAILED: $version in use, then ALTER EXTENSION cpht UPDATE: got"
+		echo "$check"
+		echo "upgrade-check: want (put before, extversion, count and find-or-put after)"
+		echo "$want"
+		exit 1
+	fi
+}
+in_use 0.1 $UPGRADED
+in_use 0.3 $UPGRADED_03
+# From 0.2, whose grants the update changes.
 check=$(q -At -d $UPGRADED_02 <<'SQL'
 CREATE EXTENSION cpht VERSION '0.2';
 SELECT has_function_privilege('public', 'cpht_checkpoint()', 'EXECUTE');
@@ -63,24 +69,6 @@ if [ "$check" != "$want" ]; then
 	echo "upgrade-check: FAILED: 0.2 in use, then ALTER EXTENSION cpht UPDATE: got"
 	echo "$check"
 	echo "upgrade-check: want (PUBLIC's EXECUTE on cpht_checkpoint, put before, extversion, count and find-or-put after, PUBLIC's EXECUTE on the checkpoint and file functions after)"
-	echo "$want"
-	exit 1
-fi
-# The same from 0.3, in use.
-check=$(q -At -d $UPGRADED_03 <<'SQL'
-CREATE EXTENSION cpht VERSION '0.3';
-SELECT cpht_create(1000) AS h \gset
-SELECT cpht_put(:h, '{1,2,3}') AS put_before;
-ALTER EXTENSION cpht UPDATE;
-SELECT extversion FROM pg_extension WHERE extname = 'cpht';
-SELECT cpht_count(:h) || ' ' || cpht_fop(:h, '{3,4}')::text;
-SQL
-)
-want=$(printf '3\n%s\n3 {f,t}' "$default")
-if [ "$check" != "$want" ]; then
-	echo "upgrade-check: FAILED: 0.3 in use, then ALTER EXTENSION cpht UPDATE: got"
-	echo "$check"
-	echo "upgrade-check: want (put before, extversion, count and find-or-put after)"
 	echo "$want"
 	exit 1
 fi

@@ -321,6 +321,38 @@ gpu_level_perm(const layout_level &lv, int key_bits, int c)
 	return p;
 }
 
+/*
+ * The layouts a kernel instance is compiled for (gpu_coop_launch): any;
+ * 2^N buckets (the XOR split) with keys not folded; another bucket count
+ * (the division split) with keys not folded.  gpu_level_layout says which
+ * a level has, and gpu_level_fix, in an instance for XOR or DIV, tells the
+ * compiler what the fields then are, so it leaves the other split and the
+ * fold out.
+ */
+enum
+{
+	GPU_LAYOUT_ANY = 0,
+	GPU_LAYOUT_XOR = 1,
+	GPU_LAYOUT_DIV = 2
+};
+
+__host__ __device__ __forceinline__ int
+gpu_level_layout(const layout_level &lv)
+{
+	return lv.fold ? GPU_LAYOUT_ANY : lv.recip == 0 ? GPU_LAYOUT_XOR : GPU_LAYOUT_DIV;
+}
+
+__device__ __forceinline__ void
+gpu_level_fix(layout_level &lv, int layout)
+{
+	if (layout != GPU_LAYOUT_ANY)
+		lv.fold = 0;
+	if (layout == GPU_LAYOUT_XOR)
+		lv.recip = 0;
+	if (layout == GPU_LAYOUT_DIV)
+		__builtin_assume(lv.recip != 0);
+}
+
 __device__ __forceinline__ uint64_t
 gpu_level_address(const layout_level &lv, int key_bits, uint64_t k, int c)
 {

@@ -10,6 +10,7 @@
  *   struct Op {
  *     static constexpr int W;            lanes per tile (bucket bytes / 16)
  *     static constexpr int D;            keys whose first read is issued together
+ *     static constexpr bool ROLL;        keep the W / D rounds a loop (long code)
  *     struct snap;                       one lane's part of the key's bucket(s)
  *     uint32_t begin(uint32_t n, uint32_t *smem);   number of inputs (n, or a
  *                                        device-side count; may use smem, once,
@@ -18,8 +19,11 @@
  *     void load(tile, key, snap&) const; issue the first bucket read
  *     uint8_t run(tile, key, snap&) const;   decide; may write, read on
  *     void done(uint32_t i, bool have, uint64_t key, uint8_t r) const;
- *   };                                   (done is called by every lane of
+ *                                        (done is called by every lane of
  *                                         the warp, for warp-wide appends)
+ *     int layout() const;                the instance to run (gpu_coop_launch)
+ *     void fix_layout(int layout);       its fields as far as they are known
+ *   };
  *
  * Read-ahead: the first reads of D keys are issued before the first of them
  * is decided, so a tile has D bucket reads in flight instead of one.  A
@@ -135,7 +139,41 @@ gpu_list_at(const gpu_list &l, const uint32_t *smem, uint32_t i)
 	return (size_t) k * l.cap + (i - smem[k]);
 }
 
+/*
+ * One round of the loop: keys j0 .. j0 + D - 1 of the tile, their first
+ * reads issued together, then decided one after another; the tile lane
+ * whose key it was keeps the result in *res.
+ */
 template <class Op>
+__device__ __forceinline__ void
+gpu_coop_round(const Op &op, const gpu_tile<Op::W> &g, uint64_t key, unsigned pending, int j0,
+			   uint8_t *res)
+{
+	constexpr int D = Op::D;
+	typename Op::snap s[D];
+	uint64_t	k[D];
+
+#pragma unroll
+	for (int d = 0; d < D; d++)
+	{
+		k[d] = g.shfl(key, j0 + d);
+		if ((pending >> (j0 + d)) & 1)
+			op.load(g, k[d], s[d]);
+	}
+#pragma unroll
+	for (int d = 0; d < D; d++)
+	{
+		if ((pending >> (j0 + d)) & 1)
+		{
+			uint8_t		r = op.run(g, k[d], s[d]);
+
+			if (g.rank == j0 + d)
+				*res = r;
+		}
+	}
+}
+
+template <class Op, int LAYOUT>
 __global__ void __launch_bounds__(GPU_BLOCK)
 gpu_coop_kernel(Op op_arg, uint32_t n)
 {
@@ -144,6 +182,10 @@ gpu_coop_kernel(Op op_arg, uint32_t n)
 	__shared__ uint32_t smem[GPU_LIST_SMEM];
 	const gpu_tile<W> g;
 	Op			op(op_arg);
+
+	/* What this instance's layout fixes: the compiler drops the rest
+	 * (gpu_coop_launch). */
+	op.fix_layout(LAYOUT);
 	/* A second pass learns its input size from the first, on the device. */
 	const uint32_t count = op.begin(n, smem);
 
@@ -155,28 +197,48 @@ gpu_coop_kernel(Op op_arg, uint32_t n)
 		const unsigned pending = g.ballot(have);
 		uint8_t		res = 0;
 
-#pragma unroll
-		for (int j0 = 0; j0 < W; j0 += D)
+		/*
+		 * W / D rounds.  Unrolled they hold W copies of the operation's
+		 * code.  An operation whose code is long (Op::ROLL: the cuckoo
+		 * put and its eviction chain) keeps them a loop of D copies: with
+		 * 8 copies a tile of 128-byte buckets outgrew the instruction
+		 * cache (Nsight Compute, H100, 32-bit slots, a put to fill 0.9:
+		 * 7.65 G instructions in 14.3 ms as a loop, 7.09 G in 17.1 ms
+		 * unrolled).  The unrolled rounds are written out rather than
+		 * calling gpu_coop_round: through it the compiler schedules them
+		 * differently, and these are the kernels measured.
+		 */
+		if constexpr (Op::ROLL)
 		{
-			typename Op::snap s[D];
-			uint64_t	k[D];
+#pragma unroll 1
+			for (int j0 = 0; j0 < W; j0 += D)
+				gpu_coop_round(op, g, key, pending, j0, &res);
+		}
+		else
+		{
+#pragma unroll
+			for (int j0 = 0; j0 < W; j0 += D)
+			{
+				typename Op::snap s[D];
+				uint64_t	k[D];
 
 #pragma unroll
-			for (int d = 0; d < D; d++)
-			{
-				k[d] = g.shfl(key, j0 + d);
-				if ((pending >> (j0 + d)) & 1)
-					op.load(g, k[d], s[d]);
-			}
-#pragma unroll
-			for (int d = 0; d < D; d++)
-			{
-				if ((pending >> (j0 + d)) & 1)
+				for (int d = 0; d < D; d++)
 				{
-					uint8_t		r = op.run(g, k[d], s[d]);
+					k[d] = g.shfl(key, j0 + d);
+					if ((pending >> (j0 + d)) & 1)
+						op.load(g, k[d], s[d]);
+				}
+#pragma unroll
+				for (int d = 0; d < D; d++)
+				{
+					if ((pending >> (j0 + d)) & 1)
+					{
+						uint8_t		r = op.run(g, k[d], s[d]);
 
-					if (g.rank == j0 + d)
-						res = r;
+						if (g.rank == j0 + d)
+							res = r;
+					}
 				}
 			}
 		}
@@ -184,20 +246,46 @@ gpu_coop_kernel(Op op_arg, uint32_t n)
 	}
 }
 
-/* Launch the loop over at most n keys (the op's begin() says how many). */
+/*
+ * Launch the loop over at most n keys (the op's begin() says how many).
+ *
+ * Each operation is compiled three times (gpu_bucket.h): for 2^N buckets,
+ * for other bucket counts, and for any layout (folded keys; a cuckoo put
+ * while tombstones are kept), and op.layout() picks the instance.  The
+ * branches of the split not taken and of the fold cost little at run
+ * time, but every lane of a tile computes a key's address, slot value and
+ * (cuckoo eviction) inverse for each of the tile's keys, and the unrolled
+ * rounds inline an operation once per key of the tile.  Compiled into one
+ * kernel for every layout, they made the kernels of 64- and 128-byte
+ * buckets take more registers (fewer resident warps) and more
+ * instructions, and the cuckoo put outgrow the instruction cache (Nsight
+ * Compute, H100, 32-slot buckets of 32-bit slots: a find 4.78 G
+ * instructions at 50% occupancy against 3.83 G at 62.5% compiled for 2^N
+ * buckets; a put to fill 0.9 waited for instruction fetch in 62% of its
+ * stall cycles and ran 3 times longer).
+ */
 template <class Op>
 static cpht_status
 gpu_coop_launch(cpht_table *t, const Op &op, uint32_t n, const char *what)
 {
 	gpu_state  *st = gpu_state_of(t);
 	/* Resident blocks per multiprocessor: a property of the compiled kernel. */
-	static const int occupancy = gpu_occupancy(gpu_coop_kernel<Op>);
+	static const int occupancy[3] = {gpu_occupancy(gpu_coop_kernel<Op, GPU_LAYOUT_ANY>),
+									 gpu_occupancy(gpu_coop_kernel<Op, GPU_LAYOUT_XOR>),
+									 gpu_occupancy(gpu_coop_kernel<Op, GPU_LAYOUT_DIV>)};
+	const int	layout = op.layout();
+	const unsigned grid = gpu_grid(st, n, occupancy[layout]);
 	static_assert(GPU_BLOCK % 32 == 0, "blocks are whole warps");
 
 	/* Nothing to do: a zero-size launch would be an error. */
 	if (n == 0)
 		return CPHT_OK;
-	gpu_coop_kernel<Op><<<gpu_grid(st, n, occupancy), GPU_BLOCK, 0, st->comp>>>(op, n);
+	if (layout == GPU_LAYOUT_XOR)
+		gpu_coop_kernel<Op, GPU_LAYOUT_XOR><<<grid, GPU_BLOCK, 0, st->comp>>>(op, n);
+	else if (layout == GPU_LAYOUT_DIV)
+		gpu_coop_kernel<Op, GPU_LAYOUT_DIV><<<grid, GPU_BLOCK, 0, st->comp>>>(op, n);
+	else
+		gpu_coop_kernel<Op, GPU_LAYOUT_ANY><<<grid, GPU_BLOCK, 0, st->comp>>>(op, n);
 	GPU_LAUNCHED(t, what);
 	return CPHT_OK;
 }

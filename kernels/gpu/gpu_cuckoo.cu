@@ -43,10 +43,25 @@ struct ck_base
 	typedef gpu_lane<SW, B> snap;
 	static constexpr int W = G::W;
 	static constexpr int D = W < 4 ? W : 4;
+	static constexpr bool ROLL = false;
 	ck_args		a;
 	const uint32_t *smem;		/* prefix sums of the input lists */
 
 	explicit ck_base(const ck_args &args) : a(args), smem(NULL) {}
+
+	/* The layout to compile for (gpu_coop_launch); kept tombstones take
+	 * the instance for any, so that their eviction path is not compiled
+	 * into every put. */
+	__host__ __device__ __forceinline__ int layout() const
+	{
+		return a.keep ? GPU_LAYOUT_ANY : gpu_level_layout(a.lv);
+	}
+	__device__ __forceinline__ void fix_layout(int layout)
+	{
+		gpu_level_fix(a.lv, layout);
+		if (layout != GPU_LAYOUT_ANY)
+			a.keep = 0;
+	}
 
 	__device__ __forceinline__ uint64_t address(uint64_t k, int c) const
 	{
@@ -152,6 +167,9 @@ struct ck_put : ck_base<SW, B>
 	typedef typename L::snap snap;
 	typedef gpu_geom<SW, B> G;
 	static constexpr int W = L::W;
+	/* The eviction chain is long code: one copy per read-ahead key, not
+	 * one per key of the tile (gpu_coop_kernel). */
+	static constexpr bool ROLL = true;
 	explicit ck_put(const ck_args &args) : L(args) {}
 
 	__device__ __forceinline__ uint8_t run(const gpu_tile<W> &g, uint64_t k, snap &s) const

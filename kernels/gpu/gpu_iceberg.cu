@@ -44,9 +44,20 @@ struct ice_level1
 	typedef gpu_lane<SW, B> snap;
 	static constexpr int W = G::W;
 	static constexpr int D = W < 4 ? W : 4;
+	static constexpr bool ROLL = false;
 	ice_args	a;
 
 	explicit ice_level1(const ice_args &args) : a(args) {}
+
+	/* The layout to compile for (gpu_coop_launch). */
+	__host__ __device__ __forceinline__ int layout() const
+	{
+		return gpu_level_layout(a.lv);
+	}
+	__device__ __forceinline__ void fix_layout(int layout)
+	{
+		gpu_level_fix(a.lv, layout);
+	}
 
 	__device__ __forceinline__ uint64_t address(uint64_t k) const
 	{
@@ -192,10 +203,21 @@ struct ice_level2
 	};
 	static constexpr int W = G::W;
 	static constexpr int D = W < 2 ? W : 2;
+	static constexpr bool ROLL = false;
 	ice_args	a;
 	const uint32_t *smem;		/* prefix sums of the overflow lists */
 
 	explicit ice_level2(const ice_args &args) : a(args), smem(NULL) {}
+
+	/* The layout to compile for (gpu_coop_launch). */
+	__host__ __device__ __forceinline__ int layout() const
+	{
+		return gpu_level_layout(a.lv);
+	}
+	__device__ __forceinline__ void fix_layout(int layout)
+	{
+		gpu_level_fix(a.lv, layout);
+	}
 
 	__device__ __forceinline__ uint64_t address(uint64_t k, int c) const
 	{

@@ -55,17 +55,22 @@ fop_relation(FunctionCallInfo fcinfo, RelFeedTake take, void *arg)
 	Relation	rel;
 	AttrNumber	attno;
 	int16		typlen;
+	bool		began;
 
 	cpht_relfeed_begin(&f, handle, false, false, take, arg);
 	rel = relation_open(relid, AccessShareLock);
 	attno = cpht_relscan_key_column(rel, key_column, false, &typlen);
 	cpht_relscan_check_select(rel, attno);
+	/* cpht_stat_progress: keys sent of the rows the planner expects */
+	began = cpht_progress_begin(take != NULL ? CPHT_PROGRESS_FOP_NEW_RELATION :
+								CPHT_PROGRESS_FOP_RELATION, handle, rel);
 	if (cpht_relscan_reads_all(rel))
 		cpht_relscan_scan(&f, rel, attno, typlen);
 	else
 		cpht_relscan_query(&f, rel, key_column, typlen);
 	relation_close(rel, AccessShareLock);
 	cpht_relfeed_finish(&f);
+	cpht_progress_end(began);
 	return f.inserted;
 }
 

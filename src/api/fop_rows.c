@@ -330,6 +330,7 @@ PG_FUNCTION_INFO_V1(cpht_fop_rows);
 Datum
 cpht_fop_rows(PG_FUNCTION_ARGS)
 {
+	bool		began;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int32		handle;
 	char	   *query;
@@ -356,6 +357,8 @@ cpht_fop_rows(PG_FUNCTION_ARGS)
 
 	/* Settings are read here, once: the query may change them. */
 	stream = cpht_stream_begin(outer, handle, 2 * sizeof(uint64));
+	/* cpht_stat_progress: keys sent, of a number not known ahead */
+	began = cpht_progress_begin(CPHT_PROGRESS_FOP_ROWS, handle, NULL);
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
@@ -453,6 +456,7 @@ cpht_fop_rows(PG_FUNCTION_ARGS)
 		cur = 1 - cur;
 	}
 	cpht_stream_report(stream, "cpht_fop_rows");
+	cpht_progress_end(began);
 	SPI_cursor_close(portal);
 	SPI_finish();
 	if (coercion)

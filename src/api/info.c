@@ -223,11 +223,11 @@ cpht_tables(PG_FUNCTION_ARGS)
 
 	if (cpht_control == NULL)
 		return (Datum) 0;
-	/* a standby's worker holds no durable table: say so, not nothing */
+	/* a standby's worker holds durable tables only for their files: say so */
 	if (RecoveryInProgress())
 		ereport(NOTICE,
 				(errmsg("durable shared cpht tables are not listed on a standby"),
-				 errdetail("The cpht worker restores them when the server is promoted; the primary lists them.")));
+				 errdetail("The cpht worker keeps their files up to date and opens them when the server is promoted; the primary lists them, and cpht_stat_tables shows how far the standby's files are.")));
 	/* durable tables are listed once the worker restored them */
 	cpht_shared_wait_restored();
 	for (int i = 0; i < cpht_control->max_tables; i++)
@@ -239,6 +239,12 @@ cpht_tables(PG_FUNCTION_ARGS)
 		e = cpht_catalog[i];
 		LWLockRelease(cpht_control->catalog_lock);
 		if (e.state != CPHT_ENTRY_LIVE || e.dboid != MyDatabaseId)
+			continue;
+		if (e.durable && RecoveryInProgress())
+			continue;
+		/* as cpht_open: not another transaction's uncommitted creation,
+		 * nor a table this one dropped */
+		if (!cpht_shared_entry_visible(i, &e))
 			continue;
 		/* as cpht_open: only the tables the role may use are shown */
 		if (!has_privs_of_role(GetUserId(), e.owner))

@@ -281,6 +281,7 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 		MemoryContextDelete(scan_cxt);
 
 		/* the sort's buffer is counted while it lives */
+		cpht_progress_phase(CPHT_PHASE_SORTING_ROWS, (int64) rows->n);
 		cpht_reserved_add(&rows->reserved, sizeof(cpht_key_index) * rows->n, "cpht_insert_new sort");
 		if (cpht_sort_key_index(rows->rows, rows->n) != 0)
 			ereport(ERROR,
@@ -295,6 +296,7 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 		array->dataoffset = 0;
 		array->elemtype = TIDOID;
 		ARR_LBOUND(array)[0] = 1;
+		cpht_progress_phase(CPHT_PHASE_INSERTING_ROWS, (int64) rows->n);
 		for (uint64 done = 0; done < rows->n; done += chunk)
 		{
 			int			n = (int) Min(rows->n - done, chunk);
@@ -310,6 +312,7 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 			 * changed in source takes no row away */
 			cpht_rows_by_tid_read_under(snapshot);
 			inserted += run_insert(plan, PointerGetDatum(array), snapshot);
+			cpht_progress_rows(n);
 		}
 		MemoryContextDelete(rows_cxt);
 	}
@@ -353,9 +356,13 @@ cpht_insert_new(PG_FUNCTION_ARGS)
 	AttrNumber	attno;
 	int16		typlen;
 	uint64		inserted;
+	bool		began;
 
 	source = relation_open(source_id, AccessShareLock);
 	attno = cpht_relscan_key_column(source, key_column, true, &typlen);
+	/* cpht_stat_progress: keys sent of the rows the planner expects, then
+	 * (the fast path) sorting and inserting the new rows */
+	began = cpht_progress_begin(CPHT_PROGRESS_INSERT_NEW, handle, source);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (cpht_relscan_reads_all(source))
@@ -364,6 +371,7 @@ cpht_insert_new(PG_FUNCTION_ARGS)
 		inserted = insert_by_fop_rows(handle, source, key_column, target,
 									  fcinfo->flinfo->fn_oid);
 	SPI_finish();
+	cpht_progress_end(began);
 	relation_close(source, AccessShareLock);
 	PG_RETURN_INT64((int64) inserted);
 }

@@ -33,6 +33,12 @@ extern uint64 cpht_new_seed(void);
 /* cpht_create of 0.1: private tables (lifecycle.c). */
 extern Datum cpht_create(PG_FUNCTION_ARGS);
 
+/* What cpht_open(name) does (shared.c): this session's handle of shared
+ * table name, registered; the errors of cpht_open, what naming the caller
+ * for 55000 when cpht was not preloaded.  For the cpht_table type too
+ * (names.c). */
+extern int32 cpht_open_name(const char *name, const char *what);
+
 /* cpht_drop of a shared table's handle: for every session, at once
  * (shared.c). */
 extern Datum cpht_shared_drop(PG_FUNCTION_ARGS);

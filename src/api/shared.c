@@ -10,8 +10,10 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "lib/stringinfo.h"
 #include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
@@ -66,16 +68,63 @@ check_create_privilege(const char *name, bool durable)
 	}
 }
 
-/* Creating and dropping take effect at once: no rollback would undo them. */
+/* Changing an owner takes effect at once: no rollback would undo it. */
 static void
 refuse_transaction_block(const char *what)
 {
-	if (IsTransactionBlock() || IsSubTransaction())
+	if (cpht_ddl_in_block())
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("%s cannot run inside a transaction block", what),
-				 errdetail("Creating and dropping a shared cpht table take effect at once and cannot be rolled back."),
+				 errdetail("Changing the owner of a shared cpht table takes effect at once and cannot be rolled back."),
 				 errhint("Run it on its own, outside BEGIN ... COMMIT and outside functions with EXCEPTION blocks.")));
+}
+
+static int32 find_by_name(const char *name, CphtCatalogEntry *copy);
+
+/*
+ * cpht_create(..., if_not_exists => true) of a name this session sees: the
+ * table's handle, with a NOTICE, as CREATE TABLE IF NOT EXISTS skips.  A
+ * table that differs in what the caller relies on for its data (durable:
+ * whether it survives a crash; transactional: whether a rollback undoes
+ * writes) is an ERROR, since going on would silently break that; one
+ * that differs in layout alone (kind, key width) is named in the NOTICE.
+ * The capacity is not compared: tables grow.
+ */
+static int32
+existing_table(const char *name, int32 entry, const CphtCatalogEntry *e, bool durable,
+			   bool transactional, cpht_kind kind, int key_bits)
+{
+	StringInfoData diff;
+
+	cpht_shared_check_privileges(name, e->owner);
+	initStringInfo(&diff);
+	if (e->durable != durable || e->transactional != transactional)
+	{
+		if (e->durable != durable)
+			appendStringInfo(&diff, " It is %sdurable.", e->durable ? "" : "not ");
+		if (e->transactional != transactional)
+			appendStringInfo(&diff, " It is %stransactional.", e->transactional ? "" : "not ");
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("shared cpht table \"%s\" already exists with another definition", name),
+				 errdetail_internal("%s", diff.data + 1),
+				 errhint("Open it with cpht_open(%s), or drop it first.", quote_literal_cstr(name))));
+	}
+	if (e->kind != kind)
+		appendStringInfo(&diff, " Its kind is %s.", e->kind == CPHT_CUCKOO ? "cuckoo" : "iceberg");
+	if (e->key_bits != key_bits)
+	{
+		if (e->key_bits == 0)
+			appendStringInfoString(&diff, " Its key width follows the keys.");
+		else
+			appendStringInfo(&diff, " Its keys have %d bits.", e->key_bits);
+	}
+	ereport(NOTICE,
+			(errcode(ERRCODE_DUPLICATE_OBJECT),
+			 errmsg("shared cpht table \"%s\" already exists, skipping", name),
+			 diff.len > 0 ? errdetail_internal("%s", diff.data + 1) : 0));
+	return cpht_shared_register(entry, e)->handle;
 }
 
 /*
@@ -84,6 +133,28 @@ refuse_transaction_block(const char *what)
  * because name defaults to NULL, so a NULL among the other arguments gives
  * NULL here as STRICT did.
  */
+/*
+ * A LOG line for each shared table created or dropped, with who and which
+ * (log_statement = ddl does not see them: they are function calls).
+ * Dropping a durable table discards its keys for good.
+ */
+static void
+log_table_event(const char *name, bool durable, bool created)
+{
+	const char *db = get_database_name(MyDatabaseId);
+	const char *role = GetUserNameFromId(GetUserId(), false);
+
+	if (created)
+		ereport(LOG,
+				(errmsg("%s cpht table \"%s\" created in database \"%s\" by role \"%s\"",
+						durable ? "durable shared" : "shared", name, db ? db : "?", role)));
+	else
+		ereport(LOG,
+				(errmsg("%s cpht table \"%s\" dropped in database \"%s\" by role \"%s\"",
+						durable ? "durable shared" : "shared", name, db ? db : "?", role),
+				 durable ? errdetail("Its keys, snapshot and WAL are gone for good.") : 0));
+}
+
 PG_FUNCTION_INFO_V1(cpht_create_named);
 Datum
 cpht_create_named(PG_FUNCTION_ARGS)
@@ -97,6 +168,7 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	int32		entry;
 
 	bool		durable = false;
+	bool		if_not_exists = false;
 
 	/* key_bits (argument 2) may be NULL: the key width follows the keys;
 	 * so may shards (argument 5): cpht.shards (cpht_create_shards_arg) */
@@ -108,6 +180,12 @@ cpht_create_named(PG_FUNCTION_ARGS)
 		if (PG_ARGISNULL(6))
 			PG_RETURN_NULL();
 		durable = PG_GETARG_BOOL(6);
+	}
+	if (PG_NARGS() > 7)
+	{
+		if (PG_ARGISNULL(7))
+			PG_RETURN_NULL();
+		if_not_exists = PG_GETARG_BOOL(7);
 	}
 	if (durable && cpht_create_shards_arg(fcinfo, true) != 1)
 		ereport(ERROR,
@@ -130,10 +208,31 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	cpht_client_require_preload(durable ? "cpht_create with durable => true" : "cpht_create with a name");
 	check_name(name);
 	check_create_privilege(name, durable);
-	refuse_transaction_block("creating a shared cpht table");
 
 	bytes = cpht_create_params(PG_GETARG_INT64(0), text_to_cstring(PG_GETARG_TEXT_PP(1)),
 							   PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2), cpht_create_shards_arg(fcinfo, durable), &params);
+
+	/*
+	 * The name is this transaction's until it ends (client/ddl_xact.c): a
+	 * session creating or dropping it meanwhile waits, and then sees what
+	 * this one committed.  The worker creates shared tables only once it
+	 * restored the durable ones: a new table must not take the name of
+	 * one not back yet.
+	 */
+	cpht_ddl_lock_name(name);
+	cpht_shared_wait_restored();
+	entry = find_by_name(name, &copy);
+	if (entry >= 0 && copy.state == CPHT_ENTRY_LIVE)
+	{
+		if (!if_not_exists)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("shared cpht table \"%s\" already exists", name),
+					 errhint("Open it with cpht_open(%s), pass if_not_exists => true, or drop it first.",
+							 quote_literal_cstr(name))));
+		PG_RETURN_INT32(existing_table(name, entry, &copy, durable, PG_GETARG_BOOL(3),
+									   params.kind, params.auto_key_bits ? 0 : params.key_bits));
+	}
 	/* A role capped by cpht.max_memory gets no larger table this way. */
 	cpht_memory_check(bytes, "shared cpht table");
 	/* the GPU as the cpht worker found it (tableref/tableref.c) */
@@ -142,17 +241,15 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	params.seed = cpht_new_seed();
 	params.cpu_threads = cpht_cpu_threads;
 
-	/*
-	 * The worker creates shared tables only once it restored the durable
-	 * ones: a new table must not take the name of one not back yet.
-	 */
-	cpht_shared_wait_restored();
 	req = cpht_client_request();
 	req->op = CPHT_OP_CREATE;
 	req->params = params;
 	req->capacity = PG_GETARG_INT64(0);
 	req->transactional = PG_GETARG_BOOL(3);
 	req->durable = durable;
+	/* inside a transaction block: undone by a rollback, seen by others
+	 * once it commits */
+	req->create_xid = cpht_ddl_create_xid(durable);
 	namestrcpy(&req->name, name);
 	req->dboid = MyDatabaseId;
 	req->owner = GetUserId();
@@ -178,12 +275,17 @@ cpht_create_named(PG_FUNCTION_ARGS)
 	copy = cpht_catalog[entry];
 	LWLockRelease(cpht_control->catalog_lock);
 	copy.table_id = rep->table_id;	/* even if dropped since */
+	if (TransactionIdIsValid(req->create_xid))
+		cpht_ddl_note_create(entry, rep->table_id, name);
+	log_table_event(name, durable, true);
 	PG_RETURN_INT32(cpht_shared_register(entry, &copy)->handle);
 }
 
 /*
- * The catalog entry of a name in this database (LIVE or LOST), copied into
- * *copy; -1 when there is none.
+ * The catalog entry of a name in this database (LIVE or LOST) that this
+ * session sees (client/ddl_xact.c: not created by a transaction that has
+ * not committed, not dropped by this one), copied into *copy; -1 when
+ * there is none.
  */
 static int32
 find_by_name(const char *name, CphtCatalogEntry *copy)
@@ -196,7 +298,8 @@ find_by_name(const char *name, CphtCatalogEntry *copy)
 		CphtCatalogEntry *e = &cpht_catalog[i];
 
 		if ((e->state == CPHT_ENTRY_LIVE || e->state == CPHT_ENTRY_LOST) &&
-			e->dboid == MyDatabaseId && strcmp(NameStr(e->name), name) == 0)
+			e->dboid == MyDatabaseId && strcmp(NameStr(e->name), name) == 0 &&
+			cpht_shared_entry_visible(i, e))
 		{
 			entry = i;
 			*copy = *e;
@@ -212,11 +315,16 @@ PG_FUNCTION_INFO_V1(cpht_open);
 Datum
 cpht_open(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	PG_RETURN_INT32(cpht_open_name(text_to_cstring(PG_GETARG_TEXT_PP(0)), "cpht_open"));
+}
+
+int32
+cpht_open_name(const char *name, const char *what)
+{
 	CphtCatalogEntry copy;
 	int32		entry = -1;
 
-	cpht_client_require_preload("cpht_open");
+	cpht_client_require_preload(what);
 	/* a name no table can have is a wrong name, not a missing table */
 	check_name(name);
 
@@ -227,25 +335,27 @@ cpht_open(PG_FUNCTION_ARGS)
 	cpht_shared_wait_restored();
 	entry = find_by_name(name, &copy);
 	/*
-	 * A standby's worker holds no durable table (it restores them when the
-	 * server is promoted), so a name missing there may well be one.
+	 * A standby's worker holds the durable tables only to roll their files
+	 * forward along replay (durable_standby.c): no session reads them there,
+	 * and a name missing there may well be one not restored yet.
 	 */
-	if (entry < 0 && RecoveryInProgress())
+	if (RecoveryInProgress() && (entry < 0 || copy.durable))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("durable shared cpht tables are not available on a standby"),
-				 errdetail("Shared table \"%s\" is not in this server's cpht worker; durable shared tables are restored when the server is promoted.", name),
+				 errdetail("The cpht worker of a standby keeps the files of durable shared tables such as \"%s\" up to date, and opens the tables when the server is promoted.", name),
 				 errhint("Read the table on the primary.")));
 	if (entry < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("shared cpht table \"%s\" does not exist", name),
+				 errdetail("Only shared tables have names; a table created without a name is reached by the handle cpht_create returned."),
 				 errhint("Create it with cpht_create(..., name => %s).", quote_literal_cstr(name))));
 	if (copy.state == CPHT_ENTRY_LOST)
 		cpht_shared_lost_error(&copy);
 	cpht_shared_check_privileges(name, copy.owner);
 
-	PG_RETURN_INT32(cpht_shared_register(entry, &copy)->handle);
+	return cpht_shared_register(entry, &copy)->handle;
 }
 
 /* ---- cpht_drop on a shared handle ---------------------------------------- */
@@ -283,12 +393,18 @@ drop_lost(CphtHandle *h)
 	return dropped;
 }
 
-/* Drops the table for every session, at once. */
+/*
+ * Drops the table for every session: at once outside a transaction block;
+ * inside one at commit (client/ddl_xact.c), the table and its keys staying
+ * for other sessions until then and for good if it rolls back.  A lost
+ * table's name is freed at once, in a block too: nothing of it is left.
+ */
 Datum
 cpht_shared_drop(PG_FUNCTION_ARGS)
 {
 	int32		handle = handle_arg(fcinfo);
 	CphtSharedRef ref;
+	char		name[NAMEDATALEN];
 
 	/* a handle this session did not open yet is looked up by its number */
 	CphtHandle *h = cpht_handles_use(handle);
@@ -302,14 +418,29 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 
 	if (lost)
 	{
-		refuse_transaction_block("dropping a shared cpht table");
+		NameData	lost_name = cpht_catalog[h->shared_entry].name;
+		bool		durable = cpht_catalog[h->shared_entry].durable;
+
 		if (drop_lost(h))
+		{
+			log_table_event(NameStr(lost_name), durable, false);
 			PG_RETURN_VOID();
+		}
 	}
-	/* whether it exists and the role may drop it, then when */
+	/* whether it exists and the role may drop it */
+	ref = cpht_shared_ref(handle, name, NULL);
+	/* the name is this transaction's until it ends; then check again, a
+	 * transaction that held it may have dropped the table */
+	cpht_ddl_lock_name(name);
 	ref = cpht_shared_ref(handle, NULL, NULL);
-	refuse_transaction_block("dropping a shared cpht table");
+	if (cpht_ddl_in_block())
+	{
+		/* logged by neither: the drop is sent at commit (ddl_xact.c) */
+		cpht_ddl_note_drop(ref.entry, ref.table_id, name);
+		PG_RETURN_VOID();
+	}
 	cpht_remote_drop(&ref);
+	log_table_event(name, ref.durable, false);
 	h->shared_entry = -1;
 	PG_RETURN_VOID();
 }

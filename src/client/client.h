@@ -171,4 +171,27 @@ extern void cpht_xact_end_init(void);
 extern void cpht_noted_subxact_end(int event, void *items, int *n, size_t size,
 								   size_t level_offset);
 
+/*
+ * ddl_xact.c: creating and dropping shared tables inside a transaction
+ * block.  cpht_ddl_lock_name takes the exclusive lock on a shared table's
+ * name in this database, held to the end of the transaction; in_block:
+ * whether creating and dropping are undone by a rollback (a transaction
+ * block, or a subtransaction such as a function's EXCEPTION block);
+ * create_xid: the xid a CREATE carries there (Invalid outside; for a
+ * durable table after an XID record); note_create and note_drop: the
+ * table's creation is kept at commit, dropped at rollback, or its drop is
+ * sent at commit, forgotten at rollback; drop_pending: this transaction
+ * dropped it; entry_visible: whether this session sees catalog entry e
+ * (another transaction's creation that has not committed, or a drop of
+ * this transaction, hides it); init: the callbacks (from _PG_init).
+ */
+extern void cpht_ddl_lock_name(const char *name);
+extern bool cpht_ddl_in_block(void);
+extern TransactionId cpht_ddl_create_xid(bool durable);
+extern void cpht_ddl_note_create(int32 entry, uint64 table_id, const char *name);
+extern void cpht_ddl_note_drop(int32 entry, uint64 table_id, const char *name);
+extern bool cpht_ddl_drop_pending(int32 entry, uint64 table_id);
+extern bool cpht_shared_entry_visible(int32 entry, const CphtCatalogEntry *e);
+extern void cpht_ddl_xact_init(void);
+
 #endif							/* CPHT_CLIENT_H */

@@ -11,8 +11,10 @@
  * owned by it in the cpht worker), where parallel workers cannot reach
  * it, so the planner hook plans a query in parallel only when every
  * cpht_fop_agg in it names, by a constant or a bound parameter, a shared
- * table this session has open; any other query is planned as if it were
- * not parallel-safe (CURSOR_OPT_PARALLEL_OK cleared), as before.
+ * table this session has open (a handle, or a cpht_table, which holds the
+ * handle of the table it names: api/names.c); any other query is planned
+ * as if it were not parallel-safe (CURSOR_OPT_PARALLEL_OK cleared), as
+ * before.
  *
  * Whose handles.  Handles are numbers of the leader's session.  Before a
  * parallel plan with cpht_fop_agg runs, the executor hook writes the
@@ -58,6 +60,7 @@
 #include "guc.h"
 #include "session/session.h"
 #include "client/client.h"
+#include "memcap.h"
 
 static planner_hook_type prev_planner = NULL;
 static ExecutorStart_hook_type prev_executor_start = NULL;
@@ -80,7 +83,8 @@ cpht_function_is(Oid funcid, PGFunction fn)
 	return finfo.fn_addr == fn;
 }
 
-/* Whether an aggregate is cpht_fop_agg, whatever schema holds it: its
+/* Whether an aggregate is cpht_fop_agg or cpht_fop_new_agg, which write
+ * their table from parallel workers alike, whatever schema holds it: its
  * transition function is ours. */
 static bool
 is_fop_agg(Oid aggfnoid)
@@ -92,7 +96,8 @@ is_fop_agg(Oid aggfnoid)
 		return false;
 	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
 	ReleaseSysCache(tup);
-	return cpht_function_is(transfn, cpht_fop_agg_step);
+	return cpht_function_is(transfn, cpht_fop_agg_step) ||
+		cpht_function_is(transfn, cpht_fop_new_agg_step);
 }
 
 /* ---- planning ------------------------------------------------------------ */
@@ -136,19 +141,6 @@ cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value)
 	return false;
 }
 
-/* The handle an expression gives for every row, if it is one we can tell
- * at plan time. */
-static bool
-constant_handle(Node *expr, ParamListInfo params, int32 *handle)
-{
-	Datum		d;
-
-	if (!cpht_plan_constant(expr, params, INT4OID, &d))
-		return false;
-	*handle = DatumGetInt32(d);
-	return true;
-}
-
 static bool
 plan_check_walker(Node *node, PlanCheck *check)
 {
@@ -163,8 +155,8 @@ plan_check_walker(Node *node, PlanCheck *check)
 		CphtHandle *h;
 
 		if (list_length(agg->args) < 1 ||
-			!constant_handle((Node *) ((TargetEntry *) linitial(agg->args))->expr,
-							 check->params, &handle) ||
+			!cpht_plan_handle((Node *) ((TargetEntry *) linitial(agg->args))->expr,
+							  check->params, &handle) ||
 			(h = cpht_shared_lookup(handle)) == NULL || h->shared_entry < 0)
 		{
 			check->refuse = true;
@@ -178,6 +170,12 @@ static PlannedStmt *
 cpht_planner(Query *parse, const char *query_string, int cursor_options,
 			 ParamListInfo bound_params)
 {
+	/* array_agg(bigint) into an array function: one that runs in parallel
+	 * workers (array_agg.c); over a shared table, cpht_fop_new's keys go to
+	 * the table from the workers */
+	(void) cpht_fop_new_fuse(parse, bound_params);
+	(void) cpht_array_agg_rewrite(parse);
+
 	if ((cursor_options & CURSOR_OPT_PARALLEL_OK) != 0)
 	{
 		PlanCheck	check;
@@ -267,6 +265,101 @@ plan_writes_tables(Plan *plan)
 	}
 }
 
+/*
+ * The array functions that write (cpht_fop, cpht_fop_new, cpht_put) are
+ * PARALLEL RESTRICTED, so that the keys they take can be gathered by
+ * parallel workers (array_agg.c): they run in the leader, but while the
+ * plan runs, in parallel mode, where no transaction id can be assigned.
+ * A write on a transactional shared table needs the leader's ids
+ * (client/waits.c), so the executor hook assigns them first, unless every
+ * such call names, by a constant or a bound parameter, a private table of
+ * this session or a shared table it opened that is not transactional.
+ */
+typedef struct LeaderWrites
+{
+	ParamListInfo params;
+	bool		need_xid;		/* a call may write a transactional shared
+								 * table */
+	bool		any;			/* a call at all */
+} LeaderWrites;
+
+static bool
+leader_writes_walker(Node *node, LeaderWrites *w)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, FuncExpr) && cpht_is_array_writer(((FuncExpr *) node)->funcid))
+	{
+		FuncExpr   *f = (FuncExpr *) node;
+		int32		handle;
+		CphtHandle *h;
+
+		w->any = true;
+		if (list_length(f->args) < 1 ||
+			!cpht_plan_handle((Node *) linitial(f->args), w->params, &handle))
+			w->need_xid = true;
+		else if (cpht_handle_is_shared(handle) &&
+				 ((h = cpht_handles_shared(handle)) == NULL || h->transactional))
+			w->need_xid = true;
+	}
+	return expression_tree_walker(node, leader_writes_walker, w);
+}
+
+static void plan_leader_writes(Plan *plan, LeaderWrites *w);
+
+static void
+plans_leader_writes(List *plans, LeaderWrites *w)
+{
+	ListCell   *lc;
+
+	foreach(lc, plans)
+		plan_leader_writes((Plan *) lfirst(lc), w);
+}
+
+/* The calls in a plan tree's expressions (those a call of a function of
+ * the leader can sit in). */
+static void
+plan_leader_writes(Plan *plan, LeaderWrites *w)
+{
+	if (plan == NULL)
+		return;
+	(void) leader_writes_walker((Node *) plan->targetlist, w);
+	(void) leader_writes_walker((Node *) plan->qual, w);
+	switch (nodeTag(plan))
+	{
+		case T_Result:
+			(void) leader_writes_walker(((Result *) plan)->resconstantqual, w);
+			break;
+		case T_FunctionScan:
+			(void) leader_writes_walker((Node *) ((FunctionScan *) plan)->functions, w);
+			break;
+		case T_ValuesScan:
+			(void) leader_writes_walker((Node *) ((ValuesScan *) plan)->values_lists, w);
+			break;
+		case T_NestLoop:
+		case T_MergeJoin:
+		case T_HashJoin:
+			(void) leader_writes_walker((Node *) ((Join *) plan)->joinqual, w);
+			break;
+		case T_Append:
+			plans_leader_writes(((Append *) plan)->appendplans, w);
+			break;
+		case T_MergeAppend:
+			plans_leader_writes(((MergeAppend *) plan)->mergeplans, w);
+			break;
+		case T_SubqueryScan:
+			plan_leader_writes(((SubqueryScan *) plan)->subplan, w);
+			break;
+		case T_CustomScan:
+			plans_leader_writes(((CustomScan *) plan)->custom_plans, w);
+			break;
+		default:
+			break;
+	}
+	plan_leader_writes(plan->lefttree, w);
+	plan_leader_writes(plan->righttree, w);
+}
+
 /* Writes the session's open shared tables into the setting the workers
  * get; whether any of them is transactional. */
 static bool
@@ -306,6 +399,26 @@ cpht_executor_start(QueryDesc *query_desc, int eflags)
 		(eflags & EXEC_FLAG_EXPLAIN_ONLY) != 0 ||
 		IsInParallelMode() || IsParallelWorker())
 		return;
+	{
+		LeaderWrites w;
+
+		w.params = query_desc->params;
+		w.need_xid = false;
+		w.any = false;
+		plan_leader_writes(query_desc->plannedstmt->planTree, &w);
+		plans_leader_writes(query_desc->plannedstmt->subplans, &w);
+		if (w.any)
+		{
+			/* a cap a superuser set is read now: parallel mode would
+			 * refuse setting it (memcap.c) */
+			cpht_memory_settle();
+			if (w.need_xid && !RecoveryInProgress())
+			{
+				(void) GetTopTransactionId();
+				(void) GetCurrentTransactionId();
+			}
+		}
+	}
 	if (!plan_writes_tables(query_desc->plannedstmt->planTree) &&
 		!plans_write_tables(query_desc->plannedstmt->subplans))
 		return;

@@ -70,6 +70,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
+#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
 #include "api/api.h"
@@ -94,6 +95,10 @@ typedef struct NewKeysShared
 	AttrNumber	attno;
 	int16		typlen;
 	bool		leader_only;	/* the query route: workers return nothing */
+	/* what every participant sent so far (count_sent) */
+	pg_atomic_uint64 keys_sent;
+	pg_atomic_uint64 new_keys;
+	pg_atomic_uint64 table_us;
 	/* the parallel heap scan's state follows, MAXALIGNed */
 } NewKeysShared;
 
@@ -129,6 +134,19 @@ typedef struct NewKeysState
 	size_t		out_cap;
 	Tuplestorestate *store;
 	TupleTableSlot *store_slot; /* reads the tuplestore's minimal tuples */
+	/*
+	 * The keys sent, the new ones and the time in the table's calls: this
+	 * participant's counted so far (count_sent), and every participant's
+	 * as the leader last read them, for cpht_stat_progress and EXPLAIN
+	 * ANALYZE.
+	 */
+	uint64		counted_keys;
+	uint64		counted_new;
+	uint64		counted_us;
+	uint64		sent_keys;
+	uint64		sent_new;
+	uint64		sent_us;
+	bool		progress;		/* the leader reports cpht_stat_progress */
 } NewKeysState;
 
 /* ---- which calls --------------------------------------------------------- */
@@ -137,6 +155,40 @@ bool
 cpht_is_fop_new_relation(Oid funcid)
 {
 	return cpht_function_is(funcid, cpht_fop_new_relation);
+}
+
+/* Whether type is cpht_table (api/names.c), whatever schema holds it: its
+ * input function is ours. */
+static bool
+is_table_type(Oid type)
+{
+	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+	Oid			typinput;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	typinput = ((Form_pg_type) GETSTRUCT(tup))->typinput;
+	ReleaseSysCache(tup);
+	return cpht_function_is(typinput, cpht_table_in);
+}
+
+/*
+ * Here, with the other recognition of api/'s functions (the one file of
+ * plan/ that includes api/api.h), for hooks.c too: a cpht_table holds the
+ * handle of the table it names, the same number in every session.
+ */
+bool
+cpht_plan_handle(Node *expr, ParamListInfo params, int32 *handle)
+{
+	Oid			type = exprType(expr);
+	Datum		value;
+
+	if (type != INT4OID && !is_table_type(type))
+		return false;
+	if (!cpht_plan_constant(expr, params, type, &value))
+		return false;
+	*handle = DatumGetInt32(value);
+	return true;
 }
 
 bool
@@ -188,8 +240,8 @@ new_keys_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *
 	RangeTblFunction *rtfunc;
 	FuncExpr   *call;
 	ParamListInfo params = root->glob->boundParams;
-	Datum		handle_d,
-				relid_d,
+	int32		handle;
+	Datum		relid_d,
 				column_d;
 	CphtHandle *h;
 	Relation	scanned;
@@ -234,11 +286,11 @@ new_keys_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *
 	}
 
 	/* a shared table this session has open, a relation by constants */
-	if (!cpht_plan_constant(linitial(call->args), params, INT4OID, &handle_d) ||
+	if (!cpht_plan_handle(linitial(call->args), params, &handle) ||
 		!cpht_plan_constant(lsecond(call->args), params, REGCLASSOID, &relid_d) ||
 		!cpht_plan_constant(lthird(call->args), params, NAMEOID, &column_d))
 		return;
-	h = cpht_shared_lookup(DatumGetInt32(handle_d));
+	h = cpht_shared_lookup(handle);
 	if (h == NULL || h->shared_entry < 0)
 		return;
 
@@ -409,6 +461,53 @@ take_new_keys(RelFeed *f, const uint64 *keys, const uint64 *tids,
 			ns->out[ns->out_n++] = keys[i];
 }
 
+/*
+ * What this participant sent since it last counted: into the node's shared
+ * totals under a Gather (the workers' streams are their own), and in the
+ * leader into the figures of all participants, which its progress report
+ * shows.
+ */
+static void
+count_sent(NewKeysState *ns)
+{
+	Stream	   *st = ns->feed.stream;
+	uint64		us_total,
+				keys,
+				fresh,
+				us;
+
+	if (st == NULL)
+		return;
+	us_total = (uint64) (st->times.total * 1000.0);
+	keys = st->keys - ns->counted_keys;
+	fresh = ns->feed.inserted - ns->counted_new;
+	us = us_total > ns->counted_us ? us_total - ns->counted_us : 0;
+	ns->counted_keys = st->keys;
+	ns->counted_new = ns->feed.inserted;
+	ns->counted_us += us;
+	if (ns->shared != NULL)
+	{
+		NewKeysShared *shared = ns->shared;
+
+		pg_atomic_fetch_add_u64(&shared->keys_sent, keys);
+		pg_atomic_fetch_add_u64(&shared->new_keys, fresh);
+		pg_atomic_fetch_add_u64(&shared->table_us, us);
+		if (IsParallelWorker())
+			return;
+		ns->sent_keys = pg_atomic_read_u64(&shared->keys_sent);
+		ns->sent_new = pg_atomic_read_u64(&shared->new_keys);
+		ns->sent_us = pg_atomic_read_u64(&shared->table_us);
+	}
+	else
+	{
+		ns->sent_keys += keys;
+		ns->sent_new += fresh;
+		ns->sent_us += us;
+	}
+	if (ns->progress)
+		cpht_progress_set_sent(ns->sent_keys, ns->sent_new);
+}
+
 /* Opens the stream and the scan of this participant's share. */
 static void
 new_keys_start(NewKeysState *ns)
@@ -418,6 +517,8 @@ new_keys_start(NewKeysState *ns)
 
 	ns->started = true;
 	cpht_relfeed_begin(&ns->feed, ns->handle, false, false, take_new_keys, ns);
+	if (!IsParallelWorker())
+		ns->progress = cpht_progress_begin(CPHT_PROGRESS_FOP_NEW_RELATION, ns->handle, ns->rel);
 	ns->out_cap = Max(ns->feed.stream->batch_keys, 1);
 	ns->out = MemoryContextAllocHuge(estate->es_query_cxt, sizeof(uint64) * ns->out_cap);
 	if (ns->leader_only)
@@ -430,6 +531,7 @@ new_keys_start(NewKeysState *ns)
 													  &TTSOpsMinimalTuple);
 			cpht_relscan_query(&ns->feed, ns->rel, NameStr(ns->key_column), ns->typlen);
 			cpht_relfeed_finish(&ns->feed);
+			count_sent(ns);
 		}
 		ns->scan_done = true;
 		MemoryContextSwitchTo(old);
@@ -466,8 +568,10 @@ new_keys_advance(NewKeysState *ns)
 	if (n > 0)
 		cpht_relfeed_put(&ns->feed, ns->feed.chunk, n);
 	if (!more)
-	{
 		cpht_relfeed_finish(&ns->feed);
+	count_sent(ns);
+	if (!more)
+	{
 		table_endscan(ns->scan);
 		ns->scan = NULL;
 		ns->scan_done = true;
@@ -567,6 +671,9 @@ new_keys_shutdown(CustomScanState *node)
 				 errdetail("The relation is now read by a query in the leader, which reads no rows of this plan while parallel_leader_participation is off."),
 				 errhint("Run the statement again.")));
 	new_keys_finish_rest(ns);
+	/* the workers' last keys, before the shared memory goes */
+	if (!IsParallelWorker() && ns->started)
+		count_sent(ns);
 }
 
 static void
@@ -575,6 +682,8 @@ new_keys_end(CustomScanState *node)
 	NewKeysState *ns = (NewKeysState *) node;
 
 	new_keys_finish_rest(ns);
+	cpht_progress_end(ns->progress);
+	ns->progress = false;
 	if (ns->heap_slot != NULL)
 		ExecDropSingleTupleTableSlot(ns->heap_slot);
 	if (ns->store_slot != NULL)
@@ -618,6 +727,9 @@ new_keys_init_dsm(CustomScanState *node, ParallelContext *pcxt, void *coordinate
 	NewKeysShared *shared = coordinate;
 
 	memset(shared, 0, sizeof(*shared));
+	pg_atomic_init_u64(&shared->keys_sent, 0);
+	pg_atomic_init_u64(&shared->new_keys, 0);
+	pg_atomic_init_u64(&shared->table_us, 0);
 	if (ns->null_arg || ns->rel == NULL)
 	{
 		shared->leader_only = true;
@@ -668,6 +780,7 @@ new_keys_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
 	NewKeysState *ns = (NewKeysState *) node;
 	char	   *relname;
+	char		table[NAMEDATALEN];
 
 	if (ns->null_arg)
 		return;
@@ -675,7 +788,19 @@ new_keys_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	if (relname != NULL)
 		ExplainPropertyText("Relation", relname, es);
 	ExplainPropertyText("Key Column", NameStr(ns->key_column), es);
-	ExplainPropertyInteger("Table", NULL, ns->handle, es);
+	/* the shared table's name, as the call may have given it */
+	if (cpht_shared_name(ns->handle, table))
+		ExplainPropertyText("Table", table, es);
+	else
+		ExplainPropertyInteger("Table", NULL, ns->handle, es);
+
+	/* ANALYZE: what every participant sent, and the table's time on it */
+	if (es->analyze && ns->started)
+	{
+		ExplainPropertyUInteger("Keys Sent", NULL, ns->sent_keys, es);
+		ExplainPropertyUInteger("New Keys", NULL, ns->sent_new, es);
+		ExplainPropertyFloat("Time in Table", "ms", (double) ns->sent_us / 1000.0, 3, es);
+	}
 }
 
 void

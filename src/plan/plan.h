@@ -16,6 +16,7 @@
 
 #include "fmgr.h"
 #include "nodes/params.h"
+#include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
 #include "utils/snapshot.h"
 
@@ -32,6 +33,27 @@ extern bool cpht_function_is(Oid funcid, PGFunction fn);
 extern bool cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value);
 
 /*
+ * array_agg.c: array_agg(bigint) handed to an array function of cpht is
+ * planned as cpht_array_agg(bigint), which runs in parallel workers.
+ */
+
+/* Rewrites parse in place (from the planner hook); returns how many
+ * aggregate calls it rewrote, their equals at the same level not counted. */
+extern int	cpht_array_agg_rewrite(Query *parse);
+
+/* cpht_fop_new(h, array_agg(x)) over a shared table, as the aggregate
+ * cpht_fop_new_agg(h, x); in place (from the planner hook, before
+ * cpht_array_agg_rewrite); returns how many calls it fused. */
+extern int	cpht_fop_new_fuse(Query *parse, ParamListInfo params);
+
+/* Whether aggfnoid is cpht_array_agg(bigint), whatever schema holds it. */
+extern bool cpht_is_array_agg(Oid aggfnoid);
+
+/* Whether funcid is one of cpht's array functions that write a table
+ * (cpht_fop, cpht_fop_new, cpht_put), whatever schema holds it. */
+extern bool cpht_is_array_writer(Oid funcid);
+
+/*
  * new_keys_node.c: cpht_fop_new_relation as a parallel plan node over a
  * shared table (new_keys_node.c).
  */
@@ -41,6 +63,10 @@ extern void cpht_new_keys_init(void);
 
 /* Whether funcid is cpht_fop_new_relation, whatever schema holds it. */
 extern bool cpht_is_fop_new_relation(Oid funcid);
+
+/* The handle expr gives for every row where the plan can tell
+ * (cpht_plan_constant): an int handle or a cpht_table, which holds one. */
+extern bool cpht_plan_handle(Node *expr, ParamListInfo params, int32 *handle);
 
 /* Whether plan is the node. */
 extern bool cpht_new_keys_plan(Plan *plan);
@@ -73,5 +99,13 @@ extern Snapshot cpht_rows_by_tid_read_under(Snapshot snapshot);
 
 /* Installs the planner hook and registers the node (from _PG_init). */
 extern void cpht_rows_by_tid_init(void);
+
+/*
+ * call_node.c: a query that is one call of cpht_insert_new or
+ * cpht_fop_relation, explained with the "cpht call" node in place of a
+ * bare Result, so that EXPLAIN ANALYZE shows the call's keys.  Installs
+ * the ExplainOneQuery hook and registers the node (from _PG_init).
+ */
+extern void cpht_call_node_init(void);
 
 #endif							/* CPHT_PLAN_H */

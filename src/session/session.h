@@ -185,6 +185,11 @@ extern CphtHandle *cpht_shared_resolve(int32 handle, bool missing_ok);
 extern CphtHandle *cpht_shared_lookup(int32 handle);
 
 
+/* Whether handle names a shared table of this database that the current
+ * role may use; its name into name (NAMEDATALEN bytes) if so.  Registers
+ * nothing and raises nothing: for output functions and EXPLAIN. */
+extern bool cpht_shared_name(int32 handle, char *name);
+
 /* The handles this session opened or created for shared tables (dropped
  * ones included); returns how many. */
 extern int	cpht_shared_open_handles(const int32 **handles);

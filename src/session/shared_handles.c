@@ -15,8 +15,10 @@
  *     inserts into a unique index do (client/waits.c); with
  *     transactional => false a key is in the table once the call that put
  *     it returns;
- *   - are created and dropped at once, which no rollback undoes, so
- *     neither runs inside a transaction block (like CREATE DATABASE);
+ *   - are created and dropped at once outside a transaction block; inside
+ *     one, a creation is seen by other sessions once it commits and
+ *     undone by a rollback, a drop takes effect at commit
+ *     (client/ddl_xact.c);
  *   - belong to the creating role: it, its members (has_privs_of_role) and
  *     superusers may use and drop them.
  * Names and privileges are checked in the backend, which has the
@@ -181,6 +183,13 @@ cpht_shared_ref(int32 handle, char *name, Oid *owner)
 	copy = cpht_catalog[h->shared_entry];
 	LWLockRelease(cpht_control->catalog_lock);
 
+	if (copy.table_id == h->shared_table_id &&
+		cpht_ddl_drop_pending(h->shared_entry, h->shared_table_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("This transaction dropped shared table \"%s\"; a rollback keeps it.",
+						   NameStr(copy.name))));
 	if (copy.table_id != h->shared_table_id ||
 		(copy.state != CPHT_ENTRY_LIVE && copy.state != CPHT_ENTRY_LOST))
 	{
@@ -268,7 +277,8 @@ cpht_shared_resolve(int32 handle, bool missing_ok)
 			CphtCatalogEntry *e = &cpht_catalog[i];
 
 			if ((e->state == CPHT_ENTRY_LIVE || e->state == CPHT_ENTRY_LOST) &&
-				e->table_id == table_id && e->dboid == MyDatabaseId)
+				e->table_id == table_id && e->dboid == MyDatabaseId &&
+				cpht_shared_entry_visible(i, e))
 			{
 				entry = i;
 				copy = *e;
@@ -306,6 +316,34 @@ cpht_shared_resolve(int32 handle, bool missing_ok)
 	/* a lost table is registered too: its calls say so, and cpht_drop
 	 * frees its name */
 	return cpht_shared_register(entry, &copy);
+}
+
+bool
+cpht_shared_name(int32 handle, char *name)
+{
+	uint64		table_id = (uint64) (handle - CPHT_SHARED_HANDLE_BASE);
+	bool		found = false;
+	Oid			owner = InvalidOid;
+
+	if (cpht_control == NULL || !cpht_handle_is_shared(handle))
+		return false;
+	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+
+		if ((e->state == CPHT_ENTRY_LIVE || e->state == CPHT_ENTRY_LOST) &&
+			e->table_id == table_id && e->dboid == MyDatabaseId)
+		{
+			strlcpy(name, NameStr(e->name), NAMEDATALEN);
+			owner = e->owner;
+			found = true;
+			break;
+		}
+	}
+	LWLockRelease(cpht_control->catalog_lock);
+	/* as cpht_shared_resolve: no name for a role without rights on it */
+	return found && has_privs_of_role(GetUserId(), owner);
 }
 
 CphtHandle *

@@ -85,7 +85,14 @@ typedef enum CphtOp
 	CPHT_OP_DROP_DATABASE,
 	/* req.entry and req.table_id: its owner becomes req.owner (a durable
 	 * table's change goes to WAL) */
-	CPHT_OP_ALTER_OWNER
+	CPHT_OP_ALTER_OWNER,
+	/*
+	 * req.entry and req.table_id, created inside a transaction block
+	 * (CphtCatalogEntry.create_xid): that transaction committed, the table
+	 * is everyone's (a durable one's next snapshot no longer names the
+	 * creating transaction).  A table rolled back is dropped with DROP.
+	 */
+	CPHT_OP_CREATE_COMMIT
 } CphtOp;
 
 /* The batch operation of CALL and RUN. */
@@ -169,6 +176,11 @@ typedef struct CphtRequest
 	/* CREATE: a durable table (snapshots, WAL) */
 	bool		durable;
 	/*
+	 * CREATE inside a transaction block: the creating (sub)transaction,
+	 * which becomes the entry's create_xid; invalid outside one.
+	 */
+	TransactionId create_xid;
+	/*
 	 * CREATE of a shared table: the creating session's cpht.max_memory
 	 * (kB, 0: none), which becomes the table's memory_cap_kb (below).
 	 */
@@ -241,6 +253,46 @@ typedef struct CphtSlot
 	pg_atomic_uint64 ran;		/* STREAM: pieces whose statuses are out */
 } CphtSlot;
 
+/*
+ * A shared table's statistics (cpht_stat_tables): the worker adds to the
+ * counters after each call on the table (fetch-add, so that a reset by
+ * cpht_stat_reset, which writes zeros from a backend, loses no call that
+ * ends meanwhile beyond the one being counted) and writes the durable
+ * fields after each snapshot round; backends read them without a lock.
+ * They start at zero when the table is created or restored.
+ */
+typedef struct CphtTableStats
+{
+	pg_atomic_uint64 calls;		/* calls that ran to the end */
+	pg_atomic_uint64 keys;		/* keys those calls sent */
+	pg_atomic_uint64 new_keys;	/* keys they put that were not there */
+	pg_atomic_uint64 time_us;	/* the worker's time in calls, every call */
+	pg_atomic_uint64 waits;		/* writes that met other transactions'
+								 * keys: the caller waited for them */
+	pg_atomic_uint64 growths;	/* times the table grew inside a call */
+	/* durable tables: the last snapshot's WAL position and time, and
+	 * where the WAL kept for the table starts (0: none) */
+	pg_atomic_uint64 snapshot_lsn;
+	pg_atomic_uint64 snapshot_time; /* TimestampTz */
+	pg_atomic_uint64 wal_keep_lsn;
+	pg_atomic_uint64 reset_time;	/* TimestampTz: created or last reset */
+} CphtTableStats;
+
+static inline void
+cpht_table_stats_init(CphtTableStats *st, uint64 now)
+{
+	pg_atomic_init_u64(&st->calls, 0);
+	pg_atomic_init_u64(&st->keys, 0);
+	pg_atomic_init_u64(&st->new_keys, 0);
+	pg_atomic_init_u64(&st->time_us, 0);
+	pg_atomic_init_u64(&st->waits, 0);
+	pg_atomic_init_u64(&st->growths, 0);
+	pg_atomic_init_u64(&st->snapshot_lsn, 0);
+	pg_atomic_init_u64(&st->snapshot_time, 0);
+	pg_atomic_init_u64(&st->wal_keep_lsn, 0);
+	pg_atomic_init_u64(&st->reset_time, now);
+}
+
 typedef struct CphtCatalogEntry
 {
 	int			state;
@@ -267,6 +319,15 @@ typedef struct CphtCatalogEntry
 	 * CREATE record.
 	 */
 	int32		memory_cap_kb;
+	/*
+	 * A table created inside a transaction block that has not committed
+	 * yet: the creating (sub)transaction (client/ddl_xact.c).  Other
+	 * sessions do not see the table until that commits (it is cleared by
+	 * CREATE_COMMIT; TransactionIdDidCommit covers the moment between the
+	 * commit and that request); a rollback drops it.  Invalid otherwise.
+	 */
+	TransactionId create_xid;
+	CphtTableStats stats;		/* cpht_stat_tables */
 } CphtCatalogEntry;
 
 typedef struct CphtControl

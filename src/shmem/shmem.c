@@ -131,6 +131,7 @@ cpht_shmem_startup(void)
 		{
 			memset(&cpht_catalog[i], 0, sizeof(CphtCatalogEntry));
 			pg_atomic_init_u64(&cpht_catalog[i].count, 0);
+			cpht_table_stats_init(&cpht_catalog[i].stats, 0);
 		}
 		for (int s = 0; s < nslots; s++)
 		{

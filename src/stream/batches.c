@@ -121,6 +121,15 @@ cpht_stream_release(Stream *st, uint64 bytes)
 	st->reserved -= bytes;
 }
 
+/* every stream's batches in this backend (cpht_stream_totals) */
+static CphtStreamTotals totals;
+
+void
+cpht_stream_totals(CphtStreamTotals *out)
+{
+	*out = totals;
+}
+
 uint64
 cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
 {
@@ -146,6 +155,11 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 		cpht_call_times_add(&st->times, &one);
 		st->batches++;
 		st->keys += got;
+		/* cpht_stat_progress, when this call reports one */
+		cpht_progress_sent(got, inserted);
+		totals.keys += got;
+		totals.new_keys += inserted;
+		totals.table_ms += one.total;
 	}
 	if (status)
 	{

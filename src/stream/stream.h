@@ -61,6 +61,20 @@ extern void cpht_stream_release(Stream *st, uint64 bytes);
 extern uint64 cpht_stream_swap(Stream *st, const uint64 *keys, int n,
 							   const uint8 **status, size_t *nstatus);
 
+/*
+ * What every stream of this backend sent so far: keys, the new ones, the
+ * time in the table's calls (ms).  plan/call_node.c's EXPLAIN ANALYZE
+ * takes the difference over a call.
+ */
+typedef struct CphtStreamTotals
+{
+	uint64		keys;
+	uint64		new_keys;
+	double		table_ms;
+} CphtStreamTotals;
+
+extern void cpht_stream_totals(CphtStreamTotals *out);
+
 /* cpht.trace: a NOTICE summing the table calls of a stream's batches. */
 extern void cpht_stream_report(Stream *st, const char *fn);
 
@@ -70,6 +84,9 @@ extern void cpht_stream_check_key(uint64 key, int key_bits);
 /* The transition function of the cpht_fop_agg aggregate (batches.c): the
  * planner hook (plan/hooks.c) recognises the aggregate by it. */
 extern PGDLLEXPORT Datum cpht_fop_agg_step(PG_FUNCTION_ARGS);
+/* fop_new_agg.c: the step of cpht_fop_new_agg, which the planner hooks
+ * treat as cpht_fop_agg's */
+extern PGDLLEXPORT Datum cpht_fop_new_agg_step(PG_FUNCTION_ARGS);
 
 /*
  * heap_feed.c: a relation's key column read into a table's stream of
@@ -173,5 +190,53 @@ extern void cpht_relscan_scan(RelFeed *f, Relation rel, AttrNumber attno, int16 
 /* Every non-NULL key of SELECT key_column FROM rel into the feed (keys
  * only). */
 extern void cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen);
+
+/*
+ * progress.c: the progress of a long call, for cpht_stat_progress (api/),
+ * in this backend's entry of PostgreSQL's activity array, under a command
+ * number of cpht's own (PostgreSQL 15 has no progress command for
+ * extensions).  begin: false, reporting nothing, when the backend reports
+ * a command already (this call's caller, or COPY); rel, where not NULL,
+ * is the relation read, whose row estimate is the keys known.  Every batch
+ * of a stream counts its keys and new keys (cpht_stream_swap).  end(began)
+ * with begin's result; an abort ends the report too.
+ */
+#define CPHT_PROGRESS_COMMAND 0x6370	/* "cp" */
+
+/* the entry's parameters */
+#define CPHT_PROGRESS_OP		0
+#define CPHT_PROGRESS_PHASE		1
+#define CPHT_PROGRESS_HANDLE	2
+#define CPHT_PROGRESS_KEYS_DONE 3
+#define CPHT_PROGRESS_KEYS_KNOWN 4
+#define CPHT_PROGRESS_NEW_KEYS	5
+#define CPHT_PROGRESS_ROWS_DONE 6
+#define CPHT_PROGRESS_ROWS_KNOWN 7
+
+typedef enum CphtProgressOp
+{
+	CPHT_PROGRESS_FOP_RELATION = 1,
+	CPHT_PROGRESS_FOP_NEW_RELATION,
+	CPHT_PROGRESS_INSERT_NEW,
+	CPHT_PROGRESS_FOP_ROWS
+} CphtProgressOp;
+
+typedef enum CphtProgressPhase
+{
+	CPHT_PHASE_SENDING_KEYS = 1,
+	CPHT_PHASE_SORTING_ROWS,
+	CPHT_PHASE_INSERTING_ROWS
+} CphtProgressPhase;
+
+extern bool cpht_progress_begin(CphtProgressOp op, int32 handle, Relation rel);
+/* rows_known: the rows the phase will go through, -1 when not known */
+extern void cpht_progress_phase(CphtProgressPhase phase, int64 rows_known);
+extern void cpht_progress_sent(uint64 keys, uint64 new_keys);
+/* A caller that counts the keys itself (the parallel new-keys node: its
+ * workers' streams are not this backend's) sets the totals; the streams'
+ * counts are then ignored until the report ends. */
+extern void cpht_progress_set_sent(uint64 keys, uint64 new_keys);
+extern void cpht_progress_rows(uint64 rows);
+extern void cpht_progress_end(bool began);
 
 #endif							/* CPHT_STREAM_H */

@@ -183,6 +183,34 @@ piece_ran(CphtSlot *slot, int s, uint64 ran)
 }
 
 /*
+ * cpht_stat_tables: a call on the shared table at catalog index `entry`
+ * ended.  Only a call that ran to the end counts as a call, with its keys
+ * and the keys it put that were new; one that met other transactions'
+ * keys counts as a wait (its caller waits, then sends it again); the
+ * worker's time counts for every call.
+ */
+static void
+count_call(int entry, bool completed, bool waited, uint64 keys, uint64 new_keys,
+		   int growths, const instr_time *start)
+{
+	CphtTableStats *st = &cpht_catalog[entry].stats;
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, *start);
+	pg_atomic_fetch_add_u64(&st->time_us, INSTR_TIME_GET_MICROSEC(now));
+	if (waited)
+		pg_atomic_fetch_add_u64(&st->waits, 1);
+	if (!completed)
+		return;
+	pg_atomic_fetch_add_u64(&st->calls, 1);
+	pg_atomic_fetch_add_u64(&st->keys, keys);
+	pg_atomic_fetch_add_u64(&st->new_keys, new_keys);
+	if (growths > 0)
+		pg_atomic_fetch_add_u64(&st->growths, (uint64) growths);
+}
+
+/*
  * Runs a batch call, piece by piece, with the slot's cancel flag as the
  * interrupt check; all or nothing.
  *
@@ -212,6 +240,10 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 	const char *message = NULL;
 	char		failed_part_way[CPHT_TEXT_LEN];
 	int			pid = slot->pid;
+	instr_time	call_start;
+	uint64		count_before = 0;
+
+	INSTR_TIME_SET_CURRENT(call_start);
 
 	/* Canceled while queued: nothing ran. */
 	if (pg_atomic_read_u32(&slot->cancel))
@@ -229,6 +261,9 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 	}
 	position = cpht_table_log_position(t);
 	memset(&times, 0, sizeof(times));
+	/* the new keys of a find-or-put are what it adds to the count */
+	if (shared && call == CPHT_CALL_FOP)
+		count_before = cpht_table_count(t);
 
 	for (uint64 p = 0; p < npieces; p++)
 	{
@@ -331,6 +366,18 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 	rep->value = st == CPHT_OK && rep->nconflicts == 0 ? value : 0;
 	rep->times = times;
 	cpht_worker_reply_status(rep, st, message != NULL ? message : cpht_table_error(t));
+	if (shared)
+	{
+		bool		completed = st == CPHT_OK && rep->nconflicts == 0;
+		uint64		new_keys = 0;
+
+		if (completed && call == CPHT_CALL_FOP)
+			new_keys = cpht_table_count(t) - count_before;
+		else if (completed && call == CPHT_CALL_PUT)
+			new_keys = value;
+		count_call(req->entry, completed, rep->nconflicts > 0, pc->total, new_keys,
+				   times.grows, &call_start);
+	}
 }
 
 /*

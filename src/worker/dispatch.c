@@ -85,6 +85,9 @@ handle_request(CphtSlot *slot, int s)
 		case CPHT_OP_ALTER_OWNER:
 			cpht_worker_op_alter_owner(slot);
 			break;
+		case CPHT_OP_CREATE_COMMIT:
+			cpht_worker_op_create_commit(slot);
+			break;
 		case CPHT_OP_XACT_COMMIT:
 		case CPHT_OP_XACT_ABORT:
 		case CPHT_OP_XACT_ROLLBACK_TO:
@@ -94,6 +97,87 @@ handle_request(CphtSlot *slot, int s)
 			if (!cpht_private_request(slot, s))
 				elog(ERROR, "unknown cpht request %d", (int) req->op);
 	}
+}
+
+/* What a request asks, as pg_stat_activity shows it in the worker's row. */
+static const char *
+op_name(const CphtRequest *req)
+{
+	switch (req->op)
+	{
+		case CPHT_OP_CREATE:
+			return "create";
+		case CPHT_OP_DROP:
+			return "drop";
+		case CPHT_OP_CALL:
+		case CPHT_OP_STREAM:
+			switch (req->call)
+			{
+				case CPHT_CALL_FOP:
+					return "find-or-put";
+				case CPHT_CALL_FIND:
+					return "find";
+				case CPHT_CALL_PUT:
+					return "put";
+				case CPHT_CALL_ERASE:
+					return "delete";
+			}
+			return "call";
+		case CPHT_OP_COUNT:
+			return "count";
+		case CPHT_OP_STATS:
+			return "statistics";
+		case CPHT_OP_REBUILD:
+			return "rebuild";
+		case CPHT_OP_SCAN:
+			return "export";
+		case CPHT_OP_CHECKPOINT:
+			return "checkpoint";
+		case CPHT_OP_DROP_DATABASE:
+			return "drop the tables of a database";
+		case CPHT_OP_ALTER_OWNER:
+			return "alter owner";
+		case CPHT_OP_XACT_COMMIT:
+			return "transaction commit";
+		case CPHT_OP_XACT_ABORT:
+		case CPHT_OP_XACT_ROLLBACK_TO:
+			return "transaction abort";
+		default:
+			return "private table request";
+	}
+}
+
+/*
+ * The worker's row of pg_stat_activity: state active, and as its query
+ * the request it serves, for whom and on which table, e.g.
+ *     cpht: find-or-put of 1000000 keys on shared table "seen" for process 4242
+ */
+static void
+report_request(const CphtSlot *slot)
+{
+	const CphtRequest *req = &slot->req;
+	char		activity[2 * NAMEDATALEN + 128];
+	char		what[NAMEDATALEN + 32];
+	uint64		keys = req->op == CPHT_OP_STREAM ? req->total : req->nkeys;
+
+	what[0] = '\0';
+	if (req->op == CPHT_OP_CREATE)
+		snprintf(what, sizeof(what), " of shared table \"%s\"", NameStr(req->name));
+	else if (req->private_table)
+		snprintf(what, sizeof(what), " on a private table");
+	else if (req->entry >= 0 && req->entry < cpht_control->max_tables &&
+			 (req->op == CPHT_OP_CALL || req->op == CPHT_OP_STREAM || req->op == CPHT_OP_DROP ||
+			  req->op == CPHT_OP_COUNT || req->op == CPHT_OP_STATS || req->op == CPHT_OP_REBUILD ||
+			  req->op == CPHT_OP_SCAN || req->op == CPHT_OP_ALTER_OWNER))
+		/* the worker alone writes names: no lock to read one */
+		snprintf(what, sizeof(what), " on shared table \"%s\"", NameStr(cpht_catalog[req->entry].name));
+	if (req->op == CPHT_OP_CALL || req->op == CPHT_OP_STREAM)
+		snprintf(activity, sizeof(activity), "cpht: %s of " UINT64_FORMAT " keys%s for process %d",
+				 op_name(req), keys, what, slot->pid);
+	else
+		snprintf(activity, sizeof(activity), "cpht: %s%s for process %d",
+				 op_name(req), what, slot->pid);
+	pgstat_report_activity(STATE_RUNNING, activity);
 }
 
 static void
@@ -114,6 +198,7 @@ serve_one(int s)
 	memset(&slot->rep, 0, sizeof(CphtReply));
 	old = MemoryContextSwitchTo(request_cxt);
 	serving = s;
+	report_request(slot);
 	cpht_private_request_begin(&slot->req);
 	PG_TRY();
 	{
@@ -147,6 +232,7 @@ serve_one(int s)
 	cpht_quota_end();
 	slot->rep.memory_delta = cpht_private_request_end();
 	serving = -1;
+	pgstat_report_activity(STATE_IDLE, NULL);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(request_cxt);
 	if (slot->rep.status == CPHT_ERR_DEVICE_LOST)

@@ -31,13 +31,14 @@
  * from the oldest retention point on while some durable table needs it,
  * and is dropped while none does.
  *
- * The work is in three files, sharing the state below through
+ * The work is in these files, sharing the state below through
  * durable_internal.h: this one (the state, start, the poll of the worker's
  * loop), durable_rounds.c (the replication slot, the catalog file,
  * snapshot rounds, EXACT records, the CREATE, DROP and call records of
- * requests, checkpoint and shutdown) and durable_restore.c (the restore
+ * requests, checkpoint and shutdown), durable_restore.c (the restore
  * at start: snapshot files, WAL replay, files that could not be restored,
- * the outcome of xids).  All of it runs in the cpht worker alone, one
+ * the outcome of xids), durable_standby.c (a hot standby's worker rolling
+ * the files forward along replay), durable_hold.c and durable_wal_keep.c.  All of it runs in the cpht worker alone, one
  * request or round at a time: the state needs no lock; catalog entries
  * are changed under the catalog lock as everywhere in the worker.
  */
@@ -75,7 +76,8 @@
 
 DurableState *durable = NULL;	/* by catalog index */
 bool		restored = false;	/* the tables of pg_cpht are back */
-bool		restoring = false;	/* durable_restore_all runs */
+bool		restoring = false;	/* a restore or a standby's replay runs */
+bool		standby_replay = false; /* it runs on a standby */
 
 FailedFile *failed = NULL;
 int			nfailed = 0;
@@ -159,8 +161,12 @@ cpht_durable_poll(void)
 
 	if (!restored)
 	{
+		/* a hot standby's files follow its replay (durable_standby.c) */
 		if (RecoveryInProgress())
+		{
+			durable_standby_poll();
 			return;
+		}
 		/*
 		 * The worker's one transaction (the existing databases, for the
 		 * sweep after the restore) runs before checkpoints are held: a
@@ -171,7 +177,11 @@ cpht_durable_poll(void)
 		cpht_worker_read_databases();
 		durable_hold_checkpoints();
 		restoring = true;
-		durable_restore_all();
+		/* a standby promoted holds its tables already, exact up to its last round */
+		if (durable_standby_active())
+			durable_standby_promoted();
+		else
+			(void) durable_restore_all(false);
 		restoring = false;
 		/* like every shared table, for undoing a call canceled late */
 		for (int i = 0; i < cpht_control->max_tables; i++)

@@ -56,7 +56,10 @@ typedef struct xl_cpht_create
 /*
  * A CREATE record is followed by the table's memory cap (int32, kB:
  * CphtCatalogEntry.memory_cap_kb); records written before the cap existed
- * end without it, which is no cap (cpht_wal_create_cap).
+ * end without it, which is no cap (cpht_wal_create_cap).  The cap of a
+ * table created inside a transaction block is followed by the creating
+ * (sub)transaction's xid (CphtCatalogEntry.create_xid,
+ * cpht_wal_create_xid).
  */
 
 typedef struct xl_cpht_drop
@@ -121,6 +124,11 @@ extern const char *cpht_wal_payload(XLogReaderState *record, uint8 *info);
  * or a record written before caps existed). */
 extern int32 cpht_wal_create_cap(XLogReaderState *record);
 
+/* The creating (sub)transaction a CREATE record carries after its cap
+ * (Invalid: created outside a transaction block, or an older record):
+ * the table exists only if it committed. */
+extern TransactionId cpht_wal_create_xid(XLogReaderState *record);
+
 /* ---- snapshot files (snapshot.c) ------------------------------------------ */
 
 #define CPHT_SNAPSHOT_DIR "pg_cpht"
@@ -157,17 +165,22 @@ typedef struct CphtSnapshot
 	CphtSnapshotSegment *segments;
 } CphtSnapshot;
 
-/* pg_cpht/<dboid>_<create_lsn>.snap */
+/* pg_cpht/<dboid>_<create_lsn>.snap; and the file of a table whose
+ * creation (by transaction xid) has not committed yet,
+ * pg_cpht/<dboid>_<create_lsn>_<xid>.pending, which a copy of the data
+ * directory restores if, and only if, that creation committed */
 extern void cpht_snapshot_path(char *path, size_t len, Oid dboid, XLogRecPtr create_lsn);
+extern void cpht_snapshot_pending_path(char *path, size_t len, Oid dboid, XLogRecPtr create_lsn,
+									   TransactionId xid);
 
 /*
  * Writes the snapshot of table t (catalog entry e, index entry) consistent
  * with WAL position lsn: to a temporary file, fsync'ed, then renamed
  * durably over the previous one.  ERROR on failure (the previous file
- * stays).
+ * stays).  With pending_xid valid, to its .pending file.
  */
 extern void cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t,
-								XLogRecPtr lsn);
+								XLogRecPtr lsn, TransactionId pending_xid);
 
 /* A snapshot file being read. */
 typedef struct CphtSnapshotFile
@@ -204,6 +217,8 @@ extern bool cpht_snapshot_open(const char *path, CphtSnapshotFile *file, CphtSna
 extern bool cpht_snapshot_load(CphtSnapshotFile *file, CphtSnapshot *out, cpht_table **table,
 							   bool *file_fault, char *why, size_t whylen);
 extern void cpht_snapshot_close(CphtSnapshotFile *file);
+/* The (sub)transactions whose changes a file keeps (-1: unreadable). */
+extern int	cpht_snapshot_kept_xids(const char *path, TransactionId **xids);
 extern void cpht_snapshot_free(CphtSnapshot *s);
 
 /* ---- the catalog of durable tables (durable_catalog.c) -------------------- */
@@ -250,6 +265,10 @@ extern long cpht_durable_timeout(void);
  * (its keys go to WAL; false with rep's status set when the keys could not
  * be read: the caller undoes the call), CHECKPOINT. */
 extern void cpht_durable_created(int entry, cpht_table *t, const cpht_params *params);
+
+/* A table created inside a transaction block (entry's create_xid, now
+ * cleared): its creation committed, it gets its file. */
+extern void cpht_durable_create_committed(int entry);
 extern void cpht_durable_dropped(int entry);
 /* Before table entry's owner becomes owner: logged (flushed) if durable. */
 extern void cpht_durable_owner_changed(int entry, Oid owner);

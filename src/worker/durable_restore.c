@@ -1,15 +1,17 @@
 /*
- * durable_restore.c — durable shared tables at the worker's start: each
+ * durable_restore.c — durable shared tables at the worker's start: the
+ * .pending files of creations that committed made .snap files, each
  * snapshot file restored (its kept changes of transactions that did not
- * commit undone), then WAL replayed from the oldest retention point
- * (a copy of the data directory first looks for EXACT records), files that
- * could not be restored remembered so that their records are skipped and
- * the catalog keeps naming them, and the outcome of the xids involved.
+ * commit undone), files that could not be restored remembered so that
+ * their records are skipped and the catalog keeps naming them, tables the
+ * catalog names whose file is gone reported, then the WAL after the files
+ * replayed (durable_replay.c) from the oldest retention point.
  *
- * Runs once per worker start, after recovery ended (durable.c's poll),
- * with restoring set: meanwhile the worker serves only requests that need
- * no durable table (xid_outcome serves them while it waits).  Catalog
- * entries change under the catalog lock.
+ * Runs once per worker start, after recovery ended, or on a hot standby
+ * once it is consistent (durable.c's poll, durable_standby.c), with
+ * restoring set: meanwhile the worker serves only requests that need no
+ * durable table (durable_xid_outcome serves them while it waits).
+ * Catalog entries change under the catalog lock.
  */
 #include "postgres.h"
 
@@ -49,227 +51,6 @@ static CphtCatalogRecord *cat = NULL;
 static int	ncat = 0;
 static bool *cat_seen = NULL;
 
-/* ---- restoring at start --------------------------------------------------------- */
-
-typedef enum XidOutcome
-{
-	XID_COMMITTED,
-	XID_ABORTED,
-	XID_UNKNOWN					/* older than what pg_xact keeps */
-} XidOutcome;
-
-/*
- * Whether (sub)transaction xid committed; waits while it runs (only after
- * a restart of the worker alone can one still run).  An xid that pg_xact
- * no longer covers (PostgreSQL truncated it) is XID_UNKNOWN rather than
- * an ERROR: asking would fail at every start.  XactTruncationLock keeps
- * the truncation from passing the xid while pg_xact is read.
- *
- * The worker is in the proc array (connected to no database) and holds no
- * xid, so TransactionIdIsInProgress skipping its own position skips
- * nothing.
- */
-static XidOutcome
-xid_outcome(TransactionId xid)
-{
-	bool		did;
-
-	if (!TransactionIdIsValid(xid))
-		return XID_COMMITTED;
-	for (;;)
-	{
-		LWLockAcquire(XactTruncationLock, LW_SHARED);
-		if (TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid) ||
-			!TransactionIdPrecedes(xid, XidFromFullTransactionId(ReadNextFullTransactionId())))
-		{
-			LWLockRelease(XactTruncationLock);
-			return XID_UNKNOWN;
-		}
-		if (!TransactionIdIsInProgress(xid))
-			break;
-		LWLockRelease(XactTruncationLock);
-		/*
-		 * Meanwhile the worker serves what needs no durable table, the
-		 * requests of the transaction waited for included (so it can go
-		 * on and end, its end messages too): no session reaches a durable
-		 * table before the restore ends (cpht_open, cpht_tables() and
-		 * creation wait for it, older handles name the previous worker's
-		 * tables, and request_table refuses one while restoring), and a
-		 * drop of a database or a creation waits for it (databases.c,
-		 * op_create).
-		 */
-		cpht_worker_serve();
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10L,
-						 PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-	did = TransactionIdDidCommit(xid);
-	LWLockRelease(XactTruncationLock);
-	return did ? XID_COMMITTED : XID_ABORTED;
-}
-
-static bool
-committed(TransactionId xid)
-{
-	return xid_outcome(xid) == XID_COMMITTED;
-}
-
-static void
-mark_failed(Oid dboid, const char *name, XLogRecPtr create_lsn, XLogRecPtr keep_lsn,
-			const char *reason)
-{
-	CphtControl *ctl = cpht_control;
-	int			free_entry = -1;
-
-	durable_add_failed(dboid, name, create_lsn, keep_lsn, InvalidXLogRecPtr);
-	if (name == NULL)
-		return;
-	/* opening it by name says why it is not there */
-	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
-	for (int i = 0; i < ctl->max_tables; i++)
-	{
-		CphtCatalogEntry *e = &cpht_catalog[i];
-
-		if (e->state != CPHT_ENTRY_FREE && e->dboid == dboid && strcmp(NameStr(e->name), name) == 0)
-		{
-			if (e->state == CPHT_ENTRY_LOST)
-				free_entry = i;
-			else
-			{
-				free_entry = -2;
-				break;
-			}
-		}
-		else if (e->state == CPHT_ENTRY_FREE && free_entry == -1)
-			free_entry = i;
-	}
-	if (free_entry >= 0)
-	{
-		CphtCatalogEntry *e = &cpht_catalog[free_entry];
-
-		memset(e->lost_reason, 0, CPHT_TEXT_LEN);
-		namestrcpy(&e->name, name);
-		e->dboid = dboid;
-		e->owner = InvalidOid;	/* unknown: only superusers pass */
-		e->table_id = ctl->next_table_id++;
-		e->durable = false;
-		strlcpy(e->lost_reason, reason, CPHT_TEXT_LEN);
-		e->state = CPHT_ENTRY_LOST;
-	}
-	LWLockRelease(ctl->catalog_lock);
-}
-
-static bool
-is_failed(XLogRecPtr create_lsn)
-{
-	return durable_failed_index(create_lsn) >= 0;
-}
-
-/*
- * Puts table t into the catalog as a live durable table; -1 (and a
- * WARNING) when its name is taken or no entry is free.
- */
-static int
-install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, int32 memory_cap_kb,
-		bool transactional, int64 capacity, XLogRecPtr create_lsn, XLogRecPtr snapshot_lsn,
-		XLogRecPtr current_lsn)
-{
-	CphtControl *ctl = cpht_control;
-	cpht_stats	stats;
-	int			entry = -1;
-
-	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
-	for (int i = 0; i < ctl->max_tables; i++)
-	{
-		CphtCatalogEntry *e = &cpht_catalog[i];
-
-		if (e->state != CPHT_ENTRY_FREE && e->dboid == dboid &&
-			strcmp(NameStr(e->name), NameStr(*name)) == 0)
-		{
-			if (e->state != CPHT_ENTRY_LOST)
-			{
-				entry = -2;
-				break;
-			}
-			/* the table a previous worker lost comes back here */
-			entry = i;
-		}
-	}
-	for (int i = 0; entry == -1 && i < ctl->max_tables; i++)
-		if (cpht_catalog[i].state == CPHT_ENTRY_FREE)
-			entry = i;
-	if (entry < 0)
-	{
-		LWLockRelease(ctl->catalog_lock);
-		ereport(WARNING,
-				(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(*name)),
-				 entry == -2 ? errdetail("A shared table of that name exists already.")
-				 : errdetail("Every catalog entry is taken (cpht.max_shared_tables)."),
-				 errhint("Its snapshot file stays in \"%s\".", CPHT_SNAPSHOT_DIR)));
-		return -1;
-	}
-	{
-		CphtCatalogEntry *e = &cpht_catalog[entry];
-		uint64		id = ctl->next_table_id++;
-
-		(void) cpht_table_stats(t, &stats);
-		memset(e->lost_reason, 0, CPHT_TEXT_LEN);
-		e->name = *name;
-		e->dboid = dboid;
-		e->owner = owner;
-		e->memory_cap_kb = memory_cap_kb;
-		e->table_id = id;
-		e->kind = stats.kind;
-		e->device = stats.device;
-		/* 0: the width follows the keys, as registry.c's create says */
-		e->key_bits = stats.auto_key_bits ? 0 : stats.key_bits;
-		e->capacity = capacity;
-		e->bytes = stats.table_bytes;
-		e->transactional = transactional;
-		e->durable = true;
-		e->create_lsn = create_lsn;
-		pg_atomic_write_u64(&e->count, cpht_table_count(t));
-		cpht_worker_table_install(entry, id, t, transactional);
-		e->state = CPHT_ENTRY_LIVE;
-	}
-	LWLockRelease(ctl->catalog_lock);
-	durable_forget(entry);
-	durable[entry].live = true;
-	durable[entry].snapshot_lsn = snapshot_lsn;
-	durable[entry].current_lsn = current_lsn;
-	durable[entry].changed = false;
-	return entry;
-}
-
-/* Applies keys to a table being restored; false (WARNING) on failure. */
-static bool
-apply_keys(cpht_table *t, const char *name, bool erase, const uint64 *keys, uint64 n)
-{
-	cpht_status st;
-
-	if (n == 0)
-		return true;
-	if (erase)
-	{
-		uint8	   *present = malloc(n);
-
-		st = present ? cpht_table_erase(t, keys, n, present) : CPHT_ERR_NOMEM;
-		free(present);
-	}
-	else
-	{
-		uint64		inserted;
-
-		st = cpht_table_put(t, keys, n, &inserted);
-	}
-	if (st != CPHT_OK)
-		ereport(WARNING,
-				(errmsg("cpht worker could not replay changes of durable shared table \"%s\"", name),
-				 errdetail("%s", st == CPHT_ERR_NOMEM ? "out of memory" : cpht_table_error(t))));
-	return st == CPHT_OK;
-}
-
 /* Undoes the kept changes of (sub)transactions that did not commit,
  * newest first; false with the reason in why when it cannot. */
 static bool
@@ -277,7 +58,16 @@ undo_uncommitted(cpht_table *t, const char *name, const CphtSnapshot *s, char *w
 {
 	for (uint64 g = 0; g < s->nsegments; g++)
 	{
-		if (xid_outcome(s->segments[g].subxid) == XID_UNKNOWN)
+		XidOutcome o = durable_xid_outcome(s->segments[g].subxid);
+
+		/* a standby restores a file only once these ended (durable_standby.c) */
+		if (o == XID_OPEN)
+		{
+			snprintf(why, whylen, "it keeps changes of transaction %u, which has not ended on this standby",
+					 s->segments[g].subxid);
+			return false;
+		}
+		if (o == XID_UNKNOWN)
 		{
 			snprintf(why, whylen,
 					 "it keeps changes of transaction %u, whose outcome PostgreSQL no longer keeps (pg_xact was truncated since)",
@@ -290,7 +80,7 @@ undo_uncommitted(cpht_table *t, const char *name, const CphtSnapshot *s, char *w
 		const CphtSnapshotSegment *seg = &s->segments[g];
 		uint64		end = seg->n;
 
-		if (committed(seg->subxid))
+		if ((durable_xid_outcome(seg->subxid) == XID_COMMITTED))
 			continue;
 		/* runs of one kind, newest first: inserted keys out, deleted back */
 		while (end > 0)
@@ -299,7 +89,7 @@ undo_uncommitted(cpht_table *t, const char *name, const CphtSnapshot *s, char *w
 
 			while (begin > 0 && seg->deleted[begin - 1] == seg->deleted[end - 1])
 				begin--;
-			if (!apply_keys(t, name, seg->deleted[end - 1] == 0, seg->keys + begin, end - begin))
+			if (!durable_apply_keys(t, name, seg->deleted[end - 1] == 0, seg->keys + begin, end - begin))
 			{
 				snprintf(why, whylen, "the changes of transactions that did not commit could not be undone");
 				return false;
@@ -410,7 +200,7 @@ restore_file(const char *path, const char *file)
 		cpht_table_destroy(t);
 		goto fail;
 	}
-	entry = install(t, s.dboid, &s.name, s.owner, s.memory_cap_kb, s.transactional, s.capacity,
+	entry = durable_install(t, s.dboid, &s.name, s.owner, s.memory_cap_kb, s.transactional, s.capacity,
 					s.create_lsn, s.snapshot_lsn, current_lsn);
 	if (entry < 0)
 	{
@@ -424,7 +214,7 @@ restore_file(const char *path, const char *file)
 		cpht_table_destroy(t);
 		snprintf(reason, sizeof(reason),
 				 "it could not be restored at the cpht worker's start: every shared table entry was taken (cpht.max_shared_tables) or its name was");
-		mark_failed(s.dboid, NameStr(s.name), create_lsn, current_lsn, reason);
+		durable_mark_failed(s.dboid, NameStr(s.name), create_lsn, current_lsn, reason);
 		failed[durable_failed_index(create_lsn)].file_lsn = s.snapshot_lsn;
 		cpht_snapshot_free(&s);
 		return;
@@ -452,263 +242,69 @@ fail:
 			(errmsg("cpht worker could not restore durable shared table \"%s\" from \"%s\"", name, path),
 			 errdetail("%s", why),
 			 errhint("The file is left in place. Opening the table fails until it is created again under its name.")));
-	mark_failed(name_known ? s.dboid : dboid, name_known ? name : NULL, create_lsn, keep_lsn, reason);
+	durable_mark_failed(name_known ? s.dboid : dboid, name_known ? name : NULL, create_lsn, keep_lsn, reason);
 	if (c >= 0)
 		failed[durable_failed_index(create_lsn)].file_lsn = cat[c].file_lsn;
 	cpht_snapshot_free(&s);
 }
 
 /*
- * The first pass over the WAL of a copy of the data directory: each table
- * awaiting (its WAL from current_lsn on is not in pg_wal) takes, from the
- * first EXACT record naming its file, a position at which that file is
- * exact, provided the WAL there is (from oldest on) holds every record of
- * the table after it.
+ * The .pending files: a table whose creation had not committed when a
+ * round wrote it.  A .snap of the same table is newer (written at the
+ * commit): the .pending file goes.  Else, if the creation committed, it
+ * becomes the table's .snap, restored as any other; if not, it goes.  A
+ * creation whose outcome is not known yet on a standby leaves the file
+ * (durable_standby.c waits for it first).
  */
 static void
-scan_exact(XLogReaderState *reader, XLogRecPtr oldest)
+resolve_pending_files(void)
 {
-	uint8		info;
-	const char *data = cpht_wal_payload(reader, &info);
-	xl_cpht_exact x;
-	const char *p;
+	DIR		   *dir = AllocateDir(CPHT_SNAPSHOT_DIR);
+	struct dirent *de;
 
-	if (data == NULL || info != XLOG_CPHT_EXACT)
-		return;
-	memcpy(&x, data, sizeof(x));
-	p = data + sizeof(x);
-	for (uint32 k = 0; k < x.ntables; k++, p += sizeof(xl_cpht_exact_table))
+	while ((de = ReadDir(dir, CPHT_SNAPSHOT_DIR)) != NULL)
 	{
-		xl_cpht_exact_table et;
-		XLogRecPtr	at;
-		int			entry;
+		char		path[MAXPGPATH];
+		char		snap[MAXPGPATH];
+		Oid			dboid;
+		uint32		hi,
+					lo;
+		TransactionId xid;
+		size_t		len = strlen(de->d_name);
+		struct stat st;
 
-		memcpy(&et, p, sizeof(et));
-		at = XLogRecPtrIsInvalid(et.until) ? reader->ReadRecPtr : et.until;
-		entry = durable_entry(et.table);
-		if (entry >= 0 && durable[entry].awaiting &&
-			durable[entry].snapshot_lsn == et.snapshot_lsn && at >= oldest)
+		if (len <= 8 || strcmp(de->d_name + len - 8, ".pending") != 0 ||
+			sscanf(de->d_name, "%u_%08X%08X_%u.pending", &dboid, &hi, &lo, &xid) != 4)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", CPHT_SNAPSHOT_DIR, de->d_name);
+		cpht_snapshot_path(snap, sizeof(snap), dboid, ((uint64) hi << 32) | lo);
+		if (stat(snap, &st) == 0)
 		{
-			durable[entry].awaiting = false;
-			durable[entry].current_lsn = at;
+			(void) durable_unlink(path, LOG);
+			continue;
 		}
-	}
-}
-
-/* Every table a record names that is still to be replayed, by create_lsn. */
-static void
-replay_record(XLogReaderState *reader)
-{
-	uint8		info;
-	const char *data = cpht_wal_payload(reader, &info);
-	int			entry;
-
-	if (data == NULL)
-		return;
-	switch (info)
-	{
-		case XLOG_CPHT_CREATE:
-			{
-				const xl_cpht_create *c = (const xl_cpht_create *) data;
-				XLogRecPtr	create_lsn = reader->EndRecPtr;
-				cpht_table *t;
-				char		errbuf[CPHT_TEXT_LEN];
-
-				if (durable_entry(create_lsn) >= 0 || is_failed(create_lsn))
-					break;
-				if (cpht_table_create(&c->params, &t, errbuf, sizeof(errbuf)) != CPHT_OK)
-				{
-					char		reason[CPHT_TEXT_LEN];
-
-					snprintf(reason, sizeof(reason), "it could not be created again from WAL: %s", errbuf);
-					ereport(WARNING,
-							(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(c->name)),
-							 errdetail("%s", reason)));
-					mark_failed(c->dboid, NameStr(c->name), create_lsn, InvalidXLogRecPtr, reason);
-					break;
-				}
-				entry = install(t, c->dboid, &c->name, c->owner, cpht_wal_create_cap(reader),
-								c->transactional, c->capacity,
-								create_lsn, reader->ReadRecPtr, reader->ReadRecPtr);
-				if (entry < 0)
-					cpht_table_destroy(t);
-				else
-					durable[entry].changed = true;
+		switch (durable_xid_outcome(xid))
+		{
+			case XID_COMMITTED:
+				if (durable_rename(path, snap, WARNING) == 0)
+					ereport(LOG,
+							(errmsg("cpht worker restores \"%s\" as \"%s\": the creation of its table by transaction %u committed",
+									path, snap, xid)));
 				break;
-			}
-		case XLOG_CPHT_XID:
-			break;
-		case XLOG_CPHT_EXACT:
-			/* read by scan_exact, before */
-			break;
-		case XLOG_CPHT_OWNER:
-			{
-				const xl_cpht_owner *o = (const xl_cpht_owner *) data;
-
-				/* as a change of its keys: only after its file */
-				entry = durable_entry(o->table);
-				if (entry < 0 || durable[entry].awaiting ||
-					reader->ReadRecPtr < durable[entry].current_lsn)
-					break;
-				LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
-				cpht_catalog[entry].owner = o->owner;
-				LWLockRelease(cpht_control->catalog_lock);
-				durable[entry].changed = true;
-				break;
-			}
-		case XLOG_CPHT_DROP:
-			entry = durable_entry(((const xl_cpht_drop *) data)->table);
-			if (entry >= 0)
-			{
-				char		path[MAXPGPATH];
-
-				/* dropped for good: its file goes (restoring keeps files) */
-				cpht_snapshot_path(path, sizeof(path), cpht_catalog[entry].dboid,
-								   cpht_catalog[entry].create_lsn);
+			case XID_ABORTED:
 				(void) durable_unlink(path, LOG);
-				cpht_worker_table_drop(entry);
-				/* dropped, not failed: the catalog forgets it */
-				if ((entry = durable_failed_index(((const xl_cpht_drop *) data)->table)) >= 0)
-				{
-					failed[entry].named = false;
-					failed[entry].keep_lsn = InvalidXLogRecPtr;
-				}
-			}
-			break;
-		default:
-			{
-				const xl_cpht_keys *k = (const xl_cpht_keys *) data;
-				CphtCatalogEntry *e;
-				cpht_table *t;
-
-				entry = durable_entry(k->table);
-				if (entry < 0 || durable[entry].awaiting ||
-					reader->ReadRecPtr < durable[entry].current_lsn)
-					break;
-				e = &cpht_catalog[entry];
-				if (e->transactional)
-				{
-					XidOutcome o = xid_outcome(k->xid);
-
-					if (o == XID_UNKNOWN)
-					{
-						char		reason[CPHT_TEXT_LEN];
-
-						snprintf(reason, sizeof(reason),
-								 "its changes in WAL name transaction %u, whose outcome PostgreSQL no longer keeps (pg_xact was truncated since)",
-								 k->xid);
-						ereport(WARNING,
-								(errmsg("cpht worker could not replay durable shared table \"%s\"", NameStr(e->name)),
-								 errdetail("%s", reason)));
-						cpht_worker_table_lose(entry, reason);
-						break;
-					}
-					if (o != XID_COMMITTED)
-						break;
-				}
-				t = cpht_worker_table(entry, e->table_id);
-				if (!apply_keys(t, NameStr(e->name), info == XLOG_CPHT_ERASE,
-								(const uint64 *) (data + sizeof(xl_cpht_keys)),
-								(XLogRecGetDataLen(reader) - sizeof(xl_cpht_keys)) / sizeof(uint64)))
-				{
-					cpht_worker_table_lose(entry, "its changes in WAL could not be replayed");
-					break;
-				}
-				durable[entry].changed = true;
-			}
-	}
-}
-
-/* Loses every restored table: their WAL cannot be read. */
-static void
-lose_all(const char *reason)
-{
-	for (int i = 0; i < cpht_control->max_tables; i++)
-		if (durable[i].live)
-			cpht_worker_table_lose(i, reason);
-}
-
-static void
-replay(XLogRecPtr start, XLogRecPtr scan_from)
-{
-	ReadLocalXLogPageNoWaitPrivate priv;
-	XLogReaderState *reader;
-	XLogRecPtr	first;
-	char	   *errormsg = NULL;
-	volatile uint64 records = 0;
-	MemoryContext cxt = CurrentMemoryContext;
-	char		reason[CPHT_TEXT_LEN];
-
-	memset(&priv, 0, sizeof(priv));
-	reader = XLogReaderAllocate(wal_segment_size, NULL,
-								XL_ROUTINE(.page_read = read_local_xlog_page_no_wait,
-										   .segment_open = cpht_kept_wal_segment_open,
-										   .segment_close = wal_segment_close),
-								&priv);
-	if (reader == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory while allocating a WAL reading processor")));
-	reason[0] = '\0';
-	/*
-	 * WAL removed since (the slot was dropped by hand, say) is an ERROR of
-	 * the page reader, which would end the worker at every start: the
-	 * tables that need it are lost instead.
-	 */
-	PG_TRY();
-	{
-		first = XLogFindNextRecord(reader, start);
-		if (XLogRecPtrIsInvalid(first))
-		{
-			if (!priv.end_of_wal)
-				snprintf(reason, sizeof(reason), "the WAL from %X/%X on, which it needs, could not be read",
-						 LSN_FORMAT_ARGS(start));
-			/* else nothing was written since the snapshots */
-		}
-		else
-		{
-			for (;;)
-			{
-				XLogRecord *rec = XLogReadRecord(reader, &errormsg);
-
-				if (rec == NULL)
-					break;
-				if (!XLogRecPtrIsInvalid(scan_from))
-					scan_exact(reader, scan_from);
-				else
-					replay_record(reader);
-				records++;
-				CHECK_FOR_INTERRUPTS();
-			}
-			if (!priv.end_of_wal && errormsg != NULL)
-				ereport(LOG,
-						(errmsg("cpht worker stopped reading WAL at %X/%X: %s",
-								LSN_FORMAT_ARGS(reader->EndRecPtr), errormsg)));
-			ereport(LOG,
-					(errmsg("cpht worker read " UINT64_FORMAT " WAL records from %X/%X to %X/%X for durable shared tables",
-							records, LSN_FORMAT_ARGS(first), LSN_FORMAT_ARGS(reader->EndRecPtr))));
+				break;
+			case XID_UNKNOWN:
+				ereport(WARNING,
+						(errmsg("cpht worker leaves \"%s\" in place: whether transaction %u committed is no longer known",
+								path, xid),
+						 errdetail("PostgreSQL truncated pg_xact past that transaction; the file holds a durable shared table whose creation it made.")));
+				break;
+			case XID_OPEN:
+				break;
 		}
 	}
-	PG_CATCH();
-	{
-		ErrorData  *ed;
-
-		MemoryContextSwitchTo(cxt);
-		ed = CopyErrorData();
-		FlushErrorState();
-		snprintf(reason, sizeof(reason), "the WAL from %X/%X on, which it needs, could not be read: %s",
-				 LSN_FORMAT_ARGS(start), ed->message);
-		FreeErrorData(ed);
-	}
-	PG_END_TRY();
-	if (reason[0] != '\0')
-	{
-		ereport(WARNING,
-				(errmsg("cpht worker cannot replay durable shared tables: %s", reason),
-				 errhint("The replication slot \"%s\" keeps that WAL; was it dropped?", SLOT_NAME)));
-		lose_all(reason);
-	}
-	XLogReaderFree(reader);
+	FreeDir(dir);
 }
 
 /* restore_file, where an ERROR loses that file's table, not the worker */
@@ -744,15 +340,16 @@ restore_file_guarded(const char *path, const char *file)
 						c >= 0 ? NameStr(cat[c].name) : file, path),
 				 errdetail("%s", ed->message),
 				 errhint("The file is left in place. Opening the table fails until it is created again under its name.")));
-		mark_failed(dboid, c >= 0 ? NameStr(cat[c].name) : NULL, create_lsn, InvalidXLogRecPtr, reason);
+		durable_mark_failed(dboid, c >= 0 ? NameStr(cat[c].name) : NULL, create_lsn, InvalidXLogRecPtr, reason);
 		FreeErrorData(ed);
 	}
 	PG_END_TRY();
 }
 
-void
-durable_restore_all(void)
+XLogRecPtr
+durable_restore_all(bool on_standby)
 {
+	XLogRecPtr	reached = InvalidXLogRecPtr;
 	DIR		   *dir;
 	struct dirent *de;
 	XLogRecPtr	start = InvalidXLogRecPtr;
@@ -766,7 +363,7 @@ durable_restore_all(void)
 	/*
 	 * After a restart of the worker alone, transactions it served may still
 	 * run: the restore waits only for those whose changes it must decide
-	 * (committed(), per saved change and WAL record), never for unrelated
+	 * ((durable_xid_outcome() == XID_COMMITTED), per saved change and WAL record), never for unrelated
 	 * ones such as a prepared transaction that wrote no cpht table.
 	 */
 	/* the tables the worker knew of, whatever became of their files */
@@ -777,6 +374,8 @@ durable_restore_all(void)
 				 errdetail("%s", why),
 				 errhint("The tables of the snapshot files there are restored; a table whose file is missing is not reported.")));
 	cat_seen = palloc0(sizeof(bool) * Max(ncat, 1));
+	standby_replay = on_standby;
+	resolve_pending_files();
 	dir = AllocateDir(CPHT_SNAPSHOT_DIR);
 	while ((de = ReadDir(dir, CPHT_SNAPSHOT_DIR)) != NULL)
 	{
@@ -816,7 +415,7 @@ durable_restore_all(void)
 				(errmsg("cpht worker could not restore durable shared table \"%s\"", NameStr(cat[c].name)),
 				 errdetail("Its snapshot file \"%s\" is missing.", path),
 				 errhint("Opening the table fails until it is created again under its name.")));
-		mark_failed(cat[c].dboid, NameStr(cat[c].name), cat[c].create_lsn, InvalidXLogRecPtr, reason);
+		durable_mark_failed(cat[c].dboid, NameStr(cat[c].name), cat[c].create_lsn, InvalidXLogRecPtr, reason);
 	}
 
 	/*
@@ -858,11 +457,11 @@ durable_restore_all(void)
 	for (int i = 0; i < cpht_control->max_tables; i++)
 		if (durable[i].live && durable[i].awaiting)
 		{
-			replay(oldest, oldest);
+			durable_replay(oldest, oldest);
 			break;
 		}
 	if (!XLogRecPtrIsInvalid(start))
-		replay(start, InvalidXLogRecPtr);
+		reached = durable_replay(start, InvalidXLogRecPtr);
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
 		char		reason[CPHT_TEXT_LEN];
@@ -884,4 +483,6 @@ durable_restore_all(void)
 	cat = NULL;
 	ncat = 0;
 	cat_seen = NULL;
+	standby_replay = false;
+	return reached;
 }

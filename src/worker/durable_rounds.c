@@ -224,7 +224,8 @@ write_catalog(bool clean, XLogRecPtr at)
 	{
 		CphtCatalogEntry *e = &cpht_catalog[i];
 
-		if (!durable[i].live)
+		/* a pending table has no file: its CREATE record names it */
+		if (!durable[i].live || durable[i].pending)
 			continue;
 		recs[n].dboid = e->dboid;
 		recs[n].name = e->name;
@@ -312,6 +313,9 @@ snapshot_written(int i, XLogRecPtr lsn)
 	d->snapshot_lsn = lsn;
 	d->current_lsn = lsn;
 	d->changed = false;
+	/* cpht_stat_tables: the last snapshot of the table, and when */
+	pg_atomic_write_u64(&cpht_catalog[i].stats.snapshot_lsn, lsn);
+	pg_atomic_write_u64(&cpht_catalog[i].stats.snapshot_time, (uint64) GetCurrentTimestamp());
 	d->oldest_xid = InvalidTransactionId;
 	if (d->saved != NULL)
 		pfree(d->saved);
@@ -378,7 +382,7 @@ write_exact(void)
 	{
 		DurableState *d = &durable[i];
 
-		if (!d->live)
+		if (!d->live || d->pending)
 			continue;
 		/* a file just replaced, or one changed since: exact up to the change */
 		if (!XLogRecPtrIsInvalid(d->prior_until) || (d->changed && !XLogRecPtrIsInvalid(d->first_change)))
@@ -401,6 +405,10 @@ write_exact(void)
 	pfree(tables);
 }
 
+static void write_first_snapshot(int entry);
+static void write_pending_file(int entry, XLogRecPtr lsn);
+static void remove_pending_file(int entry);
+
 static int
 snapshot_round(RoundMode mode, bool clean)
 {
@@ -420,6 +428,10 @@ snapshot_round(RoundMode mode, bool clean)
 	 * nothing in the files is newer than what recovery knows.
 	 */
 	flush_inserted(lsn);
+	/* the worker's row of pg_stat_activity; a request that asked for the
+	 * round (cpht_checkpoint) reports idle when it is answered */
+	if (cpht_worker_serving() < 0)
+		pgstat_report_activity(STATE_RUNNING, "cpht: snapshot round of durable tables");
 	for (int i = 0; i < cpht_control->max_tables; i++)
 	{
 		CphtCatalogEntry *e = &cpht_catalog[i];
@@ -431,6 +443,15 @@ snapshot_round(RoundMode mode, bool clean)
 		t = cpht_worker_table(i, e->table_id);
 		if (t == NULL)
 			continue;
+		/* its .pending file while its creation is open; then its first one */
+		if (durable[i].pending)
+		{
+			write_first_snapshot(i);
+			if (durable[i].pending)
+				write_pending_file(i, lsn);
+			keep = Min(keep, durable[i].current_lsn);
+			continue;
+		}
 		if (mode == ROUND_ALL)
 			write = true;
 		else if (mode == ROUND_CHANGED && durable[i].changed)
@@ -439,7 +460,7 @@ snapshot_round(RoundMode mode, bool clean)
 			write = needs_resolve(i);
 		if (write)
 		{
-			cpht_snapshot_write(i, e, t, lsn);
+			cpht_snapshot_write(i, e, t, lsn, InvalidTransactionId);
 			snapshot_written(i, lsn);
 			written++;
 		}
@@ -449,6 +470,8 @@ snapshot_round(RoundMode mode, bool clean)
 			durable[i].current_lsn = lsn;
 		}
 		keep = Min(keep, durable[i].current_lsn);
+		/* cpht_stat_tables: the WAL this table keeps starts here */
+		pg_atomic_write_u64(&e->stats.wal_keep_lsn, durable[i].current_lsn);
 	}
 	for (int i = 0; i < nfailed; i++)
 		if (!XLogRecPtrIsInvalid(failed[i].keep_lsn))
@@ -460,6 +483,8 @@ snapshot_round(RoundMode mode, bool clean)
 		advance_slot(keep);
 	else
 		drop_slot();
+	if (cpht_worker_serving() < 0)
+		pgstat_report_activity(STATE_IDLE, NULL);
 	if (mode != ROUND_RESOLVE)
 	{
 		last_round = GetCurrentTimestamp();
@@ -472,7 +497,94 @@ snapshot_round(RoundMode mode, bool clean)
 int
 cpht_durable_checkpoint(bool only_changed)
 {
+	/* a standby's files follow its replay (cpht_checkpoint() there) */
+	if (RecoveryInProgress())
+		return durable_standby_roll();
 	return snapshot_round(only_changed ? ROUND_CHANGED : ROUND_ALL, false);
+}
+
+/* ---- a standby's rounds ------------------------------------------------------ */
+
+/*
+ * On a standby (durable_standby.c): the slot exists, made now if missing.
+ * Made in recovery, it keeps WAL from the redo position of the last
+ * restartpoint on, or of the checkpoint recovery started from (a base
+ * backup's start), which is where the WAL of a new standby begins: the
+ * restore that follows reads nothing older.  False (a LOG says why) when
+ * no slot can be made.
+ */
+bool
+durable_standby_keep_wal(void)
+{
+	ensure_slot();
+	return slot_ready;
+}
+
+/*
+ * A standby's round, after a replay that read WAL up to "at": each table
+ * holds every record of it before its replayed_lsn whose transaction
+ * committed and no other ("at", unless it stopped at a transaction not
+ * ended there), so a changed table gets a file at that position and an
+ * unchanged one's file is exact there; the catalog says so; then the slot
+ * lets go the WAL before the oldest of those positions and of a CREATE
+ * left for later.  A standby writes no WAL: no EXACT record, and its
+ * restartpoints do not wait for the round.  Returns how many files it
+ * wrote; ERROR (the caller logs it) leaves the files written so far, and
+ * their tables' positions, in place.
+ */
+int
+durable_standby_round(XLogRecPtr at)
+{
+	XLogRecPtr	keep = at;
+	int			written = 0;
+
+	if (cpht_worker_serving() < 0)
+		pgstat_report_activity(STATE_RUNNING, "cpht: standby round of durable tables");
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+		cpht_table *t;
+		XLogRecPtr	pos;
+
+		if (!durable[i].live)
+			continue;
+		t = cpht_worker_table(i, e->table_id);
+		if (t == NULL)
+			continue;
+		pos = XLogRecPtrIsInvalid(durable[i].replayed_lsn) ? at : durable[i].replayed_lsn;
+		if (durable[i].changed)
+		{
+			cpht_snapshot_write(i, e, t, pos, InvalidTransactionId);
+			snapshot_written(i, pos);
+			written++;
+		}
+		else if (pos > durable[i].current_lsn)
+			durable[i].current_lsn = pos;
+		keep = Min(keep, durable[i].current_lsn);
+		pg_atomic_write_u64(&e->stats.wal_keep_lsn, durable[i].current_lsn);
+	}
+	for (int i = 0; i < nfailed; i++)
+		if (!XLogRecPtrIsInvalid(failed[i].keep_lsn))
+			keep = Min(keep, failed[i].keep_lsn);
+	if (!XLogRecPtrIsInvalid(durable_replay_create_stop()))
+		keep = Min(keep, durable_replay_create_stop());
+	write_catalog(false, at);
+	/* kept while the server is a standby, tables or not: a CREATE record
+	 * may come at any time, and the next round reads from "at" on */
+	advance_slot(keep);
+	if (cpht_worker_serving() < 0)
+		pgstat_report_activity(STATE_IDLE, NULL);
+	last_round = GetCurrentTimestamp();
+	last_round_lsn = at;
+	return written;
+}
+
+/* The time and position of the last round (a standby's included). */
+void
+durable_last_round(TimestampTz *when, XLogRecPtr *lsn)
+{
+	*when = last_round;
+	*lsn = last_round_lsn;
 }
 
 void
@@ -595,13 +707,32 @@ cpht_durable_created(int entry, cpht_table *t, const cpht_params *params)
 	XLogRecPtr	lsn;
 
 	check_durable_possible();
+	lsn = GetXLogInsertRecPtr();
 	e->create_lsn = cpht_wal_create(e, params);
 	e->durable = true;
+	/*
+	 * Created inside a transaction block: no file and no catalog line
+	 * until the creation commits (cpht_durable_create_committed); the WAL
+	 * from its CREATE record on is kept meanwhile (ddl_xact.c in the
+	 * backend says why).
+	 */
+	if (TransactionIdIsValid(e->create_xid))
+	{
+		XLogFlush(e->create_lsn);
+		durable_forget(entry);
+		durable[entry].live = true;
+		durable[entry].pending = true;
+		durable[entry].snapshot_lsn = InvalidXLogRecPtr;
+		durable[entry].current_lsn = lsn;
+		durable[entry].changed = true;
+		durable[entry].first_change = lsn;
+		return;
+	}
 	lsn = GetXLogInsertRecPtr();
 	flush_inserted(lsn);
 	PG_TRY();
 	{
-		cpht_snapshot_write(entry, e, t, lsn);
+		cpht_snapshot_write(entry, e, t, lsn, InvalidTransactionId);
 	}
 	PG_CATCH();
 	{
@@ -625,11 +756,105 @@ cpht_durable_created(int entry, cpht_table *t, const cpht_params *params)
 	write_catalog_or_log();
 }
 
+/*
+ * The first snapshot file of a table created inside a transaction block
+ * whose creation committed, and its catalog line: as at the creation of
+ * any other durable table.  On failure (a LOG) the table stays pending and
+ * its WAL kept, and the next round tries again.
+ */
+static void
+write_first_snapshot(int entry)
+{
+	CphtCatalogEntry *e = &cpht_catalog[entry];
+	cpht_table *t = cpht_worker_table(entry, e->table_id);
+	MemoryContext cxt = CurrentMemoryContext;
+	XLogRecPtr	lsn = GetXLogInsertRecPtr();
+
+	if (t == NULL || !durable[entry].pending || TransactionIdIsValid(e->create_xid))
+		return;
+	PG_TRY();
+	{
+		flush_inserted(lsn);
+		cpht_snapshot_write(entry, e, t, lsn, InvalidTransactionId);
+		durable[entry].pending = false;
+		snapshot_written(entry, lsn);
+		durable[entry].prior_until = InvalidXLogRecPtr;
+		/* the .snap is there: a restore ignores the .pending file now */
+		remove_pending_file(entry);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		return;
+	}
+	PG_END_TRY();
+	write_catalog_or_log();
+}
+
+/*
+ * The .pending file of a table whose creation is still open, at the
+ * round's position lsn (flushed): the table with the changes it keeps of
+ * open transactions, its creation's among them.  A copy of the data
+ * directory made now (a base backup waits for this round) has WAL only
+ * from after the CREATE record; it restores this file if, and only if,
+ * the creation committed (durable_restore.c).  The WAL from the CREATE
+ * record on stays kept, as for every pending table.  On failure a LOG,
+ * and the next round tries again.
+ */
+static void
+write_pending_file(int entry, XLogRecPtr lsn)
+{
+	CphtCatalogEntry *e = &cpht_catalog[entry];
+	cpht_table *t = cpht_worker_table(entry, e->table_id);
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (t == NULL || !TransactionIdIsValid(e->create_xid))
+		return;
+	PG_TRY();
+	{
+		cpht_snapshot_write(entry, e, t, lsn, e->create_xid);
+		durable[entry].pending_xid = e->create_xid;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+}
+
+/* A pending table's .pending file goes (its .snap was written, or the
+ * table was dropped). */
+static void
+remove_pending_file(int entry)
+{
+	char		path[MAXPGPATH];
+
+	if (!TransactionIdIsValid(durable[entry].pending_xid))
+		return;
+	cpht_snapshot_pending_path(path, sizeof(path), cpht_catalog[entry].dboid,
+							   cpht_catalog[entry].create_lsn, durable[entry].pending_xid);
+	(void) durable_unlink(path, LOG);
+	durable[entry].pending_xid = InvalidTransactionId;
+}
+
+void
+cpht_durable_create_committed(int entry)
+{
+	if (!cpht_catalog[entry].durable || !durable[entry].live)
+		return;
+	write_first_snapshot(entry);
+}
+
 void
 cpht_durable_dropped(int entry)
 {
 	CphtCatalogEntry *e = &cpht_catalog[entry];
 	char		path[MAXPGPATH];
+	bool		had_file;
 
 	if (!e->durable)
 		return;
@@ -648,6 +873,10 @@ cpht_durable_dropped(int entry)
 	}
 	XLogFlush(cpht_wal_drop(e->create_lsn));
 	e->durable = false;
+	had_file = !durable[entry].pending;
+	/* after the DROP record, which a restore that still finds the file
+	 * replays after it */
+	remove_pending_file(entry);
 	durable_forget(entry);
 	/*
 	 * The catalog forgets it before its file goes: a crash in between
@@ -660,6 +889,9 @@ cpht_durable_dropped(int entry)
 		if (!wal_needed())
 			drop_slot();
 	}
+	/* one whose creation never committed has none */
+	if (!had_file)
+		return;
 	cpht_snapshot_path(path, sizeof(path), e->dboid, e->create_lsn);
 	(void) durable_unlink(path, LOG);
 }

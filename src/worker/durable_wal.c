@@ -66,9 +66,11 @@ cpht_wal_payload(XLogReaderState *record, uint8 *info)
 	switch (*info)
 	{
 		case XLOG_CPHT_CREATE:
-			/* with the memory cap after it, or without (older records) */
+			/* with the memory cap after it, or without (older records),
+			 * and the creating xid after the cap, or without */
 			return len == sizeof(xl_cpht_create) ||
-				len == sizeof(xl_cpht_create) + sizeof(int32) ? data : NULL;
+				len == sizeof(xl_cpht_create) + sizeof(int32) ||
+				len == sizeof(xl_cpht_create) + sizeof(int32) + sizeof(TransactionId) ? data : NULL;
 		case XLOG_CPHT_DROP:
 			return len == sizeof(xl_cpht_drop) ? data : NULL;
 		case XLOG_CPHT_OWNER:
@@ -107,6 +109,8 @@ cpht_desc(StringInfo buf, XLogReaderState *record)
 				const xl_cpht_create *c = (const xl_cpht_create *) data;
 
 				appendStringInfo(buf, "table \"%s\" of database %u", NameStr(c->name), c->dboid);
+				if (TransactionIdIsValid(cpht_wal_create_xid(record)))
+					appendStringInfo(buf, " in xid %u", cpht_wal_create_xid(record));
 				break;
 			}
 		case XLOG_CPHT_XID:
@@ -167,7 +171,19 @@ cpht_wal_create(const CphtCatalogEntry *e, const cpht_params *params)
 	XLogBeginInsert();
 	XLogRegisterData((char *) &rec, sizeof(rec));
 	XLogRegisterData((char *) &cap, sizeof(cap));
+	if (TransactionIdIsValid(e->create_xid))
+		XLogRegisterData((char *) &e->create_xid, sizeof(TransactionId));
 	return XLogInsert(CPHT_RMGR_ID, XLOG_CPHT_CREATE);
+}
+
+TransactionId
+cpht_wal_create_xid(XLogReaderState *record)
+{
+	TransactionId xid = InvalidTransactionId;
+
+	if (XLogRecGetDataLen(record) == sizeof(xl_cpht_create) + sizeof(int32) + sizeof(TransactionId))
+		memcpy(&xid, XLogRecGetData(record) + sizeof(xl_cpht_create) + sizeof(int32), sizeof(xid));
+	return xid;
 }
 
 int32
@@ -175,7 +191,7 @@ cpht_wal_create_cap(XLogReaderState *record)
 {
 	int32		cap = 0;
 
-	if (XLogRecGetDataLen(record) == sizeof(xl_cpht_create) + sizeof(int32))
+	if (XLogRecGetDataLen(record) >= sizeof(xl_cpht_create) + sizeof(int32))
 		memcpy(&cap, XLogRecGetData(record) + sizeof(xl_cpht_create), sizeof(cap));
 	return Max(cap, 0);
 }

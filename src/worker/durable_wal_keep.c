@@ -19,6 +19,8 @@
  * restore, as before.  A copy is written to a temporary name, fsync'ed
  * and renamed, so a segment in pg_cpht/wal/ is always whole.  Segments
  * are copied, not linked: PostgreSQL recycles a segment file in place.
+ * PostgreSQL's copy_file() (storage/copydir.h) is not used: it raises an
+ * ERROR, which in the startup process would stop recovery.
  */
 #include "postgres.h"
 
@@ -39,7 +41,7 @@
 
 #define KEPT_WAL_DIR CPHT_SNAPSHOT_DIR "/wal"
 
-/* Whether pg_cpht holds a snapshot file. */
+/* Whether pg_cpht holds a snapshot file (or a pending table's). */
 static bool
 any_snapshot(void)
 {
@@ -53,7 +55,8 @@ any_snapshot(void)
 	{
 		size_t		len = strlen(de->d_name);
 
-		found = len > 5 && strcmp(de->d_name + len - 5, ".snap") == 0;
+		found = (len > 5 && strcmp(de->d_name + len - 5, ".snap") == 0) ||
+			(len > 8 && strcmp(de->d_name + len - 8, ".pending") == 0);
 	}
 	closedir(dir);
 	return found;

@@ -154,6 +154,13 @@ cpht_worker_main(Datum arg)
 	 * (databases.c), and nothing else.
 	 */
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	/*
+	 * Its row of pg_stat_activity (backend_type "cpht worker", from its
+	 * registration) names it as an application too, and shows it idle
+	 * until a request comes (dispatch.c reports each one).
+	 */
+	SetConfigOption("application_name", "cpht worker", PGC_USERSET, PGC_S_SESSION);
+	pgstat_report_activity(STATE_IDLE, NULL);
 
 	/*
 	 * The worker's kernels stop a call when the calling backend cancels it

@@ -13,14 +13,17 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/procarray.h"
 #include "port/pg_bitutils.h"
 #include "portability/instr_time.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "cpht_table.h"
 #include "shmem/protocol.h"
@@ -130,6 +133,8 @@ cpht_worker_table_written(const CphtRequest *req, cpht_table *t)
 	}
 }
 
+static void drop_abandoned(Oid dboid, const NameData *name);
+
 void
 cpht_worker_op_create(CphtSlot *slot)
 {
@@ -156,6 +161,7 @@ cpht_worker_op_create(CphtSlot *slot)
 	/* within its owner's cap and cpht.max_shared_memory (quota.c) */
 	cpht_quota_check_create(&req->name, req->owner, req->memory_cap_kb,
 							cpht_params_table_bytes(&req->params));
+	drop_abandoned(req->dboid, &req->name);
 
 	LWLockAcquire(ctl->catalog_lock, LW_EXCLUSIVE);
 	for (i = 0; i < ctl->max_tables; i++)
@@ -256,11 +262,14 @@ cpht_worker_op_create(CphtSlot *slot)
 	e->transactional = req->transactional;
 	e->durable = false;
 	e->create_lsn = InvalidXLogRecPtr;
+	/* created inside a transaction block: others see it once that commits */
+	e->create_xid = req->create_xid;
 	e->memory_cap_kb = Max(req->memory_cap_kb, 0);
 	cpht_xacts_table_created(i, table_ids[i], req->transactional);
 	e->capacity = req->capacity;
 	e->bytes = cpht_params_table_bytes(&req->params);
 	pg_atomic_write_u64(&e->count, 0);
+	cpht_table_stats_init(&e->stats, (uint64) GetCurrentTimestamp());
 	LWLockRelease(ctl->catalog_lock);
 
 	/* A durable table is logged and saved before anyone can use it. */
@@ -289,6 +298,48 @@ cpht_worker_op_create(CphtSlot *slot)
 
 	rep->entry = i;
 	rep->table_id = table_ids[i];
+}
+
+/*
+ * The transaction that created table req->entry inside a transaction block
+ * committed: the table is everyone's, and a durable one gets its file.  A
+ * table gone meanwhile (its database or extension dropped at the same
+ * commit, the worker restarted) needs nothing.
+ */
+void
+cpht_worker_op_create_commit(CphtSlot *slot)
+{
+	const CphtRequest *req = &slot->req;
+
+	if (cpht_worker_table(req->entry, req->table_id) == NULL)
+		return;
+	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
+	cpht_catalog[req->entry].create_xid = InvalidTransactionId;
+	LWLockRelease(cpht_control->catalog_lock);
+	cpht_durable_create_committed(req->entry);
+}
+
+/*
+ * Tables of database dboid named name created inside a transaction block
+ * that ended without committing and whose session could not tell the
+ * worker (it was busy or gone): dropped, so the name is free.
+ */
+static void
+drop_abandoned(Oid dboid, const NameData *name)
+{
+	for (int i = 0; i < cpht_control->max_tables; i++)
+	{
+		CphtCatalogEntry *e = &cpht_catalog[i];
+		TransactionId xid;
+
+		LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
+		xid = (e->state == CPHT_ENTRY_LIVE && e->dboid == dboid &&
+			   strcmp(NameStr(e->name), NameStr(*name)) == 0) ? e->create_xid : InvalidTransactionId;
+		LWLockRelease(cpht_control->catalog_lock);
+		if (TransactionIdIsValid(xid) && tables[i] != NULL &&
+			!TransactionIdIsInProgress(xid) && !TransactionIdDidCommit(xid))
+			cpht_worker_table_drop(i);
+	}
 }
 
 void
@@ -321,6 +372,8 @@ cpht_worker_table_install(int entry, uint64 table_id, cpht_table *t, bool transa
 	tables[entry] = t;
 	table_ids[entry] = table_id;
 	cpht_xacts_table_created(entry, table_id, transactional);
+	/* its statistics count from its restore */
+	cpht_table_stats_init(&cpht_catalog[entry].stats, (uint64) GetCurrentTimestamp());
 }
 
 void

@@ -81,6 +81,14 @@ cpht_snapshot_path(char *path, size_t len, Oid dboid, XLogRecPtr create_lsn)
 			 LSN_FORMAT_ARGS(create_lsn));
 }
 
+void
+cpht_snapshot_pending_path(char *path, size_t len, Oid dboid, XLogRecPtr create_lsn,
+						   TransactionId xid)
+{
+	snprintf(path, len, "%s/%u_%08X%08X_%u.pending", CPHT_SNAPSHOT_DIR, dboid,
+			 LSN_FORMAT_ARGS(create_lsn), xid);
+}
+
 /* ---- writing ---------------------------------------------------------------- */
 
 typedef struct SnapWriter
@@ -155,7 +163,8 @@ write_segment(void *arg, TransactionId subxid, const uint64 *keys, const uint8 *
 }
 
 void
-cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t, XLogRecPtr lsn)
+cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t, XLogRecPtr lsn,
+					TransactionId pending_xid)
 {
 	char		path[MAXPGPATH];
 	char		tmp[MAXPGPATH];
@@ -164,7 +173,10 @@ cpht_snapshot_write(int entry, const CphtCatalogEntry *e, cpht_table *t, XLogRec
 	SnapWriter	w;
 	cpht_status st;
 
-	cpht_snapshot_path(path, sizeof(path), e->dboid, e->create_lsn);
+	if (TransactionIdIsValid(pending_xid))
+		cpht_snapshot_pending_path(path, sizeof(path), e->dboid, e->create_lsn, pending_xid);
+	else
+		cpht_snapshot_path(path, sizeof(path), e->dboid, e->create_lsn);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 
 	memset(&h, 0, sizeof(h));
@@ -382,6 +394,46 @@ fail:
 	cpht_snapshot_close(r);
 	forget(out);
 	return false;
+}
+
+/*
+ * The (sub)transaction ids whose changes the file at path keeps, without
+ * reading its slots: a standby's worker restores the file only once each
+ * has ended.  -1 when the file cannot be read that far (the restore then
+ * says why); the ids are palloc'ed.
+ */
+int
+cpht_snapshot_kept_xids(const char *path, TransactionId **xids)
+{
+	CphtSnapshotFile r;
+	CphtSnapshot s;
+	bool		name_known;
+	char		why[CPHT_TEXT_LEN];
+	off_t		at;
+	int			n = 0;
+
+	*xids = NULL;
+	if (!cpht_snapshot_open(path, &r, &s, &name_known, why, sizeof(why)))
+		return -1;
+	at = sizeof(CphtSnapshotHeader) + s.image.nstash * sizeof(uint64);
+	for (int l = 0; l < s.image.levels; l++)
+		at += s.image.level_bytes[l];
+	*xids = palloc(sizeof(TransactionId) * Max(r.nsegments, 1));
+	for (uint64 g = 0; g < r.nsegments; g++)
+	{
+		SegmentHeader h;
+
+		if (fseeko(r.f, at, SEEK_SET) != 0 || fread(&h, sizeof(h), 1, r.f) != 1)
+		{
+			n = -1;
+			break;
+		}
+		(*xids)[n++] = h.subxid;
+		at += sizeof(h) + h.n * (sizeof(uint64) + 1);
+	}
+	cpht_snapshot_close(&r);
+	cpht_snapshot_free(&s);
+	return n;
 }
 
 /* The slot arrays, piece by piece, into table t; *file_fault tells a torn

@@ -121,6 +121,7 @@ extern struct cpht_table *cpht_worker_request_table(const CphtRequest *req);
 extern void cpht_worker_op_create(CphtSlot *slot);
 extern void cpht_worker_op_drop(CphtSlot *slot);
 extern void cpht_worker_op_alter_owner(CphtSlot *slot);
+extern void cpht_worker_op_create_commit(CphtSlot *slot);
 extern void cpht_worker_table_written(const CphtRequest *req, struct cpht_table *t);
 
 /* The live table at a catalog index with that id, or NULL (xacts.c). */

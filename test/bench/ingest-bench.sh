@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ingest-bench.sh — the ingest patterns of the README against PostgreSQL's
+# ingest-bench.sh — the ingest patterns (docs/patterns.md) against PostgreSQL's
 # own ways (count(id) as the floor of a scan, the anti-join, INSERT ... ON
 # CONFLICT DO NOTHING), on one server, same data, medians of repetitions.
 #
@@ -216,6 +216,20 @@ run count_serial 0 "$ROWS" "SELECT count(id) FROM ingest_staging"
 if [ "$PRELOADED" = true ]; then
 	run fop_agg_parallel "$W" "$NEW" "SELECT cpht_fop_agg(:h, id) FROM ingest_staging"
 	run fop_agg_serial 0 "$NEW" "SELECT cpht_fop_agg(:h, id) FROM ingest_staging"
+	# the shared table by its name (docs/names.md): the plan of :h; and
+	# cpht_open in the statement, which is parallel unsafe
+	run fop_agg_name "$W" "$NEW" "SELECT cpht_fop_agg('ingest_seen', id) FROM ingest_staging"
+	run fop_agg_open_inline "$W" "$NEW" "SELECT cpht_fop_agg(cpht_open('ingest_seen'), id) FROM ingest_staging"
+	# the design card's pattern, by name: array_agg gathered in parallel
+	# workers (cpht_array_agg in its place, docs/array-agg.md), next to
+	# PostgreSQL's own array_agg of the same rows with no cpht
+	if [ "$ROWS" -le 60000000 ]; then
+		run array_agg_plain "$W" "$ROWS" "SELECT cardinality(array_agg(id)) FROM ingest_staging"
+		run fop_array_name "$W" "$NEW" \
+			"SELECT cardinality(array_positions(cpht_fop('ingest_seen', array_agg(id)), true)) FROM ingest_staging"
+		run fop_new_array_name "$W" "$NEW" \
+			"SELECT cardinality(cpht_fop_new('ingest_seen', array_agg(id))) FROM ingest_staging"
+	fi
 else
 	na fop_agg_parallel "plain server: no shared table"
 	na fop_agg_serial "plain server: no shared table"
@@ -238,6 +252,7 @@ run fop_relation_serial 0 "$NEW" "SELECT cpht_fop_relation(:p, 'ingest_staging')
 run new_relation "$W" "$NEW" "SELECT count(*) FROM cpht_fop_new_relation(:p, 'ingest_staging')" "$SETUP_PRIVATE"
 if [ "$PRELOADED" = true ]; then
 	run fop_relation_shared "$W" "$NEW" "SELECT cpht_fop_relation(:h, 'ingest_staging')"
+	run fop_relation_name "$W" "$NEW" "SELECT cpht_fop_relation('ingest_seen', 'ingest_staging')"
 	# over a shared table the planner puts a parallel node in the function's
 	# place, which the workers run (the count above it too)
 	NEW_PLAN=$(psql -X -q -At <<SQL | grep -o 'Custom Scan (cpht new keys)\|Function Scan' | head -1
@@ -248,6 +263,7 @@ SQL
 )
 	echo "== new_relation_shared is planned as: ${NEW_PLAN:-?}"
 	run new_relation_shared "$W" "$NEW" "SELECT count(*) FROM cpht_fop_new_relation(:h, 'ingest_staging')"
+	run new_relation_name "$W" "$NEW" "SELECT count(*) FROM cpht_fop_new_relation('ingest_seen', 'ingest_staging')"
 fi
 run anti_join "$W" "$NEW" \
 	"SELECT count(*) FROM (SELECT DISTINCT id FROM ingest_staging) s

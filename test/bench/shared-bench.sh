@@ -98,8 +98,8 @@ has_smi() { command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1;
 gpu_used_mib() { has_smi && nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1 || echo "n/a"; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) * 1000 }'; }
 
-# Drop the shared tables a run left (names cpht_bench_*), one statement each:
-# dropping a shared table may not run inside a transaction block.
+# Drop the shared tables a run left (names cpht_bench_*), one statement each,
+# so that each takes effect at once.
 drop_bench_tables() {
 	local name
 	for name in $(q -c "SELECT name FROM cpht_tables() WHERE shared AND name LIKE 'cpht\_bench\_%'"); do

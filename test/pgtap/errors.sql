@@ -1,4 +1,4 @@
--- The SQLSTATE and message of every error cpht raises (README.md lists
+-- The SQLSTATE and message of every error cpht raises (docs/errors.md lists
 -- them).  The GPU errors (55000 no usable GPU) are in gpu.sql; 58000 (a
 -- CUDA call failed) cannot be provoked from SQL.  Runs as a superuser.
 BEGIN;

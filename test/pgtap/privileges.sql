@@ -21,7 +21,7 @@ SELECT is(has_function_privilege('cpht_pv_plain', 'cpht_export_file(int, text)',
 	'PUBLIC may not execute cpht_export_file() nor cpht_import_file()');
 SELECT is(has_function_privilege('cpht_pv_checkpointer', 'cpht_checkpoint()', 'EXECUTE'), true,
 	'members of pg_checkpoint may execute cpht_checkpoint()');
-SELECT is(has_function_privilege('cpht_pv_plain', 'cpht_create(bigint, text, int, boolean, text, int, boolean)', 'EXECUTE')
+SELECT is(has_function_privilege('cpht_pv_plain', 'cpht_create(bigint, text, int, boolean, text, int, boolean, boolean)', 'EXECUTE')
 		  AND has_function_privilege('cpht_pv_plain', 'cpht_open(text)', 'EXECUTE')
 		  AND has_function_privilege('cpht_pv_plain', 'cpht_tables()', 'EXECUTE'), true,
 	'PUBLIC may still execute cpht_create, cpht_open and cpht_tables');

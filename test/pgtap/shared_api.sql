@@ -1,8 +1,9 @@
 -- Shared tables by name (cpht in shared_preload_libraries): created in one
 -- session, opened by name in others, the same keys for all; what may not
--- be done with them fails with its own SQLSTATE.  Creating and dropping a
--- shared table cannot run inside a transaction block, and this file runs
--- inside one, so those go through dblink sessions (autocommit).
+-- be done with them fails with its own SQLSTATE.  This file runs inside a
+-- transaction block, where a table created would be seen by no other
+-- session, so creating and dropping go through dblink sessions
+-- (autocommit); shared_ddl_txn.sql tests them inside blocks.
 BEGIN;
 SELECT plan(33);
 
@@ -78,9 +79,9 @@ BEGIN
 	-- come first when the suite runs with cpht.device = gpu)
 	PERFORM set_config('cpht.device', 'cpu', true);
 	RETURN NEXT throws_ok($q$SELECT cpht_create(1000, transactional => false, name => 'api_seen')$q$,
-		'25001', NULL, 'creating a shared table inside a transaction block fails with 25001');
-	RETURN NEXT throws_ok(format('SELECT cpht_drop(%s)', mine),
-		'25001', NULL, 'dropping a shared table inside a transaction block fails with 25001');
+		'42710', NULL, 'creating a shared table under a name that exists fails with 42710');
+	RETURN NEXT throws_ok($q$SELECT cpht_create(1000, name => 'api_seen', if_not_exists => true)$q$,
+		'42710', NULL, 'and with if_not_exists, when the table is transactional where it is not');
 	RETURN NEXT is((SELECT v FROM dblink('b', $q$SELECT cpht_info(cpht_create(1000, name => 'api_tx'))->>'transactional'$q$) AS t(v text)),
 		'true', 'a shared table is transactional unless created with transactional => false');
 	PERFORM pg_temp.remote('b', $q$SELECT cpht_drop(cpht_open('api_tx'))$q$);
