@@ -443,6 +443,7 @@ gpu_make_resident_ops(void)
 	r.find_or_put = gpu_find_or_put_resident;
 	r.find = gpu_find_resident;
 	r.to_host = gpu_resident_to_host;
+	r.from_host = gpu_resident_from_host;
 	r.fill = gpu_resident_fill;
 	return r;
 }

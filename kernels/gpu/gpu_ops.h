@@ -158,6 +158,7 @@ cpht_status gpu_find_or_put_resident(cpht_table *t, const uint64_t *dkeys, size_
 									 cpht_tally *tally, uint64_t log_at);
 cpht_status gpu_find_resident(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dfound);
 cpht_status gpu_resident_to_host(cpht_table *t, void *host, const void *dev, size_t bytes);
+cpht_status gpu_resident_from_host(cpht_table *t, void *dev, const void *host, size_t bytes);
 cpht_status gpu_resident_fill(cpht_table *t, void *dev, int value, size_t bytes);
 
 /* ---- routing a batch over several tables' devices (gpu_route.cu) --------- */

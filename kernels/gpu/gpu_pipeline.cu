@@ -499,6 +499,18 @@ gpu_resident_to_host(cpht_table *t, void *host, const void *dev, size_t bytes)
 }
 
 cpht_status
+gpu_resident_from_host(cpht_table *t, void *dev, const void *host, size_t bytes)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	GPU_TRY(t, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, st->comp),
+			"copying results to the device");
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "copying results to the device");
+	return CPHT_OK;
+}
+
+cpht_status
 gpu_resident_fill(cpht_table *t, void *dev, int value, size_t bytes)
 {
 	gpu_state  *st = gpu_state_of(t);

@@ -102,7 +102,9 @@ typedef struct cpht_pinned_ops
  * are device arrays on the table's device; each waits for its work before
  * it returns.  to_host copies `bytes` of such an array to host memory (the
  * undo of a call that failed or found the table full reads them there);
- * fill sets `bytes` of one to `value`.
+ * from_host copies `bytes` of host memory into one (the answers of a call
+ * that went through host memory, table_resident.c); fill sets `bytes` of
+ * one to `value`.
  */
 typedef struct cpht_resident_ops
 {
@@ -113,6 +115,7 @@ typedef struct cpht_resident_ops
 	cpht_status (*find) (cpht_table *t, const uint64_t *dkeys, size_t n,
 						 uint8_t *dfound);
 	cpht_status (*to_host) (cpht_table *t, void *host, const void *dev, size_t bytes);
+	cpht_status (*from_host) (cpht_table *t, void *dev, const void *host, size_t bytes);
 	cpht_status (*fill) (cpht_table *t, void *dev, int value, size_t bytes);
 } cpht_resident_ops;
 

@@ -94,10 +94,60 @@ fop_resident_once(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dstat
 }
 
 /*
+ * The call through host memory, where the table can no longer take keys
+ * in its device's memory as they are (a cuckoo growth stashed keys): the
+ * keys to the host, table_find_or_put there (which knows the stash), the
+ * answers back into dstatus.  The resident attempts before were undone
+ * whole, so the answers are those of one call.
+ */
+static cpht_status
+fop_through_host(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dstatus)
+{
+	uint64_t   *keys = malloc(n * sizeof(uint64_t));
+	uint8_t    *status = malloc(n);
+	cpht_status rc;
+
+	if (keys == NULL || status == NULL)
+		rc = table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n);
+	else
+	{
+		rc = t->ops->resident->to_host(t, keys, dkeys, n * sizeof(uint64_t));
+		if (rc == CPHT_OK)
+			rc = table_find_or_put(t, keys, n, status);
+		if (rc == CPHT_OK)
+		{
+			rc = t->ops->resident->from_host(t, dstatus, status, n);
+			/*
+			 * The answers did not reach the device: the call fails and
+			 * must leave no key of it.  A logging table is rolled back by
+			 * the sharded table (to its log position before the call);
+			 * otherwise the keys it put are erased here.
+			 */
+			if (rc != CPHT_OK && !t->logging)
+			{
+				char		why[sizeof(t->errmsg)];
+				size_t		nput = 0;
+
+				memcpy(why, t->errmsg, sizeof(why));
+				for (size_t i = 0; i < n; i++)
+					if (status[i] == CPHT_PUT)
+						keys[nput++] = keys[i];
+				if (nput == 0 || table_erase_keys(t, keys, nput, status) == CPHT_OK)
+					memcpy(t->errmsg, why, sizeof(why));
+			}
+		}
+	}
+	free(keys);
+	free(status);
+	return rc;
+}
+
+/*
  * As table_find_or_put (table_ops.c) on a table that table_single_resident_ok
  * accepts: growth past the safe fill before the call, and after a call
- * that found no room (undone whole), the call again on the larger table.
- * On failure the table is as before and dstatus says nothing.
+ * that found no room (undone whole), the call again on the larger table,
+ * through host memory if the growth stashed keys (the sharded table's
+ * later calls then take the host path, shards_route.c).  On failure the table is as before and dstatus says nothing.
  */
 cpht_status
 table_single_find_or_put_resident(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dstatus)
@@ -121,6 +171,12 @@ table_single_find_or_put_resident(cpht_table *t, const uint64_t *dkeys, size_t n
 	{
 		char		why[sizeof(t->errmsg)];
 
+		/* a growth stashed keys: the buckets no longer hold every key */
+		if (!table_single_resident_ok(t))
+		{
+			rc = fop_through_host(t, dkeys, n, dstatus);
+			break;
+		}
 		rc = fop_resident_once(t, dkeys, n, dstatus, homeless);
 		if (rc != CPHT_ERR_FULL || t->params.fixed_size)
 			break;
@@ -133,10 +189,6 @@ table_single_find_or_put_resident(cpht_table *t, const uint64_t *dkeys, size_t n
 			memcpy(grow_why, t->errmsg, sizeof(grow_why));
 			snprintf(t->errmsg, sizeof(t->errmsg), "%s; %s", why, grow_why);
 		}
-		/* a cuckoo undo may have stashed keys: the buckets no longer hold
-		 * every key, and the call goes back to the host path */
-		if (rc == CPHT_OK && t->nstash > 0)
-			rc = table_fail(t, CPHT_ERR_FULL, "the table stashed keys while growing");
 	}
 	free(homeless);
 	return table_call_end(t, rc);
