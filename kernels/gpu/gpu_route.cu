@@ -16,10 +16,15 @@
  * answers go back by the same peer copies, a scatter puts them in slice
  * order, and each GPU copies its slice's answers to the host.
  *
- * The upload of piece i+1 (and, for pageable keys, its staging copy) runs
- * while the shards work on piece i (prefetch).  Every other step ends
- * with the router waiting for its streams: the host needs the counts
- * before it can send, and the shards' calls wait for their own work.
+ * Pieces overlap: while the shards work on piece i, the router routes
+ * and sends piece i+1 (scatter) and uploads piece i+2 (prefetch), and the
+ * answers of piece i go to the host while the shards work on piece i+1.
+ * Each buffer that two pieces in flight use is therefore doubled
+ * (indexed by the piece's parity).  Keys and answers in pageable memory
+ * pass through pinned staging of ROUTE_STAGE_KEYS keys per buffer, two
+ * per GPU, so that the host's copy of one part runs while the previous
+ * part is on the bus, and the pinned memory stays small (pinning is slow:
+ * a staging buffer of a whole slice took longer to pin than the call).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,30 +42,39 @@
  * slightly different sizes reuse the buffers. */
 #define ROUTE_CAP_STEP ((size_t) 1 << 16)
 
+/* Keys per pinned staging buffer (pageable keys and answers). */
+#define ROUTE_STAGE_KEYS ((size_t) 1 << 22)
+
 typedef struct route_dev
 {
 	int			device;
 	cudaStream_t work;			/* routing, sending, answers back */
 	cudaStream_t up;			/* uploads of slices */
+	cudaStream_t down;			/* answers to the host */
 	cudaEvent_t uploaded[2];	/* the slice in in[b] arrived */
 	cudaEvent_t routed[2];		/* in[b] was read (free for the next upload) */
 	cudaEvent_t answered;		/* this GPU as a shard sent its answers back */
+	cudaEvent_t ordered[2];		/* out[b] holds the piece's answers */
+	cudaEvent_t downloaded[2];	/* out[b] reached the host (free again) */
+	cudaEvent_t staged_in[2];	/* pin_in[k] went up (free again) */
+	cudaEvent_t staged_out[2];	/* pin_out[k] came down */
+	unsigned	nstaged;		/* staging buffers used, to alternate them */
 	uint64_t   *in[2];			/* a piece's slice, two pieces in flight */
-	uint64_t   *pin_in[2];		/* staging of pageable keys */
-	uint8_t    *pin_out;		/* staging of pageable answers */
+	uint64_t   *pin_in[2];		/* staging of pageable keys, ROUTE_STAGE_KEYS */
+	uint8_t    *pin_out[2];		/* staging of pageable answers */
 	uint8_t    *rid;			/* each key's shard */
 	uint8_t    *rid_sorted;
 	uint32_t   *idx;			/* each key's position in the slice */
-	uint32_t   *idx_sorted;
+	uint32_t   *idx_sorted[2];	/* by shard: read again by the answers */
 	uint64_t   *send;			/* the slice's keys by shard */
 	uint32_t   *dcount;			/* keys per shard */
 	uint32_t   *hcount;			/* pinned copy */
 	void	   *sort_tmp;
 	size_t		sort_tmp_bytes;
-	uint64_t   *recv;			/* as a shard: the keys it received */
-	uint8_t    *recv_out;		/* and their answers */
+	uint64_t   *recv[2];		/* as a shard: the keys it received */
+	uint8_t    *recv_out[2];	/* and their answers */
 	uint8_t    *back;			/* the slice's answers by shard */
-	uint8_t    *out;			/* the slice's answers in slice order */
+	uint8_t    *out[2];			/* the slice's answers in slice order */
 } route_dev;
 
 typedef struct gpu_router
@@ -73,9 +87,13 @@ typedef struct gpu_router
 	uint64_t	held;			/* bytes held against the memory hook */
 	int			pinned_staging; /* pin_in and pin_out are allocated */
 	route_dev	d[ROUTE_MAX];
-	size_t		cnt[ROUTE_MAX][ROUTE_MAX];	/* [g][s]: GPU g's keys for shard s */
-	size_t		start[ROUTE_MAX][ROUTE_MAX];	/* where they are in g's send */
-	size_t		off[ROUTE_MAX][ROUTE_MAX];	/* and where in s's recv */
+	/* per piece parity b: */
+	size_t		cnt[2][ROUTE_MAX][ROUTE_MAX];	/* [b][g][s]: GPU g's keys for shard s */
+	size_t		start[2][ROUTE_MAX][ROUTE_MAX];	/* where they are in g's send */
+	size_t		off[2][ROUTE_MAX][ROUTE_MAX];	/* and where in s's recv */
+	size_t		stage;			/* keys per staging buffer */
+	int			pending_out;	/* a piece's answers are on their way down */
+	size_t		pending_piece;
 	/* the call */
 	const uint64_t *keys;
 	size_t		nkeys;
@@ -164,17 +182,17 @@ dev_bytes(const gpu_router *r, size_t cap, size_t sort_tmp)
 {
 	return (uint64_t) cap * (2 * sizeof(uint64_t)	/* in */
 							 + 2	/* rid */
-							 + 2 * sizeof(uint32_t)	/* idx */
+							 + 3 * sizeof(uint32_t)	/* idx, idx_sorted x 2 */
 							 + sizeof(uint64_t)	/* send */
-							 + (sizeof(uint64_t) + 1) * (size_t) r->n	/* recv */
-							 + 2)	/* back, out */
+							 + 2 * (sizeof(uint64_t) + 1) * (size_t) r->n	/* recv x 2 */
+							 + 3)	/* back, out x 2 */
 		+ sort_tmp + ROUTE_MAX * sizeof(uint32_t);
 }
 
 static uint64_t
-pinned_bytes(size_t cap)
+pinned_bytes(size_t stage)
 {
-	return (uint64_t) cap * (2 * sizeof(uint64_t) + 1);
+	return (uint64_t) stage * 2 * (sizeof(uint64_t) + 1);
 }
 
 static void
@@ -183,26 +201,28 @@ free_buffers(gpu_router *r)
 	for (int g = 0; g < r->n; g++)
 	{
 		route_dev  *d = &r->d[g];
-		void	   *dev[] = {d->in[0], d->in[1], d->rid, d->rid_sorted, d->idx, d->idx_sorted,
-		d->send, d->dcount, d->sort_tmp, d->recv, d->recv_out, d->back, d->out};
+		void	   *dev[] = {d->in[0], d->in[1], d->rid, d->rid_sorted, d->idx, d->idx_sorted[0],
+			d->idx_sorted[1], d->send, d->dcount, d->sort_tmp, d->recv[0], d->recv[1],
+		d->recv_out[0], d->recv_out[1], d->back, d->out[0], d->out[1]};
+		void	   *pin[] = {d->pin_in[0], d->pin_in[1], d->pin_out[0], d->pin_out[1], d->hcount};
 
 		(void) cudaSetDevice(d->device);
 		(void) cudaDeviceSynchronize();
 		for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 			if (dev[i])
 				(void) cudaFree(dev[i]);
-		if (d->pin_in[0])
-			(void) cudaFreeHost(d->pin_in[0]);
-		if (d->pin_in[1])
-			(void) cudaFreeHost(d->pin_in[1]);
-		if (d->pin_out)
-			(void) cudaFreeHost(d->pin_out);
-		if (d->hcount)
-			(void) cudaFreeHost(d->hcount);
-		d->in[0] = d->in[1] = d->send = d->recv = NULL;
-		d->pin_in[0] = d->pin_in[1] = NULL;
-		d->rid = d->rid_sorted = d->recv_out = d->back = d->out = d->pin_out = NULL;
-		d->idx = d->idx_sorted = d->dcount = d->hcount = NULL;
+		for (size_t i = 0; i < sizeof(pin) / sizeof(pin[0]); i++)
+			if (pin[i])
+				(void) cudaFreeHost(pin[i]);
+		for (int b = 0; b < 2; b++)
+		{
+			d->in[b] = d->pin_in[b] = d->recv[b] = NULL;
+			d->pin_out[b] = d->recv_out[b] = d->out[b] = NULL;
+			d->idx_sorted[b] = NULL;
+		}
+		d->send = NULL;
+		d->rid = d->rid_sorted = d->back = NULL;
+		d->idx = d->dcount = d->hcount = NULL;
 		d->sort_tmp = NULL;
 		d->sort_tmp_bytes = 0;
 	}
@@ -210,7 +230,9 @@ free_buffers(gpu_router *r)
 	table_memory_give(r->held);
 	r->held = 0;
 	r->cap = 0;
+	r->stage = 0;
 	r->pinned_staging = 0;
+	r->pending_out = 0;
 }
 
 #define ALLOC_TRY(call, what) \
@@ -229,7 +251,8 @@ static cpht_status
 ensure_buffers(gpu_router *r, cpht_table *t, size_t want, int staging)
 {
 	size_t		cap = (want + ROUTE_CAP_STEP - 1) / ROUTE_CAP_STEP * ROUTE_CAP_STEP;
-	size_t		sort_tmp = 0;
+	size_t		sort_tmp = 0,
+				stage;
 	uint64_t	bytes;
 
 	if (cap <= r->cap && (!staging || r->pinned_staging))
@@ -241,13 +264,15 @@ ensure_buffers(gpu_router *r, cpht_table *t, size_t want, int staging)
 											   (const uint32_t *) NULL, (uint32_t *) NULL, (int) cap, 0,
 											   r->sort_bits),
 			"sizing a sort");
-	bytes = (dev_bytes(r, cap, sort_tmp) + (staging ? pinned_bytes(cap) : 0)) * (uint64_t) r->n;
+	stage = cap < ROUTE_STAGE_KEYS ? cap : ROUTE_STAGE_KEYS;
+	bytes = (dev_bytes(r, cap, sort_tmp) + (staging ? pinned_bytes(stage) : 0)) * (uint64_t) r->n;
 	if (!table_memory_take(bytes))
 		return table_fail(t, CPHT_ERR_LIMIT,
 						  "the buffers routing a call over %d GPUs (%llu bytes) would pass the memory limit",
 						  r->n, (unsigned long long) bytes);
 	r->held = bytes;
 	r->cap = cap;
+	r->stage = stage;
 	r->pinned_staging = staging;
 	for (int g = 0; g < r->n; g++)
 	{
@@ -259,25 +284,31 @@ ensure_buffers(gpu_router *r, cpht_table *t, size_t want, int staging)
 		ALLOC_TRY(cudaMalloc((void **) &d->rid, cap), "allocating routing buffers");
 		ALLOC_TRY(cudaMalloc((void **) &d->rid_sorted, cap), "allocating routing buffers");
 		ALLOC_TRY(cudaMalloc((void **) &d->idx, cap * sizeof(uint32_t)), "allocating routing buffers");
-		ALLOC_TRY(cudaMalloc((void **) &d->idx_sorted, cap * sizeof(uint32_t)), "allocating routing buffers");
+		for (int b = 0; b < 2; b++)
+			ALLOC_TRY(cudaMalloc((void **) &d->idx_sorted[b], cap * sizeof(uint32_t)),
+					  "allocating routing buffers");
 		ALLOC_TRY(cudaMalloc((void **) &d->send, cap * sizeof(uint64_t)), "allocating routing buffers");
 		ALLOC_TRY(cudaMalloc((void **) &d->dcount, ROUTE_MAX * sizeof(uint32_t)), "allocating routing buffers");
 		ALLOC_TRY(cudaMallocHost((void **) &d->hcount, ROUTE_MAX * sizeof(uint32_t)), "allocating routing buffers");
 		d->sort_tmp_bytes = sort_tmp;
 		ALLOC_TRY(cudaMalloc(&d->sort_tmp, sort_tmp ? sort_tmp : 1), "allocating routing buffers");
 		/* a shard may receive every key of a piece */
-		ALLOC_TRY(cudaMalloc((void **) &d->recv, cap * (size_t) r->n * sizeof(uint64_t)),
-				  "allocating routing buffers");
-		ALLOC_TRY(cudaMalloc((void **) &d->recv_out, cap * (size_t) r->n), "allocating routing buffers");
-		ALLOC_TRY(cudaMalloc((void **) &d->back, cap), "allocating routing buffers");
-		ALLOC_TRY(cudaMalloc((void **) &d->out, cap), "allocating routing buffers");
-		if (staging)
+		for (int b = 0; b < 2; b++)
 		{
-			for (int b = 0; b < 2; b++)
-				ALLOC_TRY(cudaMallocHost((void **) &d->pin_in[b], cap * sizeof(uint64_t)),
-						  "allocating routing buffers");
-			ALLOC_TRY(cudaMallocHost((void **) &d->pin_out, cap), "allocating routing buffers");
+			ALLOC_TRY(cudaMalloc((void **) &d->recv[b], cap * (size_t) r->n * sizeof(uint64_t)),
+					  "allocating routing buffers");
+			ALLOC_TRY(cudaMalloc((void **) &d->recv_out[b], cap * (size_t) r->n),
+					  "allocating routing buffers");
+			ALLOC_TRY(cudaMalloc((void **) &d->out[b], cap), "allocating routing buffers");
 		}
+		ALLOC_TRY(cudaMalloc((void **) &d->back, cap), "allocating routing buffers");
+		if (staging)
+			for (int b = 0; b < 2; b++)
+			{
+				ALLOC_TRY(cudaMallocHost((void **) &d->pin_in[b], stage * sizeof(uint64_t)),
+						  "allocating routing buffers");
+				ALLOC_TRY(cudaMallocHost((void **) &d->pin_out[b], stage), "allocating routing buffers");
+			}
 	}
 	return CPHT_OK;
 }
@@ -355,11 +386,15 @@ route_create(cpht_table **tables, int n, uint64_t seed, char *why, size_t len)
 			err = cudaStreamCreateWithFlags(&d->work, cudaStreamNonBlocking);
 		if (err == cudaSuccess)
 			err = cudaStreamCreateWithFlags(&d->up, cudaStreamNonBlocking);
+		if (err == cudaSuccess)
+			err = cudaStreamCreateWithFlags(&d->down, cudaStreamNonBlocking);
 		for (int b = 0; b < 2 && err == cudaSuccess; b++)
 		{
-			err = cudaEventCreateWithFlags(&d->uploaded[b], cudaEventDisableTiming);
-			if (err == cudaSuccess)
-				err = cudaEventCreateWithFlags(&d->routed[b], cudaEventDisableTiming);
+			cudaEvent_t *ev[] = {&d->uploaded[b], &d->routed[b], &d->ordered[b], &d->downloaded[b],
+			&d->staged_in[b], &d->staged_out[b]};
+
+			for (size_t e = 0; e < sizeof(ev) / sizeof(ev[0]) && err == cudaSuccess; e++)
+				err = cudaEventCreateWithFlags(ev[e], cudaEventDisableTiming);
 		}
 		if (err == cudaSuccess)
 			err = cudaEventCreateWithFlags(&d->answered, cudaEventDisableTiming);
@@ -389,10 +424,12 @@ route_destroy(void *router)
 		(void) cudaSetDevice(d->device);
 		for (int b = 0; b < 2; b++)
 		{
-			if (d->uploaded[b])
-				(void) cudaEventDestroy(d->uploaded[b]);
-			if (d->routed[b])
-				(void) cudaEventDestroy(d->routed[b]);
+			cudaEvent_t ev[] = {d->uploaded[b], d->routed[b], d->ordered[b], d->downloaded[b],
+			d->staged_in[b], d->staged_out[b]};
+
+			for (size_t e = 0; e < sizeof(ev) / sizeof(ev[0]); e++)
+				if (ev[e])
+					(void) cudaEventDestroy(ev[e]);
 		}
 		if (d->answered)
 			(void) cudaEventDestroy(d->answered);
@@ -400,6 +437,8 @@ route_destroy(void *router)
 			(void) cudaStreamDestroy(d->work);
 		if (d->up)
 			(void) cudaStreamDestroy(d->up);
+		if (d->down)
+			(void) cudaStreamDestroy(d->down);
 	}
 	(void) cudaGetLastError();
 	free(r);
@@ -415,8 +454,10 @@ drain_all(gpu_router *r)
 		(void) cudaSetDevice(r->d[g].device);
 		(void) cudaStreamSynchronize(r->d[g].up);
 		(void) cudaStreamSynchronize(r->d[g].work);
+		(void) cudaStreamSynchronize(r->d[g].down);
 	}
 	(void) cudaGetLastError();
+	r->pending_out = 0;
 }
 
 #define ROUTE_TRY(call, what) \
@@ -453,39 +494,75 @@ host_copy(const gpu_router *r, void *dst, const void *src, size_t bytes)
 	cpu_parallel_for_min(r->threads, bytes, (size_t) 1 << 20, route_copy_range, &c);
 }
 
-/* Start piece `piece`'s uploads (the staging copy of pageable keys first). */
+/* Keys [*lo, *lo + *len) of piece `piece`'s slice g that staging part k
+ * holds (len 0 past the slice's end). */
+static void
+stage_part(const gpu_router *r, size_t piece, int g, size_t k, size_t *lo, size_t *len)
+{
+	size_t		a,
+				n;
+
+	slice_of(r, piece, g, &a, &n);
+	*lo = a + k * r->stage;
+	*len = k * r->stage >= n ? 0 : n - k * r->stage < r->stage ? n - k * r->stage : r->stage;
+}
+
+/*
+ * Start piece `piece`'s uploads into in[piece & 1].  Pageable keys go
+ * through the staging buffers part by part, the GPUs in turn, so that the
+ * host copies a part while the previous ones are on the bus.
+ */
 static cpht_status
 route_prefetch(void *router, cpht_table *t, size_t piece)
 {
 	gpu_router *r = (gpu_router *) router;
 	int			b = (int) (piece & 1);
 	double		mark = route_clock_ms();
+	size_t		most = 0;
 
 	if (piece * r->chunk >= r->nkeys)
 		return CPHT_OK;
 	for (int g = 0; g < r->n; g++)
 	{
-		route_dev  *d = &r->d[g];
 		size_t		lo,
 					len;
-		const uint64_t *src;
 
 		slice_of(r, piece, g, &lo, &len);
-		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
-		src = r->keys + lo;
-		if (!r->direct_in)
-		{
-			/* pin_in[b] is free once piece - 2's upload is done */
-			ROUTE_TRY(cudaEventSynchronize(d->uploaded[b]), "waiting for an upload");
-			host_copy(r, d->pin_in[b], src, len * sizeof(uint64_t));
-			src = d->pin_in[b];
-		}
+		most = len > most ? len : most;
+		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
 		/* in[b] is free once piece - 2 was routed */
-		ROUTE_TRY(cudaStreamWaitEvent(d->up, d->routed[b], 0), "ordering an upload");
-		if (len > 0)
-			ROUTE_TRY(cudaMemcpyAsync(d->in[b], src, len * sizeof(uint64_t), cudaMemcpyHostToDevice, d->up),
-					  "uploading keys");
-		ROUTE_TRY(cudaEventRecord(d->uploaded[b], d->up), "recording an event");
+		ROUTE_TRY(cudaStreamWaitEvent(r->d[g].up, r->d[g].routed[b], 0), "ordering an upload");
+		if (r->direct_in && len > 0)
+			ROUTE_TRY(cudaMemcpyAsync(r->d[g].in[b], r->keys + lo, len * sizeof(uint64_t),
+									  cudaMemcpyHostToDevice, r->d[g].up), "uploading keys");
+	}
+	for (size_t k = 0; !r->direct_in && k * r->stage < most; k++)
+		for (int g = 0; g < r->n; g++)
+		{
+			route_dev  *d = &r->d[g];
+			size_t		lo,
+						len,
+						first,
+						whole;
+			int			sb = (int) (d->nstaged & 1);
+
+			stage_part(r, piece, g, k, &lo, &len);
+			if (len == 0)
+				continue;
+			slice_of(r, piece, g, &first, &whole);
+			ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
+			/* pin_in[sb] is free once its last upload is done */
+			ROUTE_TRY(cudaEventSynchronize(d->staged_in[sb]), "waiting for an upload");
+			host_copy(r, d->pin_in[sb], r->keys + lo, len * sizeof(uint64_t));
+			ROUTE_TRY(cudaMemcpyAsync(d->in[b] + (lo - first), d->pin_in[sb], len * sizeof(uint64_t),
+									  cudaMemcpyHostToDevice, d->up), "uploading keys");
+			ROUTE_TRY(cudaEventRecord(d->staged_in[sb], d->up), "recording an event");
+			d->nstaged++;
+		}
+	for (int g = 0; g < r->n; g++)
+	{
+		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+		ROUTE_TRY(cudaEventRecord(r->d[g].uploaded[b], r->d[g].up), "recording an event");
 	}
 	r->ms[0] += route_clock_ms() - mark;
 	return CPHT_OK;
@@ -504,15 +581,24 @@ route_begin(void *router, cpht_table *t, const uint64_t *keys, size_t n, uint8_t
 	r->answer = answer;
 	r->chunk = chunk;
 	r->threads = threads > 0 ? threads : 1;
+	r->pending_out = 0;
 	memset(r->ms, 0, sizeof(r->ms));
 	r->direct_in = gpu_host_registered(keys, n * sizeof(uint64_t));
 	r->direct_out = gpu_host_registered(answer, n);
 	rc = ensure_buffers(r, t, most, !r->direct_in || !r->direct_out);
-	if (rc != CPHT_OK)
-		return rc;
-	return route_prefetch(r, t, 0);
+	if (rc == CPHT_OK)
+		rc = route_prefetch(r, t, 0);
+	if (rc == CPHT_OK)
+		rc = route_prefetch(r, t, 1);
+	return rc;
 }
 
+/*
+ * Route piece `piece` and send every shard its keys.  The shards may be
+ * working on the piece before meanwhile: everything written here is the
+ * piece's parity's own (idx_sorted, recv, the counts), or used by this
+ * call alone (rid, idx, send).
+ */
 static cpht_status
 route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t **dkeys,
 			  uint8_t **dout)
@@ -544,11 +630,11 @@ route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t *
 				(d->in[b], (uint32_t) len, r->seed, r->n, d->rid, d->idx, d->dcount);
 			ROUTE_TRY(cudaGetLastError(), "routing keys");
 			ROUTE_TRY(cub::DeviceRadixSort::SortPairs(d->sort_tmp, d->sort_tmp_bytes, d->rid, d->rid_sorted,
-													  d->idx, d->idx_sorted, (int) len, 0, r->sort_bits,
+													  d->idx, d->idx_sorted[b], (int) len, 0, r->sort_bits,
 													  d->work),
 					  "sorting keys by shard");
 			route_gather_kernel<<<route_grid(r, g, len), GPU_BLOCK, 0, d->work>>>
-				(d->in[b], d->idx_sorted, (uint32_t) len, d->send);
+				(d->in[b], d->idx_sorted[b], (uint32_t) len, d->send);
 			ROUTE_TRY(cudaGetLastError(), "gathering keys by shard");
 		}
 		ROUTE_TRY(cudaEventRecord(d->routed[b], d->work), "recording an event");
@@ -563,9 +649,9 @@ route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t *
 		ROUTE_TRY(cudaStreamSynchronize(r->d[g].work), "routing keys");
 		for (int s = 0; s < r->n; s++)
 		{
-			r->cnt[g][s] = r->d[g].hcount[s];
-			r->start[g][s] = at;
-			at += r->cnt[g][s];
+			r->cnt[b][g][s] = r->d[g].hcount[s];
+			r->start[b][g][s] = at;
+			at += r->cnt[b][g][s];
 		}
 	}
 	/* shard s receives the slices' keys in slice order: input order */
@@ -575,12 +661,12 @@ route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t *
 
 		for (int g = 0; g < r->n; g++)
 		{
-			r->off[g][s] = at;
-			at += r->cnt[g][s];
+			r->off[b][g][s] = at;
+			at += r->cnt[b][g][s];
 		}
 		got[s] = at;
-		dkeys[s] = r->d[s].recv;
-		dout[s] = r->d[s].recv_out;
+		dkeys[s] = r->d[s].recv[b];
+		dout[s] = r->d[s].recv_out[b];
 	}
 	for (int g = 0; g < r->n; g++)
 	{
@@ -588,10 +674,10 @@ route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t *
 
 		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
 		for (int s = 0; s < r->n; s++)
-			if (r->cnt[g][s] > 0)
-				ROUTE_TRY(cudaMemcpyPeerAsync(r->d[s].recv + r->off[g][s], r->d[s].device,
-											  d->send + r->start[g][s], d->device,
-											  r->cnt[g][s] * sizeof(uint64_t), d->work),
+			if (r->cnt[b][g][s] > 0)
+				ROUTE_TRY(cudaMemcpyPeerAsync(r->d[s].recv[b] + r->off[b][g][s], r->d[s].device,
+											  d->send + r->start[b][g][s], d->device,
+											  r->cnt[b][g][s] * sizeof(uint64_t), d->work),
 						  "sending keys to their shard's GPU");
 	}
 	for (int g = 0; g < r->n; g++)
@@ -603,11 +689,72 @@ route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t *
 	return CPHT_OK;
 }
 
+/* Wait for the answers of the piece on their way down (registered
+ * memory), if any. */
+static cpht_status
+wait_out(gpu_router *r, cpht_table *t)
+{
+	if (!r->pending_out)
+		return CPHT_OK;
+	for (int g = 0; g < r->n; g++)
+	{
+		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+		ROUTE_TRY(cudaEventSynchronize(r->d[g].downloaded[r->pending_piece & 1]), "downloading answers");
+	}
+	r->pending_out = 0;
+	return CPHT_OK;
+}
+
+/* Pageable answers: part k of piece `piece`'s slices down into the
+ * staging buffers (start), then into answer[] (end). */
+static cpht_status
+out_part(gpu_router *r, cpht_table *t, size_t piece, size_t k, int end)
+{
+	int			b = (int) (piece & 1);
+
+	for (int g = 0; g < r->n; g++)
+	{
+		route_dev  *d = &r->d[g];
+		size_t		lo,
+					len,
+					first,
+					whole;
+		int			sb = (int) (k & 1);
+
+		stage_part(r, piece, g, k, &lo, &len);
+		if (len == 0)
+			continue;
+		slice_of(r, piece, g, &first, &whole);
+		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
+		if (!end)
+		{
+			ROUTE_TRY(cudaMemcpyAsync(d->pin_out[sb], d->out[b] + (lo - first), len, cudaMemcpyDeviceToHost,
+									  d->down), "downloading answers");
+			ROUTE_TRY(cudaEventRecord(d->staged_out[sb], d->down), "recording an event");
+		}
+		else
+		{
+			ROUTE_TRY(cudaEventSynchronize(d->staged_out[sb]), "downloading answers");
+			host_copy(r, r->answer + lo, d->pin_out[sb], len);
+		}
+	}
+	return CPHT_OK;
+}
+
+/*
+ * The answers of piece `piece` back to the GPUs its keys came from, in
+ * slice order, and to the host.  Into registered memory the copy down is
+ * left running (the next gather or route_finish waits for it); pageable
+ * answers are in answer[] on return.
+ */
 static cpht_status
 route_gather(void *router, cpht_table *t, size_t piece)
 {
 	gpu_router *r = (gpu_router *) router;
+	int			b = (int) (piece & 1);
 	double		mark = route_clock_ms();
+	size_t		most = 0;
+	cpht_status rc;
 
 	/* each shard's answers to the GPUs whose slices the keys came from */
 	for (int s = 0; s < r->n; s++)
@@ -616,10 +763,10 @@ route_gather(void *router, cpht_table *t, size_t piece)
 
 		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
 		for (int g = 0; g < r->n; g++)
-			if (r->cnt[g][s] > 0)
-				ROUTE_TRY(cudaMemcpyPeerAsync(r->d[g].back + r->start[g][s], r->d[g].device,
-											  d->recv_out + r->off[g][s], d->device, r->cnt[g][s],
-											  d->work),
+			if (r->cnt[b][g][s] > 0)
+				ROUTE_TRY(cudaMemcpyPeerAsync(r->d[g].back + r->start[b][g][s], r->d[g].device,
+											  d->recv_out[b] + r->off[b][g][s], d->device,
+											  r->cnt[b][g][s], d->work),
 						  "sending answers back");
 		ROUTE_TRY(cudaEventRecord(d->answered, d->work), "recording an event");
 	}
@@ -630,16 +777,21 @@ route_gather(void *router, cpht_table *t, size_t piece)
 					len;
 
 		slice_of(r, piece, g, &lo, &len);
+		most = len > most ? len : most;
 		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
 		for (int s = 0; s < r->n; s++)
 			ROUTE_TRY(cudaStreamWaitEvent(d->work, r->d[s].answered, 0), "ordering answers");
+		/* out[b] is free once piece - 2's answers are down */
+		ROUTE_TRY(cudaStreamWaitEvent(d->work, d->downloaded[b], 0), "ordering answers");
 		if (len > 0)
 		{
 			route_scatter_kernel<<<route_grid(r, g, len), GPU_BLOCK, 0, d->work>>>
-				(d->back, d->idx_sorted, (uint32_t) len, d->out);
+				(d->back, d->idx_sorted[b], (uint32_t) len, d->out[b]);
 			ROUTE_TRY(cudaGetLastError(), "putting answers in order");
 		}
+		ROUTE_TRY(cudaEventRecord(d->ordered[b], d->work), "recording an event");
 	}
+	/* back is free for the next piece's answers once the scatters ran */
 	for (int g = 0; g < r->n; g++)
 	{
 		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
@@ -647,32 +799,69 @@ route_gather(void *router, cpht_table *t, size_t piece)
 	}
 	r->ms[2] += route_clock_ms() - mark;
 	mark = route_clock_ms();
-	for (int g = 0; g < r->n; g++)
+	/* one piece's answers on their way down at a time */
+	rc = wait_out(r, t);
+	if (rc != CPHT_OK)
+		return rc;
+	if (r->direct_out)
 	{
-		route_dev  *d = &r->d[g];
-		size_t		lo,
-					len;
+		for (int g = 0; g < r->n; g++)
+		{
+			route_dev  *d = &r->d[g];
+			size_t		lo,
+						len;
 
-		slice_of(r, piece, g, &lo, &len);
-		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
-		if (len > 0)
-			ROUTE_TRY(cudaMemcpyAsync(r->direct_out ? r->answer + lo : d->pin_out, d->out, len,
-									  cudaMemcpyDeviceToHost, d->work), "downloading answers");
+			slice_of(r, piece, g, &lo, &len);
+			ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
+			ROUTE_TRY(cudaStreamWaitEvent(d->down, d->ordered[b], 0), "ordering answers");
+			if (len > 0)
+				ROUTE_TRY(cudaMemcpyAsync(r->answer + lo, d->out[b], len, cudaMemcpyDeviceToHost, d->down),
+						  "downloading answers");
+			ROUTE_TRY(cudaEventRecord(d->downloaded[b], d->down), "recording an event");
+		}
+		r->pending_out = 1;
+		r->pending_piece = piece;
 	}
-	for (int g = 0; g < r->n; g++)
+	else
 	{
-		route_dev  *d = &r->d[g];
-		size_t		lo,
-					len;
-
-		slice_of(r, piece, g, &lo, &len);
-		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
-		ROUTE_TRY(cudaStreamSynchronize(d->work), "downloading answers");
-		if (!r->direct_out && len > 0)
-			host_copy(r, r->answer + lo, d->pin_out, len);
+		for (int g = 0; g < r->n; g++)
+		{
+			ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+			ROUTE_TRY(cudaStreamWaitEvent(r->d[g].down, r->d[g].ordered[b], 0), "ordering answers");
+		}
+		/* part k + 1 comes down while part k is copied out */
+		rc = out_part(r, t, piece, 0, 0);
+		for (size_t k = 0; rc == CPHT_OK && k * r->stage < most; k++)
+		{
+			if ((k + 1) * r->stage < most)
+				rc = out_part(r, t, piece, k + 1, 0);
+			if (rc == CPHT_OK)
+				rc = out_part(r, t, piece, k, 1);
+		}
+		if (rc != CPHT_OK)
+			return rc;
+		for (int g = 0; g < r->n; g++)
+		{
+			ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+			ROUTE_TRY(cudaEventRecord(r->d[g].downloaded[b], r->d[g].down), "recording an event");
+		}
 	}
 	r->ms[3] += route_clock_ms() - mark;
 	return CPHT_OK;
+}
+
+/* The end of a call, done or failed: every copy and kernel of the router
+ * finished; an error of the last answers' copy down is the call's. */
+static cpht_status
+route_finish(void *router, cpht_table *t)
+{
+	gpu_router *r = (gpu_router *) router;
+	double		mark = route_clock_ms();
+	cpht_status rc = wait_out(r, t);
+
+	drain_all(r);
+	r->ms[3] += route_clock_ms() - mark;
+	return rc;
 }
 
 #undef ROUTE_TRY
@@ -699,6 +888,7 @@ gpu_make_route_ops(void)
 	o.scatter = route_scatter;
 	o.prefetch = route_prefetch;
 	o.gather = route_gather;
+	o.finish = route_finish;
 	o.times = route_times;
 	return o;
 }

@@ -93,7 +93,9 @@ route_shard_main(void *arg)
  * The pipeline of a routed call.  Returns CPHT_OK with every answer in
  * answer[], or the error (its message set) with stop->done: the keys
  * [0, done) ran and have their answers (a failed shard's part of the last
- * piece reads CPHT_FOUND: it undid itself).
+ * piece reads CPHT_FOUND: it undid itself).  While the shards work on
+ * piece i, this thread routes and sends piece i + 1 and starts piece
+ * i + 2's upload; the answers of piece i go back after.
  */
 static cpht_status
 route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8_t *answer,
@@ -104,6 +106,9 @@ route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8
 	int			ns = t->sharded->nshards;
 	size_t		chunk = route_chunk(t, n);
 	size_t		pieces = (n + chunk - 1) / chunk;
+	size_t		got[2][CPHT_MAX_SHARDS];
+	uint64_t   *dkeys[2][CPHT_MAX_SHARDS];
+	uint8_t    *dout[2][CPHT_MAX_SHARDS];
 	cpht_status rc;
 
 	memset(stop, 0, sizeof(*stop));
@@ -115,13 +120,13 @@ route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8
 		jobs[s].op = op;
 	}
 	rc = ro->begin(r, t, keys, n, answer, chunk, t->sharded->split_threads);
+	if (rc == CPHT_OK)
+		rc = ro->scatter(r, t, 0, got[0], dkeys[0], dout[0]);
 	for (size_t i = 0; rc == CPHT_OK && i < pieces; i++)
 	{
+		int			b = (int) (i & 1);
 		size_t		lo = i * chunk;
 		size_t		m = n - lo < chunk ? n - lo : chunk;
-		size_t		got[CPHT_MAX_SHARDS];
-		uint64_t   *dkeys[CPHT_MAX_SHARDS];
-		uint8_t    *dout[CPHT_MAX_SHARDS];
 		route_job	rj[CPHT_MAX_SHARDS];
 		sigset_t	all,
 					saved;
@@ -132,9 +137,6 @@ route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8
 		stop->done = lo;
 		if (i > 0 && table_interrupted())
 			return table_fail(t, CPHT_ERR_CANCELED, "canceled after %zu of %zu keys", lo, n);
-		rc = ro->scatter(r, t, i, got, dkeys, dout);
-		if (rc != CPHT_OK)
-			return rc;
 		stop->pieces++;
 		mark = table_clock_ms();
 		/* the shards' threads block all signals: the host process handles them */
@@ -142,13 +144,15 @@ route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8
 		pthread_sigmask(SIG_SETMASK, &all, &saved);
 		for (int s = 0; s < ns; s++)
 		{
-			rj[s] = (route_job) {t->sharded->shard[s], op, dkeys[s], got[s], dout[s], CPHT_OK};
+			rj[s] = (route_job) {t->sharded->shard[s], op, dkeys[b][s], got[b][s], dout[b][s], CPHT_OK};
 			rj[s].started = pthread_create(&rj[s].thread, NULL, route_shard_main, &rj[s]) == 0;
 		}
 		pthread_sigmask(SIG_SETMASK, &saved, NULL);
-		/* the next piece goes up while the shards work on this one */
+		/* the next piece is routed and sent, the one after goes up */
 		if (i + 1 < pieces)
-			next = ro->prefetch(r, t, i + 1);
+			next = ro->scatter(r, t, i + 1, got[!b], dkeys[!b], dout[!b]);
+		if (next == CPHT_OK && i + 2 < pieces)
+			next = ro->prefetch(r, t, i + 2);
 		for (int s = 0; s < ns; s++)
 		{
 			if (rj[s].started)
@@ -166,15 +170,15 @@ route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8
 			/* a failed shard undid its part: its keys were not put */
 			for (int s = 0; s < ns; s++)
 				if (jobs[s].rc != CPHT_OK && op == OP_FIND_OR_PUT)
-					(void) t->sharded->shard[s]->ops->resident->fill(t->sharded->shard[s], dout[s],
-																	 CPHT_FOUND, got[s]);
+					(void) t->sharded->shard[s]->ops->resident->fill(t->sharded->shard[s], dout[b][s],
+																	 CPHT_FOUND, got[b][s]);
 			frc = shards_fail(t, jobs, failed);
 			if (op == OP_FIND_OR_PUT)
 			{
 				char		why[sizeof(t->errmsg)];
 
 				memcpy(why, t->errmsg, sizeof(why));
-				if (ro->gather(r, t, i) == CPHT_OK)
+				if (ro->gather(r, t, i) == CPHT_OK && ro->finish(r, t) == CPHT_OK)
 				{
 					memcpy(t->errmsg, why, sizeof(why));
 					stop->done = lo + m;
@@ -187,6 +191,8 @@ route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8
 			return frc;
 		}
 		rc = ro->gather(r, t, i);
+		if (rc == CPHT_OK && i + 1 == pieces)
+			rc = ro->finish(r, t);
 		if (rc != CPHT_OK)
 		{
 			size_t		len = strlen(t->errmsg);
@@ -199,6 +205,18 @@ route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8
 		rc = next;
 	}
 	return rc;
+}
+
+/* After a failed routed call: nothing of the router may still run when
+ * the call returns; the call's error stays the one reported. */
+static void
+route_drain(cpht_table *t)
+{
+	char		why[sizeof(t->errmsg)];
+
+	memcpy(why, t->errmsg, sizeof(why));
+	(void) t->sharded->route->finish(t->sharded->router, t);
+	memcpy(t->errmsg, why, sizeof(why));
 }
 
 /* After a routed call: the call's times (cpht_call_times). */
@@ -238,6 +256,8 @@ device_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *statu
 		before[s] = t->sharded->shard[s]->log_len;
 	rc = route_pipeline(t, OP_FIND_OR_PUT, keys, n, status, jobs, &stop, &shards_ms);
 	if (rc != CPHT_OK)
+		route_drain(t);
+	if (rc != CPHT_OK)
 		rc = shards_undo_find_or_put(t, jobs, &stop, keys, status, before, rc);
 	else
 		shards_segs_append(t, before);
@@ -256,6 +276,8 @@ device_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 	if (n == 0 || !route_ok(t))
 		return shards_host_find(t, keys, n, found);
 	rc = route_pipeline(t, OP_FIND, keys, n, found, jobs, &stop, &shards_ms);
+	if (rc != CPHT_OK)
+		route_drain(t);
 	route_settled(t, &stop, shards_ms);
 	return rc;
 }

@@ -130,10 +130,13 @@ typedef struct cpht_resident_ops
  * slice by position), sorts each slice by table and sends each table its
  * keys, in input order, device to device: on return table s's keys of the
  * piece are dkeys[s][0..got[s]), with room for their answers in dout[s].
- * prefetch(i + 1), called while the shards work on piece i, starts the
- * next piece's upload (begin starts piece 0's).  gather(i) sends the answers
- * back the same way and writes them to answer[] at the piece's positions,
- * waiting for them.  The router's memory is held against the memory hook;
+ * prefetch(i) starts piece i's upload (begin starts those of pieces 0
+ * and 1).  gather(i) sends the answers back the same way and writes them to answer[] at the piece's positions
+ * (into registered memory the copy may still run on return).  Pieces
+ * overlap: scatter(i + 1) and prefetch(i + 2) may run while the shards
+ * work on piece i, before gather(i).  finish ends a call, done or failed:
+ * every copy of the router done (answer[] complete), its error the
+ * call's.  The router's memory is held against the memory hook;
  * failures are reported in `t` (the sharded table).
  */
 typedef struct cpht_route_ops
@@ -146,6 +149,7 @@ typedef struct cpht_route_ops
 							uint64_t **dkeys, uint8_t **dout);
 	cpht_status (*prefetch) (void *router, cpht_table *t, size_t piece);
 	cpht_status (*gather) (void *router, cpht_table *t, size_t piece);
+	cpht_status (*finish) (void *router, cpht_table *t);
 	/* what the last call's pieces spent, summed (ms): slices onto the
 	 * devices, routing and sending keys, answers back, answers off the
 	 * devices */
