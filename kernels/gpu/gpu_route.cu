@@ -16,11 +16,11 @@
  * answers go back by the same peer copies, a scatter puts them in slice
  * order, and each GPU copies its slice's answers to the host.
  *
- * Pieces overlap: while the shards work on piece i, the router routes
- * and sends piece i+1 (scatter) and uploads piece i+2 (prefetch), and the
- * answers of piece i go to the host while the shards work on piece i+1.
- * Each buffer that two pieces in flight use is therefore doubled
- * (indexed by the piece's parity).  Keys and answers in pageable memory
+ * Pieces overlap: piece i+2 goes up (prefetch) while the shards work on
+ * piece i, and the answers of piece i go to the host while the shards
+ * work on piece i+1.  The buffers of a piece are doubled (indexed by the
+ * piece's parity), so that scatter(i+1) may also run under the shards'
+ * work on piece i (shards_route.c measured that slower and does not).  Keys and answers in pageable memory
  * pass through pinned staging of ROUTE_STAGE_KEYS keys per buffer, two
  * per GPU, so that the host's copy of one part runs while the previous
  * part is on the bus, and the pinned memory stays small (pinning is slow:
