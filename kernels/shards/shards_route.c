@@ -31,8 +31,8 @@
 /*
  * Keys per piece of a routed call, at most (over all GPUs).  A piece's
  * fixed costs are a few synchronisations of every GPU and a thread per
- * shard (tens of microseconds), its buffers about 54 bytes a key per GPU
- * of its slice's size (so 32M keys over 2 GPUs hold 0.9 GB on each); the
+ * shard (tens of microseconds), its buffers 41 + 18 N bytes a key per GPU
+ * of its slice's size (so 32M keys over 2 GPUs hold 1.2 GB on each); the
  * upload of the next piece runs under the shards' work on this one.
  */
 #define ROUTE_PIECE_KEYS ((size_t) 1 << 25)
