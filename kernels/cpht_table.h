@@ -192,7 +192,13 @@ typedef struct cpht_table cpht_table;
  * while it splits the next piece and puts the last one's answers back);
  * pieces is how many pieces the call went in and threads how many threads
  * split them; undo_log and grow are the longest shard's, grows the
- * shards' sum.
+ * shards' sum.  A sharded table's find-or-put or find routed on its GPUs
+ * (routed = 1, docs/sharding.md) reports instead: stage_in the keys going
+ * onto the GPUs (staging and the part of the uploads not hidden),
+ * exchange_in routing them on the GPUs and sending each to its shard's
+ * GPU, wait the shards' own calls, exchange_out the answers going back
+ * to the GPUs the keys came from, copy_out the answers coming off the
+ * GPUs.
  */
 typedef struct cpht_call_times
 {
@@ -207,6 +213,11 @@ typedef struct cpht_call_times
 	int			widens;
 	int			pieces;
 	int			threads;
+	/* a sharded table's call routed on its GPUs (routed = 1): routing and
+	 * sending the keys to their shards' GPUs, and the answers back */
+	double		exchange_in;
+	double		exchange_out;
+	int			routed;
 } cpht_call_times;
 
 void		cpht_table_call_times(const cpht_table *table, cpht_call_times *out);

@@ -435,7 +435,21 @@ gpu_make_pinned_ops(void)
 	return p;
 }
 
+static cpht_resident_ops
+gpu_make_resident_ops(void)
+{
+	cpht_resident_ops r = {};
+
+	r.find_or_put = gpu_find_or_put_resident;
+	r.find = gpu_find_resident;
+	r.to_host = gpu_resident_to_host;
+	r.from_host = gpu_resident_from_host;
+	r.fill = gpu_resident_fill;
+	return r;
+}
+
 static const cpht_log_store gpu_log_store = gpu_make_log_store();
+static const cpht_resident_ops gpu_resident_ops = gpu_make_resident_ops();
 static const cpht_pinned_ops gpu_pinned_ops = gpu_make_pinned_ops();
 
 static cpht_device_ops
@@ -465,6 +479,8 @@ gpu_make_ops(void)
 	o.slot_writes_wait = gpu_slot_writes_wait;
 	o.log_store = &gpu_log_store;
 	o.pinned = &gpu_pinned_ops;
+	o.resident = &gpu_resident_ops;
+	o.route = &gpu_route_ops;
 	return o;
 }
 

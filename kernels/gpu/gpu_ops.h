@@ -151,6 +151,20 @@ cpht_status gpu_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *fou
 cpht_status gpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present,
 					  int to_empty, cpht_tally *tally, uint64_t log_at);
 
+/* resident_ops (device_ops.h): the same on arrays already in the table's
+ * device memory; each waits for the device. */
+cpht_status gpu_find_or_put_resident(cpht_table *t, const uint64_t *dkeys, size_t n,
+									 uint8_t *dstatus, uint64_t *homeless, size_t *nhomeless,
+									 cpht_tally *tally, uint64_t log_at);
+cpht_status gpu_find_resident(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dfound);
+cpht_status gpu_resident_to_host(cpht_table *t, void *host, const void *dev, size_t bytes);
+cpht_status gpu_resident_from_host(cpht_table *t, void *dev, const void *host, size_t bytes);
+cpht_status gpu_resident_fill(cpht_table *t, void *dev, int value, size_t bytes);
+
+/* ---- routing a batch over several tables' devices (gpu_route.cu) --------- */
+
+extern const cpht_route_ops gpu_route_ops;
+
 /* ---- backend (gpu_device.cu) -------------------------------------------- */
 
 /* Force grouping on (GPU_GROUP_ON / _FINE) or off for this table

@@ -412,3 +412,111 @@ gpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int t
 	return pipeline_run(t, keys, n, present, chunk_erase, &to_empty, &want);
 }
 
+
+/* ---- arrays already on the device (resident_ops) ---------------------------- */
+
+/*
+ * A batch whose keys a router put in this table's device memory: the same
+ * kernels as the host pipeline, in chunks of the transfer buffers' size
+ * (the scratch the kernels take is sized for one), without transfers.  The
+ * answers are cleared first, so that a failure part way tells which keys
+ * the call reached (device_ops.h); then everything is waited for.
+ */
+static cpht_status
+resident_run(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dout, chunk_fn fn, void *ctx,
+			 const pipeline_tally *tally)
+{
+	gpu_state  *st = gpu_state_of(t);
+	size_t		cap;
+	cpht_status rc;
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	rc = gpu_ensure_staging(t, n);
+	if (rc == CPHT_OK && tally)
+		rc = gpu_tally_reset(t);
+	if (rc != CPHT_OK)
+		return rc;
+	cap = st->chunk_cap;
+	GPU_TRY(t, cudaMemsetAsync(dout, 0, n, st->comp), "clearing results");
+	for (size_t off = 0; off < n; off += cap)
+	{
+		size_t		len = n - off < cap ? n - off : cap;
+
+		if (table_fault_step())
+			rc = table_fail(t, CPHT_ERR_DEVICE, "GPU: injected fault at key %zu of %zu", off, n);
+		else
+			rc = fn(t, ctx, dkeys + off, (uint32_t) len, dout + off);
+		if (rc == CPHT_OK && tally)
+			rc = gpu_tally_chunk(t, dkeys + off, dout + off, (uint32_t) len, tally->hit,
+								 tally->log_at);
+		if (rc != CPHT_OK)
+		{
+			drain(st);
+			return rc;
+		}
+	}
+	if (tally)
+		rc = gpu_tally_read(t, tally->out);
+	if (rc == CPHT_OK)
+		GPU_TRY(t, cudaStreamSynchronize(st->comp), "running a batch");
+	else
+		drain(st);
+	return rc;
+}
+
+cpht_status
+gpu_find_or_put_resident(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dstatus,
+						 uint64_t *homeless, size_t *nhomeless, cpht_tally *tally, uint64_t log_at)
+{
+	fop_ctx		c = {homeless, nhomeless};
+	pipeline_tally want = {CPHT_PUT, log_at, tally};
+
+	*nhomeless = 0;
+	tally->hits = tally->full = 0;
+	if (n == 0)
+		return CPHT_OK;
+	return resident_run(t, dkeys, n, dstatus, chunk_fop, &c, &want);
+}
+
+cpht_status
+gpu_find_resident(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dfound)
+{
+	if (n == 0)
+		return CPHT_OK;
+	return resident_run(t, dkeys, n, dfound, chunk_find, NULL, NULL);
+}
+
+cpht_status
+gpu_resident_to_host(cpht_table *t, void *host, const void *dev, size_t bytes)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	GPU_TRY(t, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, st->comp),
+			"copying results to the host");
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "copying results to the host");
+	return CPHT_OK;
+}
+
+cpht_status
+gpu_resident_from_host(cpht_table *t, void *dev, const void *host, size_t bytes)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	GPU_TRY(t, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, st->comp),
+			"copying results to the device");
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "copying results to the device");
+	return CPHT_OK;
+}
+
+cpht_status
+gpu_resident_fill(cpht_table *t, void *dev, int value, size_t bytes)
+{
+	gpu_state  *st = gpu_state_of(t);
+
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	GPU_TRY(t, cudaMemsetAsync(dev, value, bytes, st->comp), "setting results");
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "setting results");
+	return CPHT_OK;
+}

@@ -255,6 +255,7 @@ shards_create(const cpht_params *params, cpht_table **out,
 		t->initial_slots += t->sharded->shard[s]->initial_slots;
 	split_mem_create(t);
 	t->sharded->split_threads = split_threads_for(t);
+	shards_choose_path(t);
 	*out = t;
 	return CPHT_OK;
 }
@@ -262,6 +263,7 @@ shards_create(const cpht_params *params, cpht_table **out,
 void
 shards_destroy(cpht_table *t)
 {
+	shards_drop_path(t);
 	if (t->sharded->split_mem)
 	{
 		t->sharded->shard[0]->ops->pinned->free(t->sharded->split_mem);

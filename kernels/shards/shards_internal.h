@@ -5,7 +5,8 @@
  * through shards/shards.h.
  *
  * The files: shards.c (creation, destruction, sizing, stats, scans,
- * rebuild and growth), shards_split.c (routing a batch's keys to their
+ * rebuild and growth), shards_route.c (the path a table's calls take, and
+ * the device path: a call routed on the GPUs), shards_split.c (routing a batch's keys to their
  * shards and the answers back), shards_run.c (the shards' threads and the
  * pipeline of a call's pieces), shards_log.c (the combined undo log),
  * shards_ops.c (find-or-put, find, erase and undo, all or nothing).  A
@@ -26,8 +27,13 @@
  * the keys; log_segs says which shard holds each stretch of the combined
  * log.
  */
+typedef struct shard_path shard_path;
+
 struct cpht_sharded
 {
+	const shard_path *path;		/* how calls go, chosen at creation */
+	void	   *router;			/* the device path's router */
+	const cpht_route_ops *route;	/* its entries (the shards' device's) */
 	int			nshards;
 	cpht_table **shard;
 	uint64_t	seed;			/* routing seed, apart from the shards' own */
@@ -86,12 +92,11 @@ typedef struct shard_log_seg
  * cpu_parallel_for_min runs at once. */
 #define SPLIT_MAX_THREADS 64
 
-/* The shard of a key: its mix, seeded apart from the tables' own
- * permutations, scaled onto [0, nshards). */
+/* The shard of a key (table/layout.h: the devices route by the same). */
 static inline int
 shard_route(uint64_t key, uint64_t seed, int nshards)
 {
-	return (int) layout_mulhi(layout_mix64(key ^ seed), (uint64_t) nshards);
+	return layout_shard_of(key, seed, nshards);
 }
 
 
@@ -179,5 +184,35 @@ void		shards_settled(cpht_table *t, const pipe_stop *stop);
 
 cpht_status shards_segs_reserve(cpht_table *t);
 void		shards_segs_append(cpht_table *t, const uint64_t *before);
+
+/* ---- the paths of a call (shards_route.c, shards_ops.c) -------------------- */
+
+/*
+ * How a sharded table takes a find-or-put and a find: split on the host
+ * (shards_ops.c), or routed on the shards' GPUs (shards_route.c), which
+ * gives a call it cannot take as it is to the host path.  Chosen once, at
+ * creation (shards_choose_path); shards_use_host_path sets the host path
+ * on a table (tests and benchmarks compare the two).
+ */
+struct shard_path
+{
+	const char *name;
+	cpht_status (*find_or_put) (cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status);
+	cpht_status (*find) (cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found);
+};
+
+void		shards_choose_path(cpht_table *t);
+void		shards_use_host_path(cpht_table *t);
+void		shards_drop_path(cpht_table *t);
+
+cpht_status shards_host_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
+									uint8_t *status);
+cpht_status shards_host_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found);
+
+/* Undo a find-or-put that stopped (the pipeline's stop, the error rc with
+ * its message set): the shards' log positions before it are before[]. */
+cpht_status shards_undo_find_or_put(cpht_table *t, const shard_job *jobs, const pipe_stop *stop,
+									const uint64_t *keys, uint8_t *status,
+									const uint64_t *before, cpht_status rc);
 
 #endif							/* CPHT_SHARDS_INTERNAL_H */

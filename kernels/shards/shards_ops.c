@@ -32,8 +32,8 @@ undo_failed(cpht_table *t, int s)
  * pieces done, and in the failed piece's answers of the shards whose part
  * worked) are erased.
  */
-static cpht_status
-undo_find_or_put(cpht_table *t, const shard_job *jobs, const pipe_stop *stop,
+cpht_status
+shards_undo_find_or_put(cpht_table *t, const shard_job *jobs, const pipe_stop *stop,
 				 const uint64_t *keys, uint8_t *status, const uint64_t *log_before,
 				 cpht_status rc)
 {
@@ -86,6 +86,19 @@ undo_find_or_put(cpht_table *t, const shard_job *jobs, const pipe_stop *stop,
 cpht_status
 shards_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 {
+	return t->sharded->path->find_or_put(t, keys, n, status);
+}
+
+cpht_status
+shards_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
+{
+	return t->sharded->path->find(t, keys, n, found);
+}
+
+/* The host path: the call split by shard on the host (shards_split.c). */
+cpht_status
+shards_host_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
+{
 	shard_job	jobs[CPHT_MAX_SHARDS];
 	uint64_t	before[CPHT_MAX_SHARDS];
 	shard_split bufs[SPLIT_BUFFERS];
@@ -108,7 +121,7 @@ shards_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *statu
 		before[s] = t->sharded->shard[s]->log_len;
 	rc = shards_pipeline(t, OP_FIND_OR_PUT, keys, n, status, bufs, chunk, jobs, &stop);
 	if (rc != CPHT_OK)
-		rc = undo_find_or_put(t, jobs, &stop, keys, status, before, rc);
+		rc = shards_undo_find_or_put(t, jobs, &stop, keys, status, before, rc);
 	else
 		shards_segs_append(t, before);
 	shards_splits_free(bufs);
@@ -117,7 +130,7 @@ shards_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *statu
 }
 
 cpht_status
-shards_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
+shards_host_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 {
 	shard_job	jobs[CPHT_MAX_SHARDS];
 	shard_split bufs[SPLIT_BUFFERS];

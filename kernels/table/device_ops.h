@@ -95,6 +95,68 @@ typedef struct cpht_pinned_ops
 	void		(*set_direct) (cpht_table *t, const void *begin, size_t len);
 } cpht_pinned_ops;
 
+/*
+ * Arrays already in the table's device memory (a sharded table routing a
+ * call on its devices, kernels/shards/shards_route.c): find_or_put and find
+ * mean what the entries of the same names below mean, but keys and answers
+ * are device arrays on the table's device; each waits for its work before
+ * it returns.  to_host copies `bytes` of such an array to host memory (the
+ * undo of a call that failed or found the table full reads them there);
+ * from_host copies `bytes` of host memory into one (the answers of a call
+ * that went through host memory, table_resident.c); fill sets `bytes` of
+ * one to `value`.
+ */
+typedef struct cpht_resident_ops
+{
+	cpht_status (*find_or_put) (cpht_table *t, const uint64_t *dkeys, size_t n,
+								uint8_t *dstatus, uint64_t *homeless,
+								size_t *nhomeless, cpht_tally *tally,
+								uint64_t log_at);
+	cpht_status (*find) (cpht_table *t, const uint64_t *dkeys, size_t n,
+						 uint8_t *dfound);
+	cpht_status (*to_host) (cpht_table *t, void *host, const void *dev, size_t bytes);
+	cpht_status (*from_host) (cpht_table *t, void *dev, const void *host, size_t bytes);
+	cpht_status (*fill) (cpht_table *t, void *dev, int value, size_t bytes);
+} cpht_resident_ops;
+
+/*
+ * Routing a batch over the devices of several tables (one per device, the
+ * shards of one table), kernels/gpu/gpu_route.cu.  create gives a router
+ * for tables[0..n), keys going to table layout_shard_of(key, seed, n), or
+ * NULL with the reason in why (the devices cannot reach each other's
+ * memory, two tables share a device).  A call goes in pieces of at most
+ * `chunk` keys (begin: the whole batch, keys and answer host arrays).
+ * scatter(i) brings piece i onto the devices (each takes a contiguous
+ * slice by position), sorts each slice by table and sends each table its
+ * keys, in input order, device to device: on return table s's keys of the
+ * piece are dkeys[s][0..got[s]), with room for their answers in dout[s].
+ * prefetch(i) starts piece i's upload (begin starts those of pieces 0
+ * and 1).  gather(i) sends the answers back the same way and writes them to answer[] at the piece's positions
+ * (into registered memory the copy may still run on return).  Pieces
+ * overlap: scatter(i + 1) and prefetch(i + 2) may run while the shards
+ * work on piece i, before gather(i).  finish ends a call, done or failed:
+ * every copy of the router done (answer[] complete), its error the
+ * call's.  The router's memory is held against the memory hook;
+ * failures are reported in `t` (the sharded table).
+ */
+typedef struct cpht_route_ops
+{
+	void	   *(*create) (cpht_table **tables, int n, uint64_t seed, char *why, size_t len);
+	void		(*destroy) (void *router);
+	cpht_status (*begin) (void *router, cpht_table *t, const uint64_t *keys, size_t n,
+						  uint8_t *answer, size_t chunk, int threads);
+	cpht_status (*scatter) (void *router, cpht_table *t, size_t piece, size_t *got,
+							uint64_t **dkeys, uint8_t **dout);
+	cpht_status (*prefetch) (void *router, cpht_table *t, size_t piece);
+	cpht_status (*gather) (void *router, cpht_table *t, size_t piece);
+	cpht_status (*finish) (void *router, cpht_table *t);
+	/* what the last call's pieces spent, summed (ms): slices onto the
+	 * devices, routing and sending keys, answers back, answers off the
+	 * devices */
+	void		(*times) (void *router, double *in, double *exchange, double *back,
+						  double *out);
+} cpht_route_ops;
+
 struct cpht_table
 {
 	cpht_params params;			/* slot_bits resolved, cpu_threads resolved */
@@ -270,6 +332,10 @@ struct cpht_device_ops
 	const cpht_log_store *log_store;
 	/* NULL: the device has no pinned memory (the CPU) */
 	const cpht_pinned_ops *pinned;
+	/* NULL: calls take host arrays only (the CPU) */
+	const cpht_resident_ops *resident;
+	/* NULL: a sharded table of this device splits its calls on the host */
+	const cpht_route_ops *route;
 };
 
 /* Bits a radix sort of a batch's raw keys must cover to group equal keys:

@@ -118,6 +118,18 @@ layout_mulhi(uint64_t a, uint64_t b)
 #endif
 }
 
+/*
+ * The shard of a key in a table split over nshards tables: its mix, seeded
+ * apart from the tables' own permutations, scaled onto [0, nshards).  One
+ * place for the host's split (kernels/shards/) and the devices' routing
+ * (kernels/gpu/gpu_route.cu), which must agree key for key.
+ */
+CPHT_HD int
+layout_shard_of(uint64_t key, uint64_t seed, int nshards)
+{
+	return (int) layout_mulhi(layout_mix64(key ^ seed), (uint64_t) nshards);
+}
+
 /* The zigzag fold of a signed key and its inverse (see the header comment). */
 CPHT_HD uint64_t
 layout_fold(uint64_t key)

@@ -61,6 +61,9 @@ cpht_call_times_add(cpht_call_times *sum, const cpht_call_times *one)
 	sum->widen += one->widen;
 	sum->widens += one->widens;
 	sum->pieces += one->pieces;
+	sum->exchange_in += one->exchange_in;
+	sum->exchange_out += one->exchange_out;
+	sum->routed |= one->routed;
 	if (one->threads > sum->threads)
 		sum->threads = one->threads;
 }

@@ -138,4 +138,18 @@ uint64_t	table_single_changes(cpht_table *t);
 cpht_status table_single_scan_keys(cpht_table *t, uint64_t *position, uint64_t *keys,
 								   size_t max, size_t *n);
 
+/*
+ * table_resident.c: find-or-put and find on keys already in the table's
+ * device memory (a sharded table routing a call over its GPUs); answers
+ * into device memory.  resident_ok says whether the table takes such calls
+ * now (a device with resident_ops, no stash, a fixed key width, no log in
+ * host memory); the sharded table asks before each call and otherwise
+ * splits the call on the host.
+ */
+int			table_single_resident_ok(const cpht_table *t);
+cpht_status table_single_find_or_put_resident(cpht_table *t, const uint64_t *dkeys, size_t n,
+											  uint8_t *dstatus);
+cpht_status table_single_find_resident(cpht_table *t, const uint64_t *dkeys, size_t n,
+									   uint8_t *dfound);
+
 #endif							/* CPHT_TABLE_LAYER_H */

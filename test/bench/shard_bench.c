@@ -2,7 +2,7 @@
  * shard_bench.c — one find-or-put call of many keys on one table against
  * the same call on a table sharded over several tables.
  *
- *   shard_bench [keys] [shards] [reps] [key_bits] [gpu|cpu]
+ *   shard_bench [keys] [shards] [reps] [key_bits] [gpu|cpu] [pinned]
  *
  * For each repetition, side by side: a table of one shard and a table of
  * `shards` shards, both sized for `keys` keys, on the GPUs (the default:
@@ -17,10 +17,20 @@
  * threads splitting them.  The end prints the medians of both tables and
  * of the sharded table's phases.
  *
+ * GPU shards whose GPUs reach each other's memory take the device path
+ * (the call routed on the GPUs, kernels/shards/shards_route.c); the bench
+ * then times a third table, the same sharded table on the host path, and
+ * prints the routed calls' phases: keys onto the GPUs (in), routing and
+ * sending them to their shards (exchange), the shards' calls (device),
+ * the answers back to the GPUs the keys came from (back), answers off the
+ * GPUs (out).  `pinned` registers the keys and answers
+ * (cpht_host_register), as the worker's transfer windows are, so that
+ * every table's transfers go by DMA from them as they are.
+ *
  * Build and run on a GPU machine (after make), from the repository root
  * (every kernel object make built, not the unit tests' fallback ones):
  *   gcc -O2 -std=gnu11 -DCPHT_WITH_GPU -Ikernels -o test/bench/shard_bench.bin \
- *     test/bench/shard_bench.c $(ls kernels/[a-z]*.o | grep -v '\.unit\.o$') \
+ *     test/bench/shard_bench.c $(ls kernels/{cpu,gpu,shards,table,util}/*.o | grep -v unit.o) \
  *     -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++ -lm \
  *   && test/bench/shard_bench.bin 200000000 2 5
  * On the CPU (the same build): test/bench/shard_bench.bin 20000000 2 3 64 cpu
@@ -31,6 +41,7 @@
 #include <time.h>
 
 #include "cpht_table.h"
+#include "shards/shards_internal.h"	/* the path a sharded table takes */
 
 #define MAX_REPS 15
 
@@ -66,6 +77,8 @@ typedef struct call_ms
 	double		split;
 	double		wait;
 	double		answers;
+	double		exchange;
+	double		back;
 } call_ms;
 
 /* One find-or-put of every key on t, timed. */
@@ -86,7 +99,12 @@ timed_call(cpht_table *t, int shards, const char *what, const uint64_t *keys, si
 	out->split = ct.stage_in;
 	out->wait = ct.wait;
 	out->answers = ct.copy_out;
-	if (shards > 1)
+	out->exchange = ct.exchange_in;
+	out->back = ct.exchange_out;
+	if (shards > 1 && ct.routed)
+		printf("    %-5s %8.1f ms routed: in %.1f ms, exchange %.1f ms, device %.1f ms, back %.1f ms, out %.1f ms; %d pieces\n",
+			   what, out->ms, ct.stage_in, ct.exchange_in, ct.wait, ct.exchange_out, ct.copy_out, ct.pieces);
+	else if (shards > 1)
 		printf("    %-5s %8.1f ms: split %.1f ms, wait %.1f ms, answers back %.1f ms; %d pieces, %d threads\n",
 			   what, out->ms, ct.stage_in, ct.wait, ct.copy_out, ct.pieces, ct.threads);
 	return 0;
@@ -94,8 +112,8 @@ timed_call(cpht_table *t, int shards, const char *what, const uint64_t *keys, si
 
 /* One table: a find-or-put of all keys (all new), then again (all found). */
 static int
-one(cpht_device dev, int shards, const uint64_t *keys, size_t n, int key_bits, uint8_t *st,
-	call_ms *put, call_ms *found)
+one(cpht_device dev, int shards, int host_path, const uint64_t *keys, size_t n, int key_bits, uint8_t *st,
+	call_ms *put, call_ms *found, int *device_path)
 {
 	cpht_params p;
 	cpht_table *t;
@@ -111,12 +129,16 @@ one(cpht_device dev, int shards, const uint64_t *keys, size_t n, int key_bits, u
 		printf("create (%d shards): %s\n", shards, err);
 		return 1;
 	}
+	if (shards > 1 && host_path)
+		shards_use_host_path(t);
+	if (shards > 1 && device_path)
+		*device_path = strcmp(t->sharded->path->name, "device") == 0;
 	if (timed_call(t, shards, "new", keys, n, st, put) ||
 		timed_call(t, shards, "found", keys, n, st, found))
 		return 1;
 	cpht_table_stats(t, &s);
-	printf("  %d shard(s) on %s: %llu keys, %llu slots, grows %llu: new %.1f ms (%.2f G keys/s), found %.1f ms (%.2f G keys/s)\n",
-		   shards, s.device_name, (unsigned long long) s.count, (unsigned long long) (s.slots[0] + s.slots[1]),
+	printf("  %d shard(s)%s on %s: %llu keys, %llu slots, grows %llu: new %.1f ms (%.2f G keys/s), found %.1f ms (%.2f G keys/s)\n",
+		   shards, shards > 1 ? (host_path ? " host path" : " device path") : "", s.device_name, (unsigned long long) s.count, (unsigned long long) (s.slots[0] + s.slots[1]),
 		   (unsigned long long) s.grows, put->ms, n / put->ms / 1e6, found->ms, n / found->ms / 1e6);
 	cpht_table_destroy(t);
 	return 0;
@@ -135,16 +157,25 @@ median_of(const call_ms *runs, int reps, size_t field)
 
 static void
 report(const char *what, const call_ms *one_table, const call_ms *sharded, int shards, int reps,
-	   const char *single)
+	   const char *single, int routed)
 {
 	double		m1 = median_of(one_table, reps, offsetof(call_ms, ms)),
 				mn = median_of(sharded, reps, offsetof(call_ms, ms));
 
-	printf("median, %-9s %s %.1f ms, %d shards %.1f ms: %.2fx (split %.1f ms, wait %.1f ms, answers back %.1f ms)\n",
-		   what, single, m1, shards, mn, m1 / mn,
-		   median_of(sharded, reps, offsetof(call_ms, split)),
-		   median_of(sharded, reps, offsetof(call_ms, wait)),
-		   median_of(sharded, reps, offsetof(call_ms, answers)));
+	if (routed)
+		printf("median, %-9s %s %.1f ms, %d shards routed %.1f ms: %.2fx (in %.1f ms, exchange %.1f ms, device %.1f ms, back %.1f ms, out %.1f ms)\n",
+			   what, single, m1, shards, mn, m1 / mn,
+			   median_of(sharded, reps, offsetof(call_ms, split)),
+			   median_of(sharded, reps, offsetof(call_ms, exchange)),
+			   median_of(sharded, reps, offsetof(call_ms, wait)),
+			   median_of(sharded, reps, offsetof(call_ms, back)),
+			   median_of(sharded, reps, offsetof(call_ms, answers)));
+	else
+		printf("median, %-9s %s %.1f ms, %d shards host path %.1f ms: %.2fx (split %.1f ms, wait %.1f ms, answers back %.1f ms)\n",
+			   what, single, m1, shards, mn, m1 / mn,
+			   median_of(sharded, reps, offsetof(call_ms, split)),
+			   median_of(sharded, reps, offsetof(call_ms, wait)),
+			   median_of(sharded, reps, offsetof(call_ms, answers)));
 }
 
 int
@@ -162,7 +193,11 @@ main(int argc, char **argv)
 	call_ms		put1[MAX_REPS],
 				found1[MAX_REPS],
 				putn[MAX_REPS],
-				foundn[MAX_REPS];
+				foundn[MAX_REPS],
+				puth[MAX_REPS],
+				foundh[MAX_REPS];
+	int			pinned = 0,
+				device_path = 0;
 	char		why[256];
 	uint64_t	x = 0x9e3779b97f4a7c15ULL;
 
@@ -172,6 +207,8 @@ main(int argc, char **argv)
 			dev = CPHT_DEVICE_CPU;
 		else if (strcmp(argv[i], "gpu") == 0)
 			dev = CPHT_DEVICE_GPU;
+		else if (strcmp(argv[i], "pinned") == 0)
+			pinned = 1;
 		else if (nargs < 4)
 			arg[nargs++] = atoll(argv[i]);
 	}
@@ -199,19 +236,33 @@ main(int argc, char **argv)
 
 		keys[i] = key_bits == 64 ? k ^ (k >> 29) : (i * 0xbf58476d1ce4e5b9ULL) & (((uint64_t) 1 << key_bits) - 1);
 	}
+	if (pinned && (!cpht_host_register(keys, n * sizeof(uint64_t), why, sizeof(why)) ||
+				   !cpht_host_register(st, n, why, sizeof(why))))
+	{
+		printf("registering the keys and answers: %s\n", why);
+		return 1;
+	}
 	if (dev == CPHT_DEVICE_GPU)
-		printf("%zu keys, %d-bit, %d shards over %d GPUs, %d repetitions\n", n, key_bits, shards,
-			   cpht_gpu_count(), reps);
+		printf("%zu keys, %d-bit, %d shards over %d GPUs, %d repetitions, keys and answers in %s memory\n", n,
+			   key_bits, shards, cpht_gpu_count(), reps, pinned ? "registered" : "ordinary");
 	else
 		printf("%zu keys, %d-bit, %d CPU shards, %d repetitions\n", n, key_bits, shards, reps);
 	for (int r = 0; r < reps; r++)
 	{
-		if (one(dev, 1, keys, n, key_bits, st, &put1[r], &found1[r]) ||
-			one(dev, shards, keys, n, key_bits, st, &putn[r], &foundn[r]))
+		if (one(dev, 1, 0, keys, n, key_bits, st, &put1[r], &found1[r], NULL) ||
+			one(dev, shards, 0, keys, n, key_bits, st, &putn[r], &foundn[r], &device_path))
+			return 1;
+		if (device_path &&
+			one(dev, shards, 1, keys, n, key_bits, st, &puth[r], &foundh[r], NULL))
 			return 1;
 	}
-	report("all new:", put1, putn, shards, reps, dev == CPHT_DEVICE_GPU ? "1 GPU" : "1 table");
-	report("all found:", found1, foundn, shards, reps, dev == CPHT_DEVICE_GPU ? "1 GPU" : "1 table");
+	report("all new:", put1, putn, shards, reps, dev == CPHT_DEVICE_GPU ? "1 GPU" : "1 table", device_path);
+	report("all found:", found1, foundn, shards, reps, dev == CPHT_DEVICE_GPU ? "1 GPU" : "1 table", device_path);
+	if (device_path)
+	{
+		report("all new:", put1, puth, shards, reps, "1 GPU", 0);
+		report("all found:", found1, foundh, shards, reps, "1 GPU", 0);
+	}
 	free(keys);
 	free(st);
 	return 0;

@@ -1,0 +1,896 @@
+/*
+ * gpu_route.cu — a batch routed over the GPUs of a sharded table on the
+ * devices themselves (cpht_route_ops, device_ops.h), so that the host
+ * copies each key in once and each answer out once.
+ *
+ * A piece of the batch goes in N slices by position, slice g to GPU g over
+ * its own PCIe link (straight from registered host memory, else through
+ * pinned staging the router keeps).  On each GPU a kernel finds each key's
+ * shard (layout_shard_of, as the host split does) and counts the keys per
+ * shard; a radix sort of the (shard, position) pairs, stable, orders the
+ * slice by shard keeping input order within each; a gather makes the send
+ * buffer.  The host reads the N x N counts and sends every bucket to its
+ * shard's GPU with peer copies (NVLink where the GPUs are joined by it): a
+ * shard receives its keys slice after slice, so in input order, and runs
+ * its find-or-put or find on them where they are (resident_ops).  The
+ * answers go back by the same peer copies, a scatter puts them in slice
+ * order, and each GPU copies its slice's answers to the host.
+ *
+ * Pieces overlap: piece i+2 goes up (prefetch) while the shards work on
+ * piece i, and the answers of piece i go to the host while the shards
+ * work on piece i+1.  The buffers of a piece are doubled (indexed by the
+ * piece's parity), so that scatter(i+1) may also run under the shards'
+ * work on piece i (shards_route.c measured that slower and does not).  Keys and answers in pageable memory
+ * pass through pinned staging of ROUTE_STAGE_KEYS keys per buffer, two
+ * per GPU, so that the host's copy of one part runs while the previous
+ * part is on the bus, and the pinned memory stays small (pinning is slow:
+ * a staging buffer of a whole slice took longer to pin than the call).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "gpu/gpu_ops.h"
+#include "util/threads.h"
+
+#define ROUTE_MAX CPHT_MAX_SHARDS
+
+/* Slice capacities are rounded up to a multiple of this, so that calls of
+ * slightly different sizes reuse the buffers. */
+#define ROUTE_CAP_STEP ((size_t) 1 << 16)
+
+/* Keys per pinned staging buffer (pageable keys and answers). */
+#define ROUTE_STAGE_KEYS ((size_t) 1 << 22)
+
+typedef struct route_dev
+{
+	int			device;
+	cudaStream_t work;			/* routing, sending, answers back */
+	cudaStream_t up;			/* uploads of slices */
+	cudaStream_t down;			/* answers to the host */
+	cudaEvent_t uploaded[2];	/* the slice in in[b] arrived */
+	cudaEvent_t routed[2];		/* in[b] was read (free for the next upload) */
+	cudaEvent_t answered;		/* this GPU as a shard sent its answers back */
+	cudaEvent_t ordered[2];		/* out[b] holds the piece's answers */
+	cudaEvent_t downloaded[2];	/* out[b] reached the host (free again) */
+	cudaEvent_t staged_in[2];	/* pin_in[k] went up (free again) */
+	cudaEvent_t staged_out[2];	/* pin_out[k] came down */
+	unsigned	nstaged;		/* staging buffers used, to alternate them */
+	uint64_t   *in[2];			/* a piece's slice, two pieces in flight */
+	uint64_t   *pin_in[2];		/* staging of pageable keys, ROUTE_STAGE_KEYS */
+	uint8_t    *pin_out[2];		/* staging of pageable answers */
+	uint8_t    *rid;			/* each key's shard */
+	uint8_t    *rid_sorted;
+	uint32_t   *idx;			/* each key's position in the slice */
+	uint32_t   *idx_sorted[2];	/* by shard: read again by the answers */
+	uint64_t   *send;			/* the slice's keys by shard */
+	uint32_t   *dcount;			/* keys per shard */
+	uint32_t   *hcount;			/* pinned copy */
+	void	   *sort_tmp;
+	size_t		sort_tmp_bytes;
+	uint64_t   *recv[2];		/* as a shard: the keys it received */
+	uint8_t    *recv_out[2];	/* and their answers */
+	uint8_t    *back;			/* the slice's answers by shard */
+	uint8_t    *out[2];			/* the slice's answers in slice order */
+} route_dev;
+
+typedef struct gpu_router
+{
+	int			n;
+	cpht_table *tables[ROUTE_MAX];
+	uint64_t	seed;
+	int			sort_bits;
+	size_t		cap;			/* keys per slice */
+	uint64_t	held;			/* bytes held against the memory hook */
+	int			pinned_staging; /* pin_in and pin_out are allocated */
+	route_dev	d[ROUTE_MAX];
+	/* per piece parity b: */
+	size_t		cnt[2][ROUTE_MAX][ROUTE_MAX];	/* [b][g][s]: GPU g's keys for shard s */
+	size_t		start[2][ROUTE_MAX][ROUTE_MAX];	/* where they are in g's send */
+	size_t		off[2][ROUTE_MAX][ROUTE_MAX];	/* and where in s's recv */
+	size_t		stage;			/* keys per staging buffer */
+	int			pending_out;	/* a piece's answers are on their way down */
+	size_t		pending_piece;
+	/* the call */
+	const uint64_t *keys;
+	size_t		nkeys;
+	uint8_t    *answer;
+	size_t		chunk;
+	int			threads;
+	int			direct_in;
+	int			direct_out;
+	double		ms[4];			/* in, exchange, back, out */
+} gpu_router;
+
+static double
+route_clock_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Keys [*lo, *lo + *len) of the batch are piece `piece`'s slice g. */
+static void
+slice_of(const gpu_router *r, size_t piece, int g, size_t *lo, size_t *len)
+{
+	size_t		base = piece * r->chunk;
+	size_t		m = r->nkeys - base < r->chunk ? r->nkeys - base : r->chunk;
+	size_t		a = base + m * (size_t) g / (size_t) r->n;
+	size_t		b = base + m * (size_t) (g + 1) / (size_t) r->n;
+
+	*lo = a;
+	*len = b - a;
+}
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+/* Each key's shard and position; the slice's count of keys per shard. */
+__global__ void
+route_keys_kernel(const uint64_t *keys, uint32_t n, uint64_t seed, int nshards, uint8_t *rid,
+				  uint32_t *idx, uint32_t *count)
+{
+	__shared__ uint32_t c[ROUTE_MAX];
+
+	if (threadIdx.x < ROUTE_MAX)
+		c[threadIdx.x] = 0;
+	__syncthreads();
+	for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+	{
+		int			s = layout_shard_of(keys[i], seed, nshards);
+
+		rid[i] = (uint8_t) s;
+		idx[i] = i;
+		atomicAdd(&c[s], 1u);
+	}
+	__syncthreads();
+	if (threadIdx.x < (unsigned) nshards && c[threadIdx.x] != 0)
+		atomicAdd(&count[threadIdx.x], c[threadIdx.x]);
+}
+
+/* send[j] = keys[idx[j]] */
+__global__ void
+route_gather_kernel(const uint64_t *keys, const uint32_t *idx, uint32_t n, uint64_t *send)
+{
+	for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x)
+		send[j] = keys[idx[j]];
+}
+
+/* out[idx[j]] = back[j] */
+__global__ void
+route_scatter_kernel(const uint8_t *back, const uint32_t *idx, uint32_t n, uint8_t *out)
+{
+	for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x)
+		out[idx[j]] = back[j];
+}
+
+static unsigned
+route_grid(const gpu_router *r, int g, size_t n)
+{
+	return gpu_grid(gpu_state_of(r->tables[g]), n, 8);
+}
+
+/* ---- buffers ------------------------------------------------------------------ */
+
+/* Device bytes of one GPU's buffers for slices of cap keys. */
+static uint64_t
+dev_bytes(const gpu_router *r, size_t cap, size_t sort_tmp)
+{
+	return (uint64_t) cap * (2 * sizeof(uint64_t)	/* in */
+							 + 2	/* rid */
+							 + 3 * sizeof(uint32_t)	/* idx, idx_sorted x 2 */
+							 + sizeof(uint64_t)	/* send */
+							 + 2 * (sizeof(uint64_t) + 1) * (size_t) r->n	/* recv x 2 */
+							 + 3)	/* back, out x 2 */
+		+ sort_tmp + ROUTE_MAX * sizeof(uint32_t);
+}
+
+static uint64_t
+pinned_bytes(size_t stage)
+{
+	return (uint64_t) stage * 2 * (sizeof(uint64_t) + 1);
+}
+
+static void
+free_buffers(gpu_router *r)
+{
+	for (int g = 0; g < r->n; g++)
+	{
+		route_dev  *d = &r->d[g];
+		void	   *dev[] = {d->in[0], d->in[1], d->rid, d->rid_sorted, d->idx, d->idx_sorted[0],
+			d->idx_sorted[1], d->send, d->dcount, d->sort_tmp, d->recv[0], d->recv[1],
+		d->recv_out[0], d->recv_out[1], d->back, d->out[0], d->out[1]};
+		void	   *pin[] = {d->pin_in[0], d->pin_in[1], d->pin_out[0], d->pin_out[1], d->hcount};
+
+		(void) cudaSetDevice(d->device);
+		(void) cudaDeviceSynchronize();
+		for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+			if (dev[i])
+				(void) cudaFree(dev[i]);
+		for (size_t i = 0; i < sizeof(pin) / sizeof(pin[0]); i++)
+			if (pin[i])
+				(void) cudaFreeHost(pin[i]);
+		for (int b = 0; b < 2; b++)
+		{
+			d->in[b] = d->pin_in[b] = d->recv[b] = NULL;
+			d->pin_out[b] = d->recv_out[b] = d->out[b] = NULL;
+			d->idx_sorted[b] = NULL;
+		}
+		d->send = NULL;
+		d->rid = d->rid_sorted = d->back = NULL;
+		d->idx = d->dcount = d->hcount = NULL;
+		d->sort_tmp = NULL;
+		d->sort_tmp_bytes = 0;
+	}
+	(void) cudaGetLastError();
+	table_memory_give(r->held);
+	r->held = 0;
+	r->cap = 0;
+	r->stage = 0;
+	r->pinned_staging = 0;
+	r->pending_out = 0;
+}
+
+#define ALLOC_TRY(call, what) \
+	do { \
+		cudaError_t alloc_err_ = (call); \
+		if (alloc_err_ != cudaSuccess) \
+		{ \
+			free_buffers(r); \
+			return gpu_fail(t, alloc_err_, (what)); \
+		} \
+	} while (0)
+
+/* Buffers for slices of at least `want` keys (and pinned staging when
+ * `staging`), kept between calls. */
+static cpht_status
+ensure_buffers(gpu_router *r, cpht_table *t, size_t want, int staging)
+{
+	size_t		cap = (want + ROUTE_CAP_STEP - 1) / ROUTE_CAP_STEP * ROUTE_CAP_STEP;
+	size_t		sort_tmp = 0,
+				stage;
+	uint64_t	bytes;
+
+	if (cap <= r->cap && (!staging || r->pinned_staging))
+		return CPHT_OK;
+	if (cap < r->cap)
+		cap = r->cap;
+	free_buffers(r);
+	GPU_TRY(t, cub::DeviceRadixSort::SortPairs(NULL, sort_tmp, (const uint8_t *) NULL, (uint8_t *) NULL,
+											   (const uint32_t *) NULL, (uint32_t *) NULL, (int) cap, 0,
+											   r->sort_bits),
+			"sizing a sort");
+	stage = cap < ROUTE_STAGE_KEYS ? cap : ROUTE_STAGE_KEYS;
+	bytes = (dev_bytes(r, cap, sort_tmp) + (staging ? pinned_bytes(stage) : 0)) * (uint64_t) r->n;
+	if (!table_memory_take(bytes))
+		return table_fail(t, CPHT_ERR_LIMIT,
+						  "the buffers routing a call over %d GPUs (%llu bytes) would pass the memory limit",
+						  r->n, (unsigned long long) bytes);
+	r->held = bytes;
+	r->cap = cap;
+	r->stage = stage;
+	r->pinned_staging = staging;
+	for (int g = 0; g < r->n; g++)
+	{
+		route_dev  *d = &r->d[g];
+
+		ALLOC_TRY(cudaSetDevice(d->device), "selecting a device");
+		for (int b = 0; b < 2; b++)
+			ALLOC_TRY(cudaMalloc((void **) &d->in[b], cap * sizeof(uint64_t)), "allocating routing buffers");
+		ALLOC_TRY(cudaMalloc((void **) &d->rid, cap), "allocating routing buffers");
+		ALLOC_TRY(cudaMalloc((void **) &d->rid_sorted, cap), "allocating routing buffers");
+		ALLOC_TRY(cudaMalloc((void **) &d->idx, cap * sizeof(uint32_t)), "allocating routing buffers");
+		for (int b = 0; b < 2; b++)
+			ALLOC_TRY(cudaMalloc((void **) &d->idx_sorted[b], cap * sizeof(uint32_t)),
+					  "allocating routing buffers");
+		ALLOC_TRY(cudaMalloc((void **) &d->send, cap * sizeof(uint64_t)), "allocating routing buffers");
+		ALLOC_TRY(cudaMalloc((void **) &d->dcount, ROUTE_MAX * sizeof(uint32_t)), "allocating routing buffers");
+		ALLOC_TRY(cudaMallocHost((void **) &d->hcount, ROUTE_MAX * sizeof(uint32_t)), "allocating routing buffers");
+		d->sort_tmp_bytes = sort_tmp;
+		ALLOC_TRY(cudaMalloc(&d->sort_tmp, sort_tmp ? sort_tmp : 1), "allocating routing buffers");
+		/* a shard may receive every key of a piece */
+		for (int b = 0; b < 2; b++)
+		{
+			ALLOC_TRY(cudaMalloc((void **) &d->recv[b], cap * (size_t) r->n * sizeof(uint64_t)),
+					  "allocating routing buffers");
+			ALLOC_TRY(cudaMalloc((void **) &d->recv_out[b], cap * (size_t) r->n),
+					  "allocating routing buffers");
+			ALLOC_TRY(cudaMalloc((void **) &d->out[b], cap), "allocating routing buffers");
+		}
+		ALLOC_TRY(cudaMalloc((void **) &d->back, cap), "allocating routing buffers");
+		if (staging)
+			for (int b = 0; b < 2; b++)
+			{
+				ALLOC_TRY(cudaMallocHost((void **) &d->pin_in[b], stage * sizeof(uint64_t)),
+						  "allocating routing buffers");
+				ALLOC_TRY(cudaMallocHost((void **) &d->pin_out[b], stage), "allocating routing buffers");
+			}
+	}
+	return CPHT_OK;
+}
+
+#undef ALLOC_TRY
+
+/* ---- the router ---------------------------------------------------------------- */
+
+static void route_destroy(void *router);
+
+static void *
+route_create(cpht_table **tables, int n, uint64_t seed, char *why, size_t len)
+{
+	gpu_router *r;
+
+	if (n < 2 || n > ROUTE_MAX)
+	{
+		snprintf(why, len, "%d shards", n);
+		return NULL;
+	}
+	for (int a = 0; a < n; a++)
+		for (int b = 0; b < a; b++)
+			if (gpu_state_of(tables[a])->device == gpu_state_of(tables[b])->device)
+			{
+				snprintf(why, len, "shards %d and %d share GPU %d", b + 1, a + 1,
+						 gpu_state_of(tables[a])->device);
+				return NULL;
+			}
+	for (int a = 0; a < n; a++)
+		for (int b = 0; b < n; b++)
+		{
+			int			can = 0;
+			int			da = gpu_state_of(tables[a])->device,
+						db = gpu_state_of(tables[b])->device;
+
+			if (a == b)
+				continue;
+			if (cudaDeviceCanAccessPeer(&can, da, db) != cudaSuccess || !can)
+			{
+				(void) cudaGetLastError();
+				snprintf(why, len, "GPU %d cannot reach the memory of GPU %d", da, db);
+				return NULL;
+			}
+		}
+	r = (gpu_router *) calloc(1, sizeof(gpu_router));
+	if (r == NULL)
+	{
+		snprintf(why, len, "out of host memory");
+		return NULL;
+	}
+	r->n = n;
+	r->seed = seed;
+	while ((1 << r->sort_bits) < n)
+		r->sort_bits++;
+	for (int g = 0; g < n; g++)
+		r->d[g].device = gpu_state_of(tables[g])->device;
+	for (int g = 0; g < n; g++)
+	{
+		route_dev  *d = &r->d[g];
+		cudaError_t err;
+
+		r->tables[g] = tables[g];
+		err = cudaSetDevice(d->device);
+		for (int b = 0; b < n && err == cudaSuccess; b++)
+			if (b != g)
+			{
+				err = cudaDeviceEnablePeerAccess(r->d[b].device, 0);
+				if (err == cudaErrorPeerAccessAlreadyEnabled)
+				{
+					(void) cudaGetLastError();
+					err = cudaSuccess;
+				}
+			}
+		if (err == cudaSuccess)
+			err = cudaStreamCreateWithFlags(&d->work, cudaStreamNonBlocking);
+		if (err == cudaSuccess)
+			err = cudaStreamCreateWithFlags(&d->up, cudaStreamNonBlocking);
+		if (err == cudaSuccess)
+			err = cudaStreamCreateWithFlags(&d->down, cudaStreamNonBlocking);
+		for (int b = 0; b < 2 && err == cudaSuccess; b++)
+		{
+			cudaEvent_t *ev[] = {&d->uploaded[b], &d->routed[b], &d->ordered[b], &d->downloaded[b],
+			&d->staged_in[b], &d->staged_out[b]};
+
+			for (size_t e = 0; e < sizeof(ev) / sizeof(ev[0]) && err == cudaSuccess; e++)
+				err = cudaEventCreateWithFlags(ev[e], cudaEventDisableTiming);
+		}
+		if (err == cudaSuccess)
+			err = cudaEventCreateWithFlags(&d->answered, cudaEventDisableTiming);
+		if (err != cudaSuccess)
+		{
+			snprintf(why, len, "GPU %d: %s", d->device, cudaGetErrorString(err));
+			(void) cudaGetLastError();
+			route_destroy(r);
+			return NULL;
+		}
+	}
+	return r;
+}
+
+static void
+route_destroy(void *router)
+{
+	gpu_router *r = (gpu_router *) router;
+
+	if (r == NULL)
+		return;
+	free_buffers(r);
+	for (int g = 0; g < r->n; g++)
+	{
+		route_dev  *d = &r->d[g];
+
+		(void) cudaSetDevice(d->device);
+		for (int b = 0; b < 2; b++)
+		{
+			cudaEvent_t ev[] = {d->uploaded[b], d->routed[b], d->ordered[b], d->downloaded[b],
+			d->staged_in[b], d->staged_out[b]};
+
+			for (size_t e = 0; e < sizeof(ev) / sizeof(ev[0]); e++)
+				if (ev[e])
+					(void) cudaEventDestroy(ev[e]);
+		}
+		if (d->answered)
+			(void) cudaEventDestroy(d->answered);
+		if (d->work)
+			(void) cudaStreamDestroy(d->work);
+		if (d->up)
+			(void) cudaStreamDestroy(d->up);
+		if (d->down)
+			(void) cudaStreamDestroy(d->down);
+	}
+	(void) cudaGetLastError();
+	free(r);
+}
+
+/* After a failure: let every queued copy and kernel finish, so that no
+ * buffer is in use when the call returns. */
+static void
+drain_all(gpu_router *r)
+{
+	for (int g = 0; g < r->n; g++)
+	{
+		(void) cudaSetDevice(r->d[g].device);
+		(void) cudaStreamSynchronize(r->d[g].up);
+		(void) cudaStreamSynchronize(r->d[g].work);
+		(void) cudaStreamSynchronize(r->d[g].down);
+	}
+	(void) cudaGetLastError();
+	r->pending_out = 0;
+}
+
+#define ROUTE_TRY(call, what) \
+	do { \
+		cudaError_t route_err_ = (call); \
+		if (route_err_ != cudaSuccess) \
+		{ \
+			cpht_status route_rc_ = gpu_fail(t, route_err_, (what)); \
+			drain_all(r); \
+			return route_rc_; \
+		} \
+	} while (0)
+
+/* A parallel copy between pageable and pinned memory. */
+typedef struct route_copy
+{
+	char	   *dst;
+	const char *src;
+} route_copy;
+
+static void
+route_copy_range(void *ctx, size_t begin, size_t end)
+{
+	route_copy *c = (route_copy *) ctx;
+
+	memcpy(c->dst + begin, c->src + begin, end - begin);
+}
+
+static void
+host_copy(const gpu_router *r, void *dst, const void *src, size_t bytes)
+{
+	route_copy	c = {(char *) dst, (const char *) src};
+
+	cpu_parallel_for_min(r->threads, bytes, (size_t) 1 << 20, route_copy_range, &c);
+}
+
+/* Keys [*lo, *lo + *len) of piece `piece`'s slice g that staging part k
+ * holds (len 0 past the slice's end). */
+static void
+stage_part(const gpu_router *r, size_t piece, int g, size_t k, size_t *lo, size_t *len)
+{
+	size_t		a,
+				n;
+
+	slice_of(r, piece, g, &a, &n);
+	*lo = a + k * r->stage;
+	*len = k * r->stage >= n ? 0 : n - k * r->stage < r->stage ? n - k * r->stage : r->stage;
+}
+
+/*
+ * Start piece `piece`'s uploads into in[piece & 1].  Pageable keys go
+ * through the staging buffers part by part, the GPUs in turn, so that the
+ * host copies a part while the previous ones are on the bus.
+ */
+static cpht_status
+route_prefetch(void *router, cpht_table *t, size_t piece)
+{
+	gpu_router *r = (gpu_router *) router;
+	int			b = (int) (piece & 1);
+	double		mark = route_clock_ms();
+	size_t		most = 0;
+
+	if (piece * r->chunk >= r->nkeys)
+		return CPHT_OK;
+	for (int g = 0; g < r->n; g++)
+	{
+		size_t		lo,
+					len;
+
+		slice_of(r, piece, g, &lo, &len);
+		most = len > most ? len : most;
+		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+		/* in[b] is free once piece - 2 was routed */
+		ROUTE_TRY(cudaStreamWaitEvent(r->d[g].up, r->d[g].routed[b], 0), "ordering an upload");
+		if (r->direct_in && len > 0)
+			ROUTE_TRY(cudaMemcpyAsync(r->d[g].in[b], r->keys + lo, len * sizeof(uint64_t),
+									  cudaMemcpyHostToDevice, r->d[g].up), "uploading keys");
+	}
+	for (size_t k = 0; !r->direct_in && k * r->stage < most; k++)
+		for (int g = 0; g < r->n; g++)
+		{
+			route_dev  *d = &r->d[g];
+			size_t		lo,
+						len,
+						first,
+						whole;
+			int			sb = (int) (d->nstaged & 1);
+
+			stage_part(r, piece, g, k, &lo, &len);
+			if (len == 0)
+				continue;
+			slice_of(r, piece, g, &first, &whole);
+			ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
+			/* pin_in[sb] is free once its last upload is done */
+			ROUTE_TRY(cudaEventSynchronize(d->staged_in[sb]), "waiting for an upload");
+			host_copy(r, d->pin_in[sb], r->keys + lo, len * sizeof(uint64_t));
+			ROUTE_TRY(cudaMemcpyAsync(d->in[b] + (lo - first), d->pin_in[sb], len * sizeof(uint64_t),
+									  cudaMemcpyHostToDevice, d->up), "uploading keys");
+			ROUTE_TRY(cudaEventRecord(d->staged_in[sb], d->up), "recording an event");
+			d->nstaged++;
+		}
+	for (int g = 0; g < r->n; g++)
+	{
+		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+		ROUTE_TRY(cudaEventRecord(r->d[g].uploaded[b], r->d[g].up), "recording an event");
+	}
+	r->ms[0] += route_clock_ms() - mark;
+	return CPHT_OK;
+}
+
+static cpht_status
+route_begin(void *router, cpht_table *t, const uint64_t *keys, size_t n, uint8_t *answer,
+			size_t chunk, int threads)
+{
+	gpu_router *r = (gpu_router *) router;
+	cpht_status rc;
+	size_t		most = (chunk + (size_t) r->n - 1) / (size_t) r->n;
+
+	r->keys = keys;
+	r->nkeys = n;
+	r->answer = answer;
+	r->chunk = chunk;
+	r->threads = threads > 0 ? threads : 1;
+	r->pending_out = 0;
+	memset(r->ms, 0, sizeof(r->ms));
+	r->direct_in = gpu_host_registered(keys, n * sizeof(uint64_t));
+	r->direct_out = gpu_host_registered(answer, n);
+	rc = ensure_buffers(r, t, most, !r->direct_in || !r->direct_out);
+	if (rc == CPHT_OK)
+		rc = route_prefetch(r, t, 0);
+	if (rc == CPHT_OK)
+		rc = route_prefetch(r, t, 1);
+	return rc;
+}
+
+/*
+ * Route piece `piece` and send every shard its keys.  The shards may be
+ * working on the piece before meanwhile: everything written here is the
+ * piece's parity's own (idx_sorted, recv, the counts), or used by this
+ * call alone (rid, idx, send).
+ */
+static cpht_status
+route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t **dkeys,
+			  uint8_t **dout)
+{
+	gpu_router *r = (gpu_router *) router;
+	int			b = (int) (piece & 1);
+	double		mark = route_clock_ms();
+
+	/* the slices on the devices: the time of the uploads not hidden */
+	for (int g = 0; g < r->n; g++)
+	{
+		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+		ROUTE_TRY(cudaEventSynchronize(r->d[g].uploaded[b]), "uploading keys");
+	}
+	r->ms[0] += route_clock_ms() - mark;
+	mark = route_clock_ms();
+	for (int g = 0; g < r->n; g++)
+	{
+		route_dev  *d = &r->d[g];
+		size_t		lo,
+					len;
+
+		slice_of(r, piece, g, &lo, &len);
+		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
+		ROUTE_TRY(cudaMemsetAsync(d->dcount, 0, ROUTE_MAX * sizeof(uint32_t), d->work), "clearing counts");
+		if (len > 0)
+		{
+			route_keys_kernel<<<route_grid(r, g, len), GPU_BLOCK, 0, d->work>>>
+				(d->in[b], (uint32_t) len, r->seed, r->n, d->rid, d->idx, d->dcount);
+			ROUTE_TRY(cudaGetLastError(), "routing keys");
+			ROUTE_TRY(cub::DeviceRadixSort::SortPairs(d->sort_tmp, d->sort_tmp_bytes, d->rid, d->rid_sorted,
+													  d->idx, d->idx_sorted[b], (int) len, 0, r->sort_bits,
+													  d->work),
+					  "sorting keys by shard");
+			route_gather_kernel<<<route_grid(r, g, len), GPU_BLOCK, 0, d->work>>>
+				(d->in[b], d->idx_sorted[b], (uint32_t) len, d->send);
+			ROUTE_TRY(cudaGetLastError(), "gathering keys by shard");
+		}
+		ROUTE_TRY(cudaEventRecord(d->routed[b], d->work), "recording an event");
+		ROUTE_TRY(cudaMemcpyAsync(d->hcount, d->dcount, (size_t) r->n * sizeof(uint32_t),
+								  cudaMemcpyDeviceToHost, d->work), "reading counts");
+	}
+	for (int g = 0; g < r->n; g++)
+	{
+		size_t		at = 0;
+
+		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+		ROUTE_TRY(cudaStreamSynchronize(r->d[g].work), "routing keys");
+		for (int s = 0; s < r->n; s++)
+		{
+			r->cnt[b][g][s] = r->d[g].hcount[s];
+			r->start[b][g][s] = at;
+			at += r->cnt[b][g][s];
+		}
+	}
+	/* shard s receives the slices' keys in slice order: input order */
+	for (int s = 0; s < r->n; s++)
+	{
+		size_t		at = 0;
+
+		for (int g = 0; g < r->n; g++)
+		{
+			r->off[b][g][s] = at;
+			at += r->cnt[b][g][s];
+		}
+		got[s] = at;
+		dkeys[s] = r->d[s].recv[b];
+		dout[s] = r->d[s].recv_out[b];
+	}
+	for (int g = 0; g < r->n; g++)
+	{
+		route_dev  *d = &r->d[g];
+
+		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
+		for (int s = 0; s < r->n; s++)
+			if (r->cnt[b][g][s] > 0)
+				ROUTE_TRY(cudaMemcpyPeerAsync(r->d[s].recv[b] + r->off[b][g][s], r->d[s].device,
+											  d->send + r->start[b][g][s], d->device,
+											  r->cnt[b][g][s] * sizeof(uint64_t), d->work),
+						  "sending keys to their shard's GPU");
+	}
+	for (int g = 0; g < r->n; g++)
+	{
+		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+		ROUTE_TRY(cudaStreamSynchronize(r->d[g].work), "sending keys to their shard's GPU");
+	}
+	r->ms[1] += route_clock_ms() - mark;
+	return CPHT_OK;
+}
+
+/* Wait for the answers of the piece on their way down (registered
+ * memory), if any. */
+static cpht_status
+wait_out(gpu_router *r, cpht_table *t)
+{
+	if (!r->pending_out)
+		return CPHT_OK;
+	for (int g = 0; g < r->n; g++)
+	{
+		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+		ROUTE_TRY(cudaEventSynchronize(r->d[g].downloaded[r->pending_piece & 1]), "downloading answers");
+	}
+	r->pending_out = 0;
+	return CPHT_OK;
+}
+
+/* Pageable answers: part k of piece `piece`'s slices down into the
+ * staging buffers (start), then into answer[] (end). */
+static cpht_status
+out_part(gpu_router *r, cpht_table *t, size_t piece, size_t k, int end)
+{
+	int			b = (int) (piece & 1);
+
+	for (int g = 0; g < r->n; g++)
+	{
+		route_dev  *d = &r->d[g];
+		size_t		lo,
+					len,
+					first,
+					whole;
+		int			sb = (int) (k & 1);
+
+		stage_part(r, piece, g, k, &lo, &len);
+		if (len == 0)
+			continue;
+		slice_of(r, piece, g, &first, &whole);
+		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
+		if (!end)
+		{
+			ROUTE_TRY(cudaMemcpyAsync(d->pin_out[sb], d->out[b] + (lo - first), len, cudaMemcpyDeviceToHost,
+									  d->down), "downloading answers");
+			ROUTE_TRY(cudaEventRecord(d->staged_out[sb], d->down), "recording an event");
+		}
+		else
+		{
+			ROUTE_TRY(cudaEventSynchronize(d->staged_out[sb]), "downloading answers");
+			host_copy(r, r->answer + lo, d->pin_out[sb], len);
+		}
+	}
+	return CPHT_OK;
+}
+
+/*
+ * The answers of piece `piece` back to the GPUs its keys came from, in
+ * slice order, and to the host.  Into registered memory the copy down is
+ * left running (the next gather or route_finish waits for it); pageable
+ * answers are in answer[] on return.
+ */
+static cpht_status
+route_gather(void *router, cpht_table *t, size_t piece)
+{
+	gpu_router *r = (gpu_router *) router;
+	int			b = (int) (piece & 1);
+	double		mark = route_clock_ms();
+	size_t		most = 0;
+	cpht_status rc;
+
+	/* each shard's answers to the GPUs whose slices the keys came from */
+	for (int s = 0; s < r->n; s++)
+	{
+		route_dev  *d = &r->d[s];
+
+		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
+		for (int g = 0; g < r->n; g++)
+			if (r->cnt[b][g][s] > 0)
+				ROUTE_TRY(cudaMemcpyPeerAsync(r->d[g].back + r->start[b][g][s], r->d[g].device,
+											  d->recv_out[b] + r->off[b][g][s], d->device,
+											  r->cnt[b][g][s], d->work),
+						  "sending answers back");
+		ROUTE_TRY(cudaEventRecord(d->answered, d->work), "recording an event");
+	}
+	for (int g = 0; g < r->n; g++)
+	{
+		route_dev  *d = &r->d[g];
+		size_t		lo,
+					len;
+
+		slice_of(r, piece, g, &lo, &len);
+		most = len > most ? len : most;
+		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
+		for (int s = 0; s < r->n; s++)
+			ROUTE_TRY(cudaStreamWaitEvent(d->work, r->d[s].answered, 0), "ordering answers");
+		/* out[b] is free once piece - 2's answers are down */
+		ROUTE_TRY(cudaStreamWaitEvent(d->work, d->downloaded[b], 0), "ordering answers");
+		if (len > 0)
+		{
+			route_scatter_kernel<<<route_grid(r, g, len), GPU_BLOCK, 0, d->work>>>
+				(d->back, d->idx_sorted[b], (uint32_t) len, d->out[b]);
+			ROUTE_TRY(cudaGetLastError(), "putting answers in order");
+		}
+		ROUTE_TRY(cudaEventRecord(d->ordered[b], d->work), "recording an event");
+	}
+	/* back is free for the next piece's answers once the scatters ran */
+	for (int g = 0; g < r->n; g++)
+	{
+		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+		ROUTE_TRY(cudaStreamSynchronize(r->d[g].work), "sending answers back");
+	}
+	r->ms[2] += route_clock_ms() - mark;
+	mark = route_clock_ms();
+	/* one piece's answers on their way down at a time */
+	rc = wait_out(r, t);
+	if (rc != CPHT_OK)
+		return rc;
+	if (r->direct_out)
+	{
+		for (int g = 0; g < r->n; g++)
+		{
+			route_dev  *d = &r->d[g];
+			size_t		lo,
+						len;
+
+			slice_of(r, piece, g, &lo, &len);
+			ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
+			ROUTE_TRY(cudaStreamWaitEvent(d->down, d->ordered[b], 0), "ordering answers");
+			if (len > 0)
+				ROUTE_TRY(cudaMemcpyAsync(r->answer + lo, d->out[b], len, cudaMemcpyDeviceToHost, d->down),
+						  "downloading answers");
+			ROUTE_TRY(cudaEventRecord(d->downloaded[b], d->down), "recording an event");
+		}
+		r->pending_out = 1;
+		r->pending_piece = piece;
+	}
+	else
+	{
+		for (int g = 0; g < r->n; g++)
+		{
+			ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+			ROUTE_TRY(cudaStreamWaitEvent(r->d[g].down, r->d[g].ordered[b], 0), "ordering answers");
+		}
+		/* part k + 1 comes down while part k is copied out */
+		rc = out_part(r, t, piece, 0, 0);
+		for (size_t k = 0; rc == CPHT_OK && k * r->stage < most; k++)
+		{
+			if ((k + 1) * r->stage < most)
+				rc = out_part(r, t, piece, k + 1, 0);
+			if (rc == CPHT_OK)
+				rc = out_part(r, t, piece, k, 1);
+		}
+		if (rc != CPHT_OK)
+			return rc;
+		for (int g = 0; g < r->n; g++)
+		{
+			ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
+			ROUTE_TRY(cudaEventRecord(r->d[g].downloaded[b], r->d[g].down), "recording an event");
+		}
+	}
+	r->ms[3] += route_clock_ms() - mark;
+	return CPHT_OK;
+}
+
+/* The end of a call, done or failed: every copy and kernel of the router
+ * finished; an error of the last answers' copy down is the call's. */
+static cpht_status
+route_finish(void *router, cpht_table *t)
+{
+	gpu_router *r = (gpu_router *) router;
+	double		mark = route_clock_ms();
+	cpht_status rc = wait_out(r, t);
+
+	drain_all(r);
+	r->ms[3] += route_clock_ms() - mark;
+	return rc;
+}
+
+#undef ROUTE_TRY
+
+static void
+route_times(void *router, double *in, double *exchange, double *back, double *out)
+{
+	gpu_router *r = (gpu_router *) router;
+
+	*in = r->ms[0];
+	*exchange = r->ms[1];
+	*back = r->ms[2];
+	*out = r->ms[3];
+}
+
+static cpht_route_ops
+gpu_make_route_ops(void)
+{
+	cpht_route_ops o = {};
+
+	o.create = route_create;
+	o.destroy = route_destroy;
+	o.begin = route_begin;
+	o.scatter = route_scatter;
+	o.prefetch = route_prefetch;
+	o.gather = route_gather;
+	o.finish = route_finish;
+	o.times = route_times;
+	return o;
+}
+
+const cpht_route_ops gpu_route_ops = gpu_make_route_ops();
