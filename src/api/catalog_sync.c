@@ -13,6 +13,7 @@
 #include "access/skey.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "access/tupdesc.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -202,6 +203,11 @@ cpht_catalog_sync(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	MemoryContext cxt = CurrentMemoryContext;
 
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cpht_catalog_sync() cannot run on a standby"),
+				 errdetail("The rows of %s are the primary's.", CATALOG_TABLE)));
 	if (!cpht_catalog_table(&table, &table_owner, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -523,6 +523,12 @@ cpht_alter_owner(PG_FUNCTION_ARGS)
 	if (copy.state == CPHT_ENTRY_LOST)
 		cpht_shared_lost_error(&copy);
 	cpht_shared_check_privileges(name, copy.owner);
+	/* the standby's worker only rolls a durable table's file forward */
+	if (copy.durable && RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("durable shared cpht tables are not available on a standby"),
+				 errdetail("The owner of durable shared table \"%s\" is changed on the primary.", name)));
 	if (copy.owner == new_owner)
 		PG_RETURN_VOID();
 	if (!superuser())

@@ -35,6 +35,7 @@
 #include "access/skey.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
@@ -78,16 +79,24 @@ extension_schema(Oid ext)
 }
 
 /* The qualified name of the table and its owner; false where it does not
- * exist (no extension here, or one not updated yet). */
+ * exist (no extension here, or one not updated yet) or may not be written
+ * (a standby). */
 bool
 cpht_catalog_table(char **qualified, Oid *owner, char **schema_out)
 {
-	Oid			ext = get_extension_oid("cpht", true);
+	Oid			ext;
 	Oid			nsp;
 	Oid			rel;
 	HeapTuple	tup;
 	char	   *schema;
 
+	/*
+	 * A standby writes nothing: its shared tables (not durable) are its
+	 * own, and the primary's rows reach it with the rest of the database.
+	 */
+	if (RecoveryInProgress())
+		return false;
+	ext = get_extension_oid("cpht", true);
 	if (!OidIsValid(ext))
 		return false;
 	nsp = extension_schema(ext);

@@ -134,6 +134,30 @@ durable_add_failed(Oid dboid, const char *name, XLogRecPtr create_lsn, XLogRecPt
 	}
 }
 
+/* files of tables dropped during a replay, removed once the catalog that
+ * no longer names them is written (TopMemoryContext) */
+static List *unlink_later = NIL;
+
+void
+durable_unlink_after_catalog(const char *path)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	unlink_later = lappend(unlink_later, pstrdup(path));
+	MemoryContextSwitchTo(old);
+}
+
+void
+durable_catalog_written(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, unlink_later)
+		(void) durable_unlink((char *) lfirst(lc), LOG);
+	list_free_deep(unlink_later);
+	unlink_later = NIL;
+}
+
 /* Forgets what durable[entry] knew. */
 void
 durable_forget(int entry)

@@ -113,6 +113,11 @@ extern int	durable_failed_index(XLogRecPtr create_lsn);
 extern void durable_add_failed(Oid dboid, const char *name, XLogRecPtr create_lsn,
 							   XLogRecPtr keep_lsn, XLogRecPtr file_lsn);
 extern void durable_forget(int entry);
+/* durable.c: the file of a table a replay dropped goes once a catalog
+ * that no longer names it is on disk (durable_catalog_written, called by
+ * the catalog's writer), as a drop on the primary does. */
+extern void durable_unlink_after_catalog(const char *path);
+extern void durable_catalog_written(void);
 extern int	durable_entry(XLogRecPtr create_lsn);
 
 /* durable_slot.c: the slot's restart_lsn (Invalid: no slot); whether it
@@ -194,6 +199,9 @@ extern XLogRecPtr durable_restore_all(bool on_standby);
  * none). */
 extern XLogRecPtr durable_replay_from(XLogRecPtr from, bool on_standby);
 extern XLogRecPtr durable_replay_next_start(XLogRecPtr reached, bool all);
+/* durable_replay.c: whether the last replay could not read the WAL it
+ * needed (its tables were lost, with a WARNING). */
+extern bool durable_replay_failed(void);
 extern XLogRecPtr durable_replay_create_stop(void);
 
 /* durable_rounds.c, on a standby: the slot exists (false: none can be

@@ -51,6 +51,14 @@
 
 
 static XLogRecPtr create_stop = InvalidXLogRecPtr;
+static bool replay_failed = false;	/* the last replay could not read WAL */
+
+bool
+durable_replay_failed(void)
+{
+	return replay_failed;
+}
+
 static TransactionId create_stop_xid = InvalidTransactionId;
 
 /*
@@ -178,7 +186,18 @@ replay_record(XLogReaderState *reader)
 								c->transactional, c->capacity,
 								create_lsn, reader->ReadRecPtr, reader->ReadRecPtr);
 				if (entry < 0)
+				{
+					/*
+					 * Its name is taken (on a standby, by a table of its
+					 * own sessions) or no entry is free: a passing
+					 * problem, as for a file (durable_restore.c).  The
+					 * WAL from its CREATE record on stays, so that a
+					 * start with room brings it back (install said why).
+					 */
 					cpht_table_destroy(t);
+					durable_mark_failed(c->dboid, NameStr(c->name), create_lsn, reader->ReadRecPtr,
+										"it could not be created from WAL: every shared table entry was taken (cpht.max_shared_tables) or its name was");
+				}
 				else
 					durable[entry].changed = true;
 				break;
@@ -208,10 +227,14 @@ replay_record(XLogReaderState *reader)
 			{
 				char		path[MAXPGPATH];
 
-				/* dropped for good: its file goes (restoring keeps files) */
+				/*
+				 * Dropped for good: its file goes once the catalog no
+				 * longer names it (the next catalog written), as a drop
+				 * on the primary does (restoring keeps files otherwise).
+				 */
 				cpht_snapshot_path(path, sizeof(path), cpht_catalog[entry].dboid,
 								   cpht_catalog[entry].create_lsn);
-				(void) durable_unlink(path, LOG);
+				durable_unlink_after_catalog(path);
 				cpht_worker_table_drop(entry);
 				/* dropped, not failed: the catalog forgets it */
 				if ((entry = durable_failed_index(((const xl_cpht_drop *) data)->table)) >= 0)
@@ -366,7 +389,8 @@ durable_replay(XLogRecPtr start, XLogRecPtr scan_from)
 		FreeErrorData(ed);
 	}
 	PG_END_TRY();
-	if (reason[0] != '\0')
+	replay_failed = reason[0] != '\0';
+	if (replay_failed)
 	{
 		ereport(WARNING,
 				(errmsg("cpht worker cannot replay durable shared tables: %s", reason),

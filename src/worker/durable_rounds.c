@@ -109,6 +109,7 @@ write_catalog(bool clean, XLogRecPtr at)
 		n++;
 	}
 	cpht_catalog_file_write(recs, n, clean, at);
+	durable_catalog_written();
 	pfree(recs);
 }
 

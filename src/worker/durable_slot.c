@@ -150,6 +150,23 @@ durable_advance_slot(XLogRecPtr lsn)
 	}
 	ReplicationSlotAcquire(SLOT_NAME, true);
 	SpinLockAcquire(&MyReplicationSlot->mutex);
+	if (XLogRecPtrIsInvalid(MyReplicationSlot->data.restart_lsn) &&
+		!XLogRecPtrIsInvalid(MyReplicationSlot->data.invalidated_at))
+	{
+		/*
+		 * Invalidated (max_slot_wal_keep_size): it keeps nothing, and
+		 * writing a position into it would not bring the WAL back.  Made
+		 * again from now on (the tables that needed the lost WAL were lost
+		 * at their restore or replay, which said so).
+		 */
+		SpinLockRelease(&MyReplicationSlot->mutex);
+		ReplicationSlotRelease();
+		ereport(LOG,
+				(errmsg("cpht worker makes replication slot \"%s\" again: it was invalidated", SLOT_NAME)));
+		durable_drop_slot();
+		durable_ensure_slot();
+		return;
+	}
 	if (lsn > MyReplicationSlot->data.restart_lsn)
 	{
 		MyReplicationSlot->data.restart_lsn = lsn;

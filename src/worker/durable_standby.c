@@ -59,6 +59,7 @@ static bool active = false;		/* the restore ran: tables are held */
 static XLogRecPtr standby_at = InvalidXLogRecPtr;	/* the last replay read
 													 * WAL up to here */
 static TransactionId waited_for = InvalidTransactionId; /* logged once */
+static bool slot_made = false;	/* the slot was made (or could not be) */
 
 bool
 durable_standby_active(void)
@@ -170,13 +171,21 @@ start(void)
 {
 	XLogRecPtr	reached;
 
+	/*
+	 * The slot first, before waiting for anything: no restartpoint may
+	 * remove what the restore will read (the WAL from the backup's start
+	 * on, with its EXACT records) while it waits for a transaction.
+	 */
+	if (!slot_made)
+	{
+		if (!durable_standby_keep_wal())
+			ereport(LOG,
+					(errmsg("cpht worker keeps durable shared tables on this standby without a replication slot"),
+					 errdetail("A restartpoint may remove the WAL they need; the primary's tables may then be lost at promotion.")));
+		slot_made = true;
+	}
 	if (files_wait())
 		return;
-	/* before reading anything: no restartpoint removes what it reads */
-	if (!durable_standby_keep_wal())
-		ereport(LOG,
-				(errmsg("cpht worker keeps durable shared tables on this standby without a replication slot"),
-				 errdetail("A restartpoint may remove the WAL they need; the primary's tables may then be lost at promotion.")));
 	restoring = true;
 	reached = durable_restore_all(true);
 	restoring = false;
@@ -208,6 +217,14 @@ roll(void)
 	reached = durable_replay_from(from, true);
 	restoring = false;
 	standby_at = Max(standby_at, reached);
+	/*
+	 * The WAL from "from" on is gone (the slot was dropped or invalidated):
+	 * the tables that needed it are lost (a WARNING said so); later
+	 * records, a new table's CREATE among them, are read from the oldest
+	 * WAL there is, not sought again where it is gone.
+	 */
+	if (durable_replay_failed())
+		standby_at = Max(standby_at, cpht_kept_wal_oldest());
 	return round_or_log();
 }
 
