@@ -133,7 +133,7 @@ SRC_EXCEPTIONS="
 src/plan/new_keys_node.c api/api.h
 src/plan/call_node.c api/api.h
 src/memcap.c session/session.h
-src/tableref/tableref.c session/session.h
+src/tableref/shared_table.c session/session.h
 "
 for f in $src_files; do
 	rel=${f#src/}
