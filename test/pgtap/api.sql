@@ -58,7 +58,7 @@ SELECT is(
 		'cpht_fop_new(handle cpht_table, keys bigint[]) -> bigint[], kind f, volatility v, parallel r, strict t',
 		'cpht_fop_new(handle integer, keys bigint[]) -> bigint[], kind f, volatility v, parallel r, strict t',
 		-- restricted: a scan of it runs in the leader; over a shared table
-		-- the planner puts a parallel node in its place (src/plan/new_keys_node.c)
+		-- the planner puts a parallel node in its place (src/plan/new_keys_planner.c)
 		'cpht_fop_new_relation(handle cpht_table, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_fop_new_relation(handle integer, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_fop_relation(handle cpht_table, rel regclass, key_column name DEFAULT ''id''::name) -> bigint, kind f, volatility v, parallel u, strict t',
