@@ -39,7 +39,7 @@
  * returning them.
  *
  * If the relation no longer qualifies when the plan runs, the leader reads
- * it through the query route of stream/heap_feed.c and returns the new keys from a
+ * it through the query route of stream/query_feed.c and returns the new keys from a
  * tuplestore, as the function would; the workers return nothing.  A
  * leader that reads no rows of the plan (parallel_leader_participation
  * off) cannot do that: such a run fails before it puts any key.
