@@ -29,13 +29,20 @@
 
 #include "access/heapam.h"
 #include "access/parallel.h"
+#include "access/relscan.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
 #include "pgstat.h"
-#include "storage/bufmgr.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shm_mq.h"
+#include "storage/shm_toc.h"
 #include "utils/builtins.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 
-#include "client/client.h"
-#include "cpht_table.h"
-#include "session/session.h"
 #include "stream/feed_internal.h"
 
 /* Each worker's queue holds a few chunks of (key, tid) rows, so a worker

@@ -15,8 +15,11 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "tcop/dest.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 
 #include "stream/feed_internal.h"
 

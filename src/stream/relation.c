@@ -13,6 +13,7 @@
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "optimizer/cost.h"
@@ -22,6 +23,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/rls.h"
 
 #include "stream/stream.h"

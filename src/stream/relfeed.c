@@ -21,6 +21,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "utils/memutils.h"
 
 #include "client/client.h"
 #include "session/session.h"
