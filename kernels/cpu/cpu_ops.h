@@ -1,5 +1,5 @@
 /*
- * cpu_ops.h — the CPU algorithms, one key at a time.  cpu_device.c runs
+ * cpu_ops.h — the CPU algorithms, one key at a time.  cpu_batches.c runs
  * them over batches on several threads (util/threads.h); the unit tests
  * call them directly.
  */

@@ -79,7 +79,7 @@ static inline void
 cpu_prefetch_bucket(const layout_level *lv, uint64_t address)
 {
 	const char *p = (const char *) lv->slots +
-		layout_bucket_start(lv, address) * (uint64_t) (lv->slot_bits / 8);
+		layout_bucket_start(lv, address) * layout_slot_bytes(lv);
 
 	__builtin_prefetch(p, 1, 0);
 }

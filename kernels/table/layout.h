@@ -401,6 +401,19 @@ layout_level_perm(const layout_level *lv, int key_bits, int choice)
 	return p;
 }
 
+/* Bytes of one slot of the level, and of all its slots. */
+CPHT_HD uint64_t
+layout_slot_bytes(const layout_level *lv)
+{
+	return (uint64_t) (lv->slot_bits / 8);
+}
+
+CPHT_HD uint64_t
+layout_level_bytes(const layout_level *lv)
+{
+	return lv->buckets * (uint64_t) lv->bucket_slots * layout_slot_bytes(lv);
+}
+
 /* Index of the first slot of a bucket. */
 CPHT_HD uint64_t
 layout_bucket_start(const layout_level *lv, uint64_t address)

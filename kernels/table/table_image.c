@@ -17,9 +17,7 @@
 static uint64_t
 image_level_bytes(const cpht_table *t, int l)
 {
-	const layout_level *lv = &t->level[l];
-
-	return lv->buckets * (uint64_t) lv->bucket_slots * (uint64_t) (lv->slot_bits / 8);
+	return layout_level_bytes(&t->level[l]);
 }
 
 cpht_status

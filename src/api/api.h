@@ -11,7 +11,7 @@
 
 #include "fmgr.h"
 
-/* cpht_fop_new_relation (fop_relation.c): plan/new_keys_node.c plans it
+/* cpht_fop_new_relation (fop_relation.c): plan/new_keys_planner.c plans it
  * as its own node over a shared table. */
 extern PGDLLEXPORT Datum cpht_fop_new_relation(PG_FUNCTION_ARGS);
 

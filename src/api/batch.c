@@ -2,11 +2,14 @@
  * batch.c — the batch operations: cpht_fop(), cpht_fop_new(), cpht_find(),
  * cpht_put(), cpht_delete(), cpht_count().
  *
- * Keys go to the kernels straight out of the argument array and statuses
+ * Keys go to the table straight out of the argument array and statuses
  * come back straight into the result array (see keys.c), so a batch costs
- * one pass of checks plus the kernel call.  A kernel call cannot be
- * interrupted; the interrupt check before it keeps a cancel from waiting
- * for the next one.
+ * one pass of checks plus the table call.  Every function takes the same
+ * path (batch_begin, batch_call below): the handle, the keys, the checks
+ * before the call, the call and its status; what differs is only the
+ * result each builds.  The table call checks for a cancel itself between
+ * chunks (and undoes what it did); the check before it answers a cancel
+ * that came while the array was read.
  */
 #include "postgres.h"
 
@@ -34,15 +37,6 @@ PG_FUNCTION_INFO_V1(cpht_find);
 PG_FUNCTION_INFO_V1(cpht_put);
 PG_FUNCTION_INFO_V1(cpht_delete);
 PG_FUNCTION_INFO_V1(cpht_count);
-
-/* undone: what a failed call left, as cpht_check_call takes it. */
-static void
-check_table(cpht_status status, CphtHandle *entry, const char *undone)
-{
-	if (status != CPHT_OK)
-		cpht_check_call(status, entry->handle,
-						cpht_access_error(cpht_handle_table(entry)), undone);
-}
 
 #define STORED_NOTHING "No key of this call was stored."
 #define DELETED_NOTHING "No key of this call was deleted."
@@ -99,162 +93,183 @@ clock_report(const char *fn, const CallClock *c, int n, CphtTable *t)
 					   inside.stage_in, inside.wait, inside.copy_out, inside.undo_log)));
 }
 
-Datum
-cpht_fop(PG_FUNCTION_ARGS)
+/* One batch call on a table by handle, from its arguments to its status. */
+typedef struct Batch
 {
 	CphtHandle *entry;
 	const uint64 *keys;
-	ArrayType  *result;
 	int			n;
 	CallClock	clock;
+} Batch;
 
-	entry = cpht_handles_use(PG_GETARG_INT32(0));
+typedef enum BatchOp
+{
+	BATCH_FIND_OR_PUT,
+	BATCH_FIND,
+	BATCH_PUT,
+	BATCH_ERASE
+} BatchOp;
 
-	clock_mark(&clock.start);
-	keys = cpht_keys_read_arg(fcinfo, 1, entry->key_bits, &n);
-	if (n == 0)
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
+/*
+ * The table of handle argument 0 and the keys of array argument 1, checked
+ * against its key width (keys.c).  False for an empty array: there is no
+ * call to make, and the caller returns its empty result.
+ */
+static bool
+batch_begin(FunctionCallInfo fcinfo, Batch *b)
+{
+	b->entry = cpht_handles_use(PG_GETARG_INT32(0));
+	clock_mark(&b->clock.start);
+	b->keys = cpht_keys_read_arg(fcinfo, 1, b->entry->key_bits, &b->n);
+	return b->n > 0;
+}
 
-	result = cpht_bool_array(n);
+/*
+ * Runs op on the batch: a status per key into status, or the number
+ * inserted into *inserted (BATCH_PUT).  A write first marks the session's
+ * savepoint on a transactional table and settles the memory cap.  A failed
+ * call raises, saying what it left (nothing stored or deleted: the table
+ * undid it).
+ */
+static void
+batch_call(Batch *b, BatchOp op, uint8 *status, uint64 *inserted)
+{
+	CphtTable  *t;
+	cpht_status st = CPHT_OK;
+	const char *undone = NULL;
+
 	CHECK_FOR_INTERRUPTS();
-	cpht_txn_before_write(entry);
-	cpht_memory_sync();
-	clock_mark(&clock.read);
-	check_table(cpht_access_find_or_put(cpht_handle_table(entry), keys, n,
-									   (uint8 *) ARR_DATA_PTR(result)),
-				entry, STORED_NOTHING);
-	clock_mark(&clock.table);
-	clock_report("cpht_fop", &clock, n, cpht_handle_table(entry));
+	if (op != BATCH_FIND)
+	{
+		cpht_txn_before_write(b->entry);
+		cpht_memory_sync();
+	}
+	clock_mark(&b->clock.read);
+	t = cpht_handle_table(b->entry);
+	switch (op)
+	{
+		case BATCH_FIND_OR_PUT:
+			st = cpht_access_find_or_put(t, b->keys, b->n, status);
+			undone = STORED_NOTHING;
+			break;
+		case BATCH_FIND:
+			st = cpht_access_find(t, b->keys, b->n, status);
+			break;
+		case BATCH_PUT:
+			st = cpht_access_put(t, b->keys, b->n, inserted);
+			undone = STORED_NOTHING;
+			break;
+		case BATCH_ERASE:
+			st = cpht_access_erase(t, b->keys, b->n, status);
+			undone = DELETED_NOTHING;
+			break;
+	}
+	if (st != CPHT_OK)
+		cpht_check_call(st, b->entry->handle, cpht_access_error(t), undone);
+	clock_mark(&b->clock.table);
+}
+
+/* cpht.trace: the batch's NOTICE, once its result is built */
+static void
+batch_trace(const Batch *b, const char *fn)
+{
+	clock_report(fn, &b->clock, b->n, cpht_handle_table(b->entry));
+}
+
+Datum
+cpht_fop(PG_FUNCTION_ARGS)
+{
+	Batch		b;
+	ArrayType  *result;
+
+	if (!batch_begin(fcinfo, &b))
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
+	result = cpht_bool_array(b.n);
+	batch_call(&b, BATCH_FIND_OR_PUT, (uint8 *) ARR_DATA_PTR(result), NULL);
+	batch_trace(&b, "cpht_fop");
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
 Datum
 cpht_fop_new(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry;
-	const uint64 *keys;
+	Batch		b;
 	uint8	   *status;
 	ArrayType  *result;
 	int64	   *out;
 	int64	   *end;
-	CallClock	clock;
-	int			n;
 	int			nnew = 0;
 	int			i;
 
-	entry = cpht_handles_use(PG_GETARG_INT32(0));
-
-	clock_mark(&clock.start);
-	keys = cpht_keys_read_arg(fcinfo, 1, entry->key_bits, &n);
-	if (n == 0)
+	if (!batch_begin(fcinfo, &b))
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
+	status = cpht_palloc_filled(b.n);
+	batch_call(&b, BATCH_FIND_OR_PUT, status, NULL);
 
-	status = cpht_palloc_filled(n);
-	CHECK_FOR_INTERRUPTS();
-	cpht_txn_before_write(entry);
-	cpht_memory_sync();
-	clock_mark(&clock.read);
-	check_table(cpht_access_find_or_put(cpht_handle_table(entry), keys, n, status), entry, STORED_NOTHING);
-	clock_mark(&clock.table);
-
-	for (i = 0; i < n; i++)
+	for (i = 0; i < b.n; i++)
 		nnew += status[i];
-
 	if (nnew == 0)
+		result = construct_empty_array(INT8OID);
+	else
 	{
-		pfree(status);
-		clock_report("cpht_fop_new", &clock, n, cpht_handle_table(entry));
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
-	}
-
-	result = cpht_int8_array(nnew);
-	out = (int64 *) ARR_DATA_PTR(result);
-	end = out + nnew;
-	for (i = 0; out < end; i++)
-	{
-		/* Write every key, advance only past new ones: no branch on the
-		 * status, whose outcome is as good as random. */
-		*out = (int64) keys[i];
-		out += status[i];
+		result = cpht_int8_array(nnew);
+		out = (int64 *) ARR_DATA_PTR(result);
+		end = out + nnew;
+		for (i = 0; out < end; i++)
+		{
+			/* Write every key, advance only past new ones: no branch on
+			 * the status, whose outcome is as good as random. */
+			*out = (int64) b.keys[i];
+			out += status[i];
+		}
 	}
 	pfree(status);
-	clock_report("cpht_fop_new", &clock, n, cpht_handle_table(entry));
+	batch_trace(&b, "cpht_fop_new");
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
 Datum
 cpht_find(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry;
-	const uint64 *keys;
+	Batch		b;
 	ArrayType  *result;
-	int			n;
 
-	entry = cpht_handles_use(PG_GETARG_INT32(0));
-
-	keys = cpht_keys_read_arg(fcinfo, 1, entry->key_bits, &n);
-	if (n == 0)
+	if (!batch_begin(fcinfo, &b))
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
-
-	result = cpht_bool_array(n);
-	CHECK_FOR_INTERRUPTS();
-	check_table(cpht_access_find(cpht_handle_table(entry), keys, n,
-								(uint8 *) ARR_DATA_PTR(result)),
-				entry, NULL);
+	result = cpht_bool_array(b.n);
+	batch_call(&b, BATCH_FIND, (uint8 *) ARR_DATA_PTR(result), NULL);
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
 Datum
 cpht_put(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry;
-	const uint64 *keys;
+	Batch		b;
 	uint64		inserted = 0;
-	int			n;
 
-	entry = cpht_handles_use(PG_GETARG_INT32(0));
-
-	keys = cpht_keys_read_arg(fcinfo, 1, entry->key_bits, &n);
-	if (n == 0)
+	if (!batch_begin(fcinfo, &b))
 		PG_RETURN_INT64(0);
-
-	CHECK_FOR_INTERRUPTS();
-	cpht_txn_before_write(entry);
-	cpht_memory_sync();
-	check_table(cpht_access_put(cpht_handle_table(entry), keys, n, &inserted), entry, STORED_NOTHING);
+	batch_call(&b, BATCH_PUT, NULL, &inserted);
 	PG_RETURN_INT64((int64) inserted);
 }
 
 Datum
 cpht_delete(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry;
-	const uint64 *keys;
+	Batch		b;
 	ArrayType  *result;
-	int			n;
 
-	entry = cpht_handles_use(PG_GETARG_INT32(0));
-
-	keys = cpht_keys_read_arg(fcinfo, 1, entry->key_bits, &n);
-	if (n == 0)
+	if (!batch_begin(fcinfo, &b))
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
-
-	result = cpht_bool_array(n);
-	CHECK_FOR_INTERRUPTS();
-	cpht_txn_before_write(entry);
-	cpht_memory_sync();
-	check_table(cpht_access_erase(cpht_handle_table(entry), keys, n,
-								 (uint8 *) ARR_DATA_PTR(result)),
-				entry, DELETED_NOTHING);
+	result = cpht_bool_array(b.n);
+	batch_call(&b, BATCH_ERASE, (uint8 *) ARR_DATA_PTR(result), NULL);
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
 Datum
 cpht_count(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry;
-
-	entry = cpht_handles_use(PG_GETARG_INT32(0));
+	CphtHandle *entry = cpht_handles_use(PG_GETARG_INT32(0));
 
 	PG_RETURN_INT64((int64) cpht_access_count(cpht_handle_table(entry)));
 }

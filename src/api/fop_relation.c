@@ -4,7 +4,7 @@
  *   cpht_fop_relation(handle, rel, key_column)      how many keys were new
  *   cpht_fop_new_relation(handle, rel, key_column)  the new keys, each once
  *
- * Both read the relation through stream/heap_feed.c (a parallel scan of cpht's own
+ * Both read the relation through stream/ (a parallel scan of cpht's own
  * where it reads what a query would, else a query) and hand its keys to
  * the table in batches of cpht.batch_size, with no function call per row.
  */

@@ -14,7 +14,7 @@
  * never per row.  A shared table's handle is CPHT_SHARED_HANDLE_BASE plus
  * its table id, the same number in every session while the server runs,
  * so the plan's constant means the same table in the leader and in its
- * parallel workers: the planner hooks (plan/hooks.c, plan/new_keys_node.c)
+ * parallel workers: the planner hooks (plan/hooks.c, plan/new_keys_planner.c)
  * treat a constant cpht_table like a constant handle, and parallel
  * workers reach the table through the leader's handles as they do for the
  * handle form.  The output function prints the name, so EXPLAIN VERBOSE

@@ -1,6 +1,6 @@
 /*
  * hooks.c — cpht_fop_agg in parallel workers (and the new-keys
- * node of new_keys_node.c, which relies on the same two things below: whose
+ * node of new_keys_planner.c and new_keys_exec.c, which relies on the same two things below: whose
  * handles, whose transaction).
  *
  * The aggregate is PARALLEL SAFE so that a scan of a large staging table
@@ -234,7 +234,7 @@ scans_fop_new_relation(FunctionScan *scan)
 
 /*
  * Whether a plan tree writes cpht tables where parallel mode may be on:
- * cpht_fop_agg in any node, the new-keys node (new_keys_node.c), or a scan
+ * cpht_fop_agg in any node, the new-keys node (new_keys_exec.c), or a scan
  * of cpht_fop_new_relation, which runs in the leader of a parallel plan.
  */
 static bool

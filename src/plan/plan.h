@@ -1,9 +1,9 @@
 /*
  * plan/plan.h — the door of plan/: planner and executor integration.
  * hooks.c holds the planner and executor hooks (cpht_fop_agg in parallel
- * workers), new_keys_node.c the "cpht new keys" custom scan,
- * rows_by_tid_node.c the "cpht rows by tid" custom scan.  For _PG_init and
- * api/.
+ * workers), new_keys_planner.c and new_keys_exec.c the "cpht new keys"
+ * custom scan, rows_by_tid_node.c the "cpht rows by tid" custom scan.  For
+ * _PG_init and api/.
  *
  * hooks.c: cpht_fop_agg in parallel workers:
  * which queries may run in parallel, the leader's transaction id before
@@ -54,8 +54,8 @@ extern bool cpht_is_array_agg(Oid aggfnoid);
 extern bool cpht_is_array_writer(Oid funcid);
 
 /*
- * new_keys_node.c: cpht_fop_new_relation as a parallel plan node over a
- * shared table (new_keys_node.c).
+ * new_keys_planner.c: cpht_fop_new_relation as a parallel plan node over a
+ * shared table (its execution: new_keys_exec.c).
  */
 
 /* Installs the planner hook and registers the node (from _PG_init). */

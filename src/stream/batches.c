@@ -15,7 +15,7 @@
  * Both overlap the table's work with the executor: batch k runs on a helper
  * thread (and on the GPU for GPU tables) while batch k+1 is collected
  * (cpht_stream_start / cpht_stream_finish); a table in the cpht worker or a
- * shared table runs each batch when it is handed over instead (tableref/tableref.c).
+ * shared table runs each batch when it is handed over instead (tableref/call_stream.c).
  * The stream copies each batch, so a batch in flight never points into memory the executor frees on an
  * error; the next call on the table waits for it.
  *

@@ -1,8 +1,10 @@
 /*
  * stream/stream.h — the door of stream/: keys into a table in batches.
- * batches.c holds the stream of batches and the cpht_fop_agg aggregate,
- * heap_feed.c a relation's key column fed into a stream.  For api/ and
- * plan/.
+ * batches.c holds the stream of batches and the cpht_fop_agg aggregate;
+ * a relation's key column is fed into a stream by relfeed.c (the feed),
+ * relation.c (which relation, column and route), heap_feed.c (our own
+ * parallel heap scan) and query_feed.c (a query); progress.c reports long
+ * calls.  For api/ and plan/.
  *
  * batches.c: find-or-put over streams of rows instead of one array: the
  * cpht_fop_agg aggregate (batches.c) and the cpht_fop_rows set-returning
@@ -89,8 +91,9 @@ extern PGDLLEXPORT Datum cpht_fop_agg_step(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum cpht_fop_new_agg_step(PG_FUNCTION_ARGS);
 
 /*
- * heap_feed.c: a relation's key column read into a table's stream of
- * batches, by a parallel heap scan of cpht's own or by a query (heap_feed.c):
+ * A relation's key column read into a table's stream of batches (the feed:
+ * relfeed.c), by a parallel heap scan of cpht's own (heap_feed.c) or by a
+ * query (query_feed.c), as relation.c decides:
  * the funnel under cpht_fop_relation and cpht_fop_new_relation
  * (api/fop_relation.c) and cpht_insert_new (api/insert_new.c).
  */
@@ -154,7 +157,7 @@ cpht_relscan_key_value(Datum d, int16 typlen)
 					 typlen == 4 ? (int64) DatumGetInt32(d) : (int64) DatumGetInt16(d));
 }
 
-/* Opens the feed's stream into handle's table (settings read now). */
+/* relfeed.c: opens the feed's stream into handle's table (settings read now). */
 extern void cpht_relfeed_begin(RelFeed *f, int32 handle, bool with_tids,
 							   bool null_keys_fail, RelFeedTake take, void *arg);
 
@@ -166,7 +169,7 @@ extern void cpht_relfeed_put(RelFeed *f, const uint64 *rows, int n);
 /* Sends the last partial batch and collects it. */
 extern void cpht_relfeed_finish(RelFeed *f);
 
-/* The key column of rel (bigint, or with bigint_only false also integer
+/* relation.c: the key column of rel (bigint, or with bigint_only false also integer
  * or smallint, or a domain over one; 42703, 42804 otherwise) and its
  * length in *typlen. */
 extern AttrNumber cpht_relscan_key_column(Relation rel, const char *key_column,
@@ -183,11 +186,11 @@ extern bool cpht_relscan_reads_all(Relation rel);
  * sequential scan; 0 in a parallel operation or for a temporary table. */
 extern int	cpht_relscan_workers(Relation rel);
 
-/* Every row of rel (as cpht_relscan_reads_all allows) into the feed, by a
+/* heap_feed.c: every row of rel (as cpht_relscan_reads_all allows) into the feed, by a
  * parallel scan under the active snapshot. */
 extern void cpht_relscan_scan(RelFeed *f, Relation rel, AttrNumber attno, int16 typlen);
 
-/* Every non-NULL key of SELECT key_column FROM rel into the feed (keys
+/* query_feed.c: every non-NULL key of SELECT key_column FROM rel into the feed (keys
  * only). */
 extern void cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen);
 

@@ -1,6 +1,22 @@
 /*
- * tableref_internal.h — what tableref.c (the dispatch, and tables in this
- * backend) and worker_private.c (tables in the cpht worker) share.
+ * tableref_internal.h — the placement routine: what tableref.c (which picks
+ * a table's routine and calls through it) and the placements share.
+ *
+ * A table has one placement for its life, chosen when it is created or
+ * opened, and with it one routine (CphtTableRoutine), as a PostgreSQL
+ * table access method has its TableAmRoutine.  The placements:
+ *
+ *   local.c           in this backend: the kernels called directly
+ *   worker_private.c  a private table held by the cpht worker: requests on
+ *                     this backend's slot
+ *   shared_table.c    a shared table (held by the cpht worker): calls
+ *                     checked and raised by session/shared_handles.c
+ *
+ * call_stream.c is the stream of a table in the worker (both placements
+ * there): each batch runs as one call when it is started.
+ *
+ * Every entry is set in every routine; tableref.c never tests which
+ * placement a table has.
  */
 #ifndef CPHT_ACCESS_INTERNAL_H
 #define CPHT_ACCESS_INTERNAL_H
@@ -8,17 +24,19 @@
 #include "tableref/tableref.h"
 #include "shmem/protocol.h"
 
+typedef struct CphtTableRoutine CphtTableRoutine;
+
 struct CphtTable
 {
-	cpht_table *local;			/* in this backend, or NULL */
-	/* in the cpht worker: */
+	const CphtTableRoutine *ops;	/* its placement */
+	cpht_table *local;			/* in this backend (local.c), or NULL */
+	/* in the cpht worker (worker_private.c): */
 	uint64		remote_id;
 	uint64		generation;		/* the worker start that holds it */
 	int64		memory;			/* bytes its kernels took there, counted
 								 * against cpht.max_memory */
 	uint64		slot_bytes;		/* its slot memory as of the last reply */
 	int32		handle;			/* 0 until registered */
-	bool		shared;			/* a shared table's handle (session/shared_handles.c) */
 	char		error[CPHT_TEXT_LEN];	/* message of the last failed call */
 	cpht_call_times times;
 };
@@ -36,20 +54,56 @@ struct CphtAccessStream
 	uint64		inserted;
 };
 
-/* worker_private.c */
-extern cpht_status cpht_worker_table_create(const cpht_params *params, bool logging,
-											CphtTable *t, char *errbuf, size_t errlen);
-extern void cpht_worker_table_destroy(CphtTable *t);
-extern bool cpht_worker_table_lost(const CphtTable *t);
-extern cpht_status cpht_worker_table_call(CphtTable *t, CphtCall call, const uint64 *keys,
-										  size_t n, uint8 *status, uint64 *value);
-extern uint64 cpht_worker_table_count(CphtTable *t);
-extern cpht_status cpht_worker_table_rebuild(CphtTable *t, uint64 *removed);
-extern cpht_status cpht_worker_table_stats(CphtTable *t, cpht_stats *out);
-extern cpht_status cpht_worker_table_scan(CphtTable *t, uint64 *position, uint64 *keys,
-										  size_t max, CphtScanPiece *piece);
-extern uint64 cpht_worker_table_log_position(CphtTable *t);
-extern cpht_status cpht_worker_table_rollback_to(CphtTable *t, uint64 position);
-extern void cpht_worker_table_truncate_log(CphtTable *t, uint64 position);
+/*
+ * The operations of one placement; the contract of each is that of the
+ * cpht_access_* function of the same name (tableref.h).  create fills a
+ * zeroed CphtTable (its ops already set) and may raise; a shared table is
+ * not created here but opened (cpht_access_shared), so its create is an
+ * internal error.  call runs one batch (CphtCall): a status per key into
+ * status, or the number inserted into *value (CPHT_CALL_PUT).
+ */
+struct CphtTableRoutine
+{
+	const char *placement;		/* "backend" or "worker" */
+	cpht_status (*create) (const cpht_params *params, bool logging, CphtTable *t,
+						   char *errbuf, size_t errlen);
+	void		(*destroy) (CphtTable *t);
+	bool		(*lost) (const CphtTable *t);
+	uint64		(*slot_bytes) (CphtTable *t, uint64 created_bytes);
+	cpht_status (*call) (CphtTable *t, CphtCall call, const uint64 *keys, size_t n,
+						 uint8 *status, uint64 *value);
+	uint64		(*count) (CphtTable *t);
+	cpht_status (*rebuild) (CphtTable *t, uint64 *removed);
+	cpht_status (*stats) (CphtTable *t, cpht_stats *out);
+	cpht_status (*scan) (CphtTable *t, uint64 *position, uint64 *keys, size_t max,
+						 CphtScanPiece *piece);
+	const char *(*error) (const CphtTable *t);
+	void		(*call_times) (const CphtTable *t, cpht_call_times *out);
+	/* the undo log (session/txn.c): rollback_to and truncate_log never raise */
+	uint64		(*log_position) (CphtTable *t);
+	cpht_status (*rollback_to) (CphtTable *t, uint64 position);
+	void		(*truncate_log) (CphtTable *t, uint64 position);
+	/* streams: open fills s (its table set, the rest zero); false: out of memory */
+	bool		(*stream_open) (CphtAccessStream *s);
+	cpht_status (*stream_start) (CphtAccessStream *s, const uint64 *keys, size_t n);
+	cpht_status (*stream_finish) (CphtAccessStream *s, const uint8 **status, size_t *n,
+								  uint64 *inserted);
+	void		(*stream_close) (CphtAccessStream *s);
+};
+
+extern const CphtTableRoutine cpht_local_routine;	/* local.c */
+extern const CphtTableRoutine cpht_worker_private_routine;	/* worker_private.c */
+extern const CphtTableRoutine cpht_shared_routine;	/* shared_table.c */
+
+/* tableref.c: ERROR where a backend of a preloaded server would initialise
+ * CUDA (only the cpht worker may) */
+extern void cpht_forbid_cuda_here(const char *what);
+
+/* call_stream.c: the stream entries of a table in the worker */
+extern bool cpht_call_stream_open(CphtAccessStream *s);
+extern cpht_status cpht_call_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n);
+extern cpht_status cpht_call_stream_finish(CphtAccessStream *s, const uint8 **status,
+										   size_t *n, uint64 *inserted);
+extern void cpht_call_stream_close(CphtAccessStream *s);
 
 #endif							/* CPHT_ACCESS_INTERNAL_H */

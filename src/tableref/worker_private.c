@@ -73,15 +73,15 @@ take_status(CphtTable *t, const CphtReply *rep)
 	return rep->status;
 }
 
-bool
-cpht_worker_table_lost(const CphtTable *t)
+static bool
+worker_lost(const CphtTable *t)
 {
 	return !alive(t, NULL, 0);
 }
 
-cpht_status
-cpht_worker_table_create(const cpht_params *params, bool logging, CphtTable *t,
-						 char *errbuf, size_t errlen)
+static cpht_status
+worker_create(const cpht_params *params, bool logging, CphtTable *t, char *errbuf,
+			  size_t errlen)
 {
 	CphtRequest *req;
 	CphtReply  *rep;
@@ -109,8 +109,8 @@ cpht_worker_table_create(const cpht_params *params, bool logging, CphtTable *t,
 	return CPHT_OK;
 }
 
-void
-cpht_worker_table_destroy(CphtTable *t)
+static void
+worker_destroy(CphtTable *t)
 {
 	/* its bytes are no longer this session's, whatever happens next */
 	cpht_memory_worker_delta(-t->memory);
@@ -131,9 +131,9 @@ cpht_worker_table_destroy(CphtTable *t)
 	PG_END_TRY();
 }
 
-cpht_status
-cpht_worker_table_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n,
-					   uint8 *status, uint64 *value)
+static cpht_status
+worker_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n, uint8 *status,
+			uint64 *value)
 {
 	CphtReply	rep;
 	uint64		v;
@@ -147,15 +147,15 @@ cpht_worker_table_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n
 	return take_status(t, &rep);
 }
 
-uint64
-cpht_worker_table_count(CphtTable *t)
+static uint64
+worker_count(CphtTable *t)
 {
 	check_alive(t);
 	return cpht_remote_private(CPHT_OP_COUNT, t->remote_id, PG_UINT64_MAX, 0)->value;
 }
 
-cpht_status
-cpht_worker_table_rebuild(CphtTable *t, uint64 *removed)
+static cpht_status
+worker_rebuild(CphtTable *t, uint64 *removed)
 {
 	CphtReply  *rep;
 
@@ -166,8 +166,8 @@ cpht_worker_table_rebuild(CphtTable *t, uint64 *removed)
 	return take_status(t, rep);
 }
 
-cpht_status
-cpht_worker_table_stats(CphtTable *t, cpht_stats *out)
+static cpht_status
+worker_stats(CphtTable *t, cpht_stats *out)
 {
 	CphtReply  *rep;
 
@@ -177,9 +177,8 @@ cpht_worker_table_stats(CphtTable *t, cpht_stats *out)
 	return take_status(t, rep);
 }
 
-cpht_status
-cpht_worker_table_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max,
-					   CphtScanPiece *piece)
+static cpht_status
+worker_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max, CphtScanPiece *piece)
 {
 	CphtReply	rep;
 
@@ -196,16 +195,16 @@ cpht_worker_table_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max,
 	return take_status(t, &rep);
 }
 
-uint64
-cpht_worker_table_log_position(CphtTable *t)
+static uint64
+worker_log_position(CphtTable *t)
 {
 	check_alive(t);
 	return cpht_remote_private(CPHT_OP_LOG_POSITION, t->remote_id, PG_UINT64_MAX, 0)->value;
 }
 
 /* rollback_to and truncate_log run in transaction callbacks: no ERROR. */
-cpht_status
-cpht_worker_table_rollback_to(CphtTable *t, uint64 position)
+static cpht_status
+worker_rollback_to(CphtTable *t, uint64 position)
 {
 	char		reason[CPHT_TEXT_LEN];
 	cpht_status st = CPHT_ERR_DEVICE;
@@ -242,8 +241,8 @@ cpht_worker_table_rollback_to(CphtTable *t, uint64 position)
 	return st;
 }
 
-void
-cpht_worker_table_truncate_log(CphtTable *t, uint64 position)
+static void
+worker_truncate_log(CphtTable *t, uint64 position)
 {
 	if (!cpht_client_can_send() || !alive(t, NULL, 0))
 		return;
@@ -261,3 +260,44 @@ cpht_worker_table_truncate_log(CphtTable *t, uint64 position)
 	}
 	PG_END_TRY();
 }
+
+static uint64
+worker_slot_bytes(CphtTable *t, uint64 created_bytes)
+{
+	/* as of its last reply; none yet: what it was created with */
+	return t->slot_bytes != 0 ? t->slot_bytes : created_bytes;
+}
+
+static const char *
+worker_error(const CphtTable *t)
+{
+	return t->error;
+}
+
+static void
+worker_call_times(const CphtTable *t, cpht_call_times *out)
+{
+	*out = t->times;
+}
+
+const CphtTableRoutine cpht_worker_private_routine = {
+	.placement = "worker",
+	.create = worker_create,
+	.destroy = worker_destroy,
+	.lost = worker_lost,
+	.slot_bytes = worker_slot_bytes,
+	.call = worker_call,
+	.count = worker_count,
+	.rebuild = worker_rebuild,
+	.stats = worker_stats,
+	.scan = worker_scan,
+	.error = worker_error,
+	.call_times = worker_call_times,
+	.log_position = worker_log_position,
+	.rollback_to = worker_rollback_to,
+	.truncate_log = worker_truncate_log,
+	.stream_open = cpht_call_stream_open,
+	.stream_start = cpht_call_stream_start,
+	.stream_finish = cpht_call_stream_finish,
+	.stream_close = cpht_call_stream_close,
+};

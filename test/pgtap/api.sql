@@ -67,7 +67,7 @@ SELECT is(
 		'cpht_fop_new_agg_step(internal, handle cpht_table, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
 		'cpht_fop_new_agg_step(internal, handle integer, key bigint) -> internal, kind f, volatility v, parallel s, strict f',
 		-- restricted: a scan of it runs in the leader; over a shared table
-		-- the planner puts a parallel node in its place (src/plan/new_keys_node.c)
+		-- the planner puts a parallel node in its place (src/plan/new_keys_planner.c)
 		'cpht_fop_new_relation(handle cpht_table, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_fop_new_relation(handle integer, rel regclass, key_column name DEFAULT ''id''::name) -> SETOF bigint, kind f, volatility v, parallel r, strict t',
 		'cpht_fop_relation(handle cpht_table, rel regclass, key_column name DEFAULT ''id''::name) -> bigint, kind f, volatility v, parallel u, strict t',

@@ -1,90 +1,42 @@
 /*
- * new_keys_node.c — cpht_fop_new_relation as a parallel plan node.
+ * new_keys_exec.c — running "cpht new keys" (new_keys.h): every participant
+ * of a Gather (the workers and the leader) takes pages of the relation
+ * from one parallel heap scan, feeds their keys into a stream of its own
+ * (stream/heap_feed.c) and returns the keys the table answered new as its
+ * rows; the node's shared memory, and EXPLAIN.
  *
- *   SELECT count(*) FROM cpht_fop_new_relation(h, 'staging');
- *
- * As a set-returning function, cpht_fop_new_relation reads the relation in
- * parallel (stream/heap_feed.c) but returns its new keys through one backend: the
- * function scan stores every row in a tuplestore and reads it back, and
- * whatever the query does with the rows runs in that backend too.  Over a
- * shared table, which parallel workers reach (hooks.c), the
- * planner hook below offers, in place of the function scan, a
- * parallel-aware scan node, "cpht new keys": every participant of a
- * Gather (the workers and the leader) takes pages of the relation from
- * one parallel heap scan, sends their keys to the table in batches of its
- * own stream, and returns the keys the table reported new as its rows.  Aggregates above it run
- * partially in the workers, so a count of the new keys moves no row
- * between processes.  The table sees the same keys as from the function,
- * once each, and answers each new key to exactly one participant.
- *
- * When.  The hook adds the node only where nothing can ask it to return
- * its rows twice (find-or-put answers "new" once): the function is the
- * only relation of a top-level query (no join to rescan it, no subquery
- * or CTE around it), called with constants or parameters the plan is made
- * for, on a shared table this session has open, over a relation that the
- * parallel scan reads as a query would (cpht_relscan_reads_all) with at
- * least one worker to give it.  The planner then weighs the node under a
- * Gather against the function scan (see the costs below).
- * cpht_fop_new_relation is PARALLEL RESTRICTED for this: a function scan
- * of it still runs only in the leader.  A plan made for a role that the
- * relation's policies do not bind is made again for another role
- * (dependsOnRole, as row-level security needs); a change to the relation
- * invalidates it (relationOids).
- *
- * Every key.  The function puts every key of the relation whatever its
- * caller reads; so does the node: when it ends before its scan is done
- * (a LIMIT above it), it sends the rest of its pages' keys without
- * returning them.
- *
- * If the relation no longer qualifies when the plan runs, the leader reads
- * it through the query route of stream/heap_feed.c and returns the new keys from a
- * tuplestore, as the function would; the workers return nothing.  A
- * leader that reads no rows of the plan (parallel_leader_participation
- * off) cannot do that: such a run fails before it puts any key.
+ * Invariants: every key of the relation is sent once, whatever the caller
+ * reads (an early end sends the rest without returning it, at shutdown or
+ * at the end); a new key is returned by the one participant that sent it;
+ * the node is never read twice (a rescan after it started is an error).
+ * Locking: every participant opens the relation with AccessShareLock for
+ * the node's life and checks the caller's SELECT right, as the function
+ * does.  The shared totals (NewKeysShared) are atomics, added to by every
+ * participant and read by the leader; the rest of the shared memory is
+ * written by the leader before the workers start and only read after.
  */
 #include "postgres.h"
 
 #include "access/parallel.h"
-#include "access/relation.h"
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "catalog/pg_type.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "executor/nodeCustom.h"
-#include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/extensible.h"
-#include "nodes/makefuncs.h"
-#include "nodes/nodeFuncs.h"
-#include "optimizer/clauses.h"
-#include "optimizer/cost.h"
-#include "optimizer/optimizer.h"
-#include "optimizer/pathnode.h"
-#include "optimizer/paths.h"
-#include "optimizer/plancat.h"
-#include "parser/parsetree.h"
-#include "optimizer/restrictinfo.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
-#include "utils/rls.h"
-#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
-#include "api/api.h"
 #include "cpht_table.h"
-#include "plan/plan.h"
+#include "plan/new_keys.h"
 #include "session/session.h"
 #include "stream/stream.h"
 
-#define NODE_NAME "cpht new keys"
-
-static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
-
-static CustomPathMethods new_keys_path_methods;
-static CustomScanMethods new_keys_scan_methods;
+CustomScanMethods cpht_new_keys_scan_methods;
 static CustomExecMethods new_keys_exec_methods;
 
 /* What every participant reads from the node's shared memory. */
@@ -148,237 +100,6 @@ typedef struct NewKeysState
 	uint64		sent_us;
 	bool		progress;		/* the leader reports cpht_stat_progress */
 } NewKeysState;
-
-/* ---- which calls --------------------------------------------------------- */
-
-bool
-cpht_is_fop_new_relation(Oid funcid)
-{
-	return cpht_function_is(funcid, cpht_fop_new_relation);
-}
-
-/* Whether type is cpht_table (api/names.c), whatever schema holds it: its
- * input function is ours. */
-static bool
-is_table_type(Oid type)
-{
-	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
-	Oid			typinput;
-
-	if (!HeapTupleIsValid(tup))
-		return false;
-	typinput = ((Form_pg_type) GETSTRUCT(tup))->typinput;
-	ReleaseSysCache(tup);
-	return cpht_function_is(typinput, cpht_table_in);
-}
-
-/*
- * Here, with the other recognition of api/'s functions (the one file of
- * plan/ that includes api/api.h), for hooks.c too: a cpht_table holds the
- * handle of the table it names, the same number in every session.
- */
-bool
-cpht_plan_handle(Node *expr, ParamListInfo params, int32 *handle)
-{
-	Oid			type = exprType(expr);
-	Datum		value;
-
-	if (type != INT4OID && !is_table_type(type))
-		return false;
-	if (!cpht_plan_constant(expr, params, type, &value))
-		return false;
-	*handle = DatumGetInt32(value);
-	return true;
-}
-
-bool
-cpht_new_keys_plan(Plan *plan)
-{
-	return IsA(plan, CustomScan) &&
-		((CustomScan *) plan)->methods == &new_keys_scan_methods;
-}
-
-/* Whether every Var of node is the function's one column. */
-static bool
-only_column_one(Node *node, Index rti)
-{
-	List	   *vars = pull_var_clause(node, PVC_RECURSE_PLACEHOLDERS);
-	ListCell   *lc;
-	bool		ok = true;
-
-	foreach(lc, vars)
-	{
-		Var		   *v = lfirst(lc);
-
-		if (!IsA(v, Var) || v->varno != rti || v->varattno != 1 || v->varlevelsup != 0)
-			ok = false;
-	}
-	list_free(vars);
-	return ok;
-}
-
-/* The share of a parallel scan's rows one participant reads, as the
- * planner's get_parallel_divisor counts it. */
-static double
-parallel_divisor(int workers)
-{
-	double		divisor = workers;
-
-	if (parallel_leader_participation)
-	{
-		double		leader = 1.0 - 0.3 * workers;
-
-		if (leader > 0)
-			divisor += leader;
-	}
-	return divisor;
-}
-
-static void
-new_keys_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *rte)
-{
-	RangeTblFunction *rtfunc;
-	FuncExpr   *call;
-	ParamListInfo params = root->glob->boundParams;
-	int32		handle;
-	Datum		relid_d,
-				column_d;
-	CphtHandle *h;
-	Relation	scanned;
-	int			workers = 0;
-	int			rls;
-	BlockNumber pages;
-	double		tuples,
-				allvisfrac;
-	ListCell   *lc;
-	CustomPath *cp;
-	double		divisor;
-
-	if (prev_set_rel_pathlist)
-		prev_set_rel_pathlist(root, rel, rti, rte);
-
-	if (rte->rtekind != RTE_FUNCTION || rte->funcordinality ||
-		list_length(rte->functions) != 1 || rel->reloptkind != RELOPT_BASEREL)
-		return;
-	rtfunc = linitial(rte->functions);
-	if (!IsA(rtfunc->funcexpr, FuncExpr))
-		return;
-	call = (FuncExpr *) rtfunc->funcexpr;
-	if (!cpht_is_fop_new_relation(call->funcid) || list_length(call->args) != 3)
-		return;
-
-	/* only the one relation of a top-level query, which nothing rescans */
-	if (root->query_level != 1 || root->parent_root != NULL ||
-		bms_membership(root->all_baserels) != BMS_SINGLETON ||
-		!bms_is_empty(rel->lateral_relids) || root->hasRecursion)
-		return;
-	if (!root->glob->parallelModeOK || max_parallel_workers_per_gather <= 0)
-		return;
-	if (!only_column_one((Node *) rel->reltarget->exprs, rti))
-		return;
-	foreach(lc, rel->baserestrictinfo)
-	{
-		RestrictInfo *ri = lfirst(lc);
-
-		if (!only_column_one((Node *) ri->clause, rti) ||
-			!is_parallel_safe(root, (Node *) ri->clause))
-			return;
-	}
-
-	/* a shared table this session has open, a relation by constants */
-	if (!cpht_plan_handle(linitial(call->args), params, &handle) ||
-		!cpht_plan_constant(lsecond(call->args), params, REGCLASSOID, &relid_d) ||
-		!cpht_plan_constant(lthird(call->args), params, NAMEOID, &column_d))
-		return;
-	h = cpht_shared_lookup(handle);
-	if (h == NULL || h->shared_entry < 0)
-		return;
-
-	/* as the planner locks the relations it plans a scan of */
-	scanned = try_relation_open(DatumGetObjectId(relid_d), AccessShareLock);
-	if (scanned == NULL)
-		return;
-	rls = check_enable_rls(RelationGetRelid(scanned), InvalidOid, true);
-	if (cpht_relscan_reads_all(scanned) &&
-		get_attnum(RelationGetRelid(scanned), NameStr(*DatumGetName(column_d))) > 0)
-		workers = cpht_relscan_workers(scanned);
-	estimate_rel_size(scanned, NULL, &pages, &tuples, &allvisfrac);
-	relation_close(scanned, NoLock);
-	if (workers <= 0)
-		return;
-
-	/* the plan holds for this relation as it is, and this role */
-	root->glob->relationOids = lappend_oid(root->glob->relationOids, DatumGetObjectId(relid_d));
-	if (rls == RLS_NONE_ENV)
-		root->glob->dependsOnRole = true;
-
-	/*
-	 * Both plans counted for what they do: every row of the relation may
-	 * give a new key; the function reads the relation in parallel too, but
-	 * stores each new key and reads it back in one process, where whatever
-	 * is above it runs.  So a query that reduces the rows (an aggregate
-	 * that runs partially in the workers) takes the node under a Gather,
-	 * and one that sends every row to the client, where a Gather would
-	 * pass each row through a queue, keeps the function.
-	 */
-	rel->rows = clamp_row_est(tuples);
-	divisor = parallel_divisor(workers);
-	foreach(lc, rel->pathlist)
-	{
-		Path	   *path = lfirst(lc);
-
-		path->rows = rel->rows;
-		path->startup_cost = pages * seq_page_cost +
-			tuples * (cpu_tuple_cost + cpu_operator_cost) / divisor +
-			2 * tuples * cpu_tuple_cost;
-		path->total_cost = path->startup_cost + tuples * cpu_tuple_cost;
-	}
-	rel->consider_parallel = true;
-
-	cp = makeNode(CustomPath);
-	cp->path.pathtype = T_CustomScan;
-	cp->path.parent = rel;
-	cp->path.pathtarget = rel->reltarget;
-	cp->path.param_info = NULL;
-	cp->path.parallel_aware = true;
-	cp->path.parallel_safe = true;
-	cp->path.parallel_workers = workers;
-	cp->path.rows = clamp_row_est(tuples / divisor);
-	cp->path.startup_cost = 0;
-	/* a parallel sequential scan's cost, with one call per key */
-	cp->path.total_cost = pages * seq_page_cost +
-		tuples * (cpu_tuple_cost + cpu_operator_cost) / divisor;
-	cp->path.pathkeys = NIL;
-	cp->flags = CUSTOMPATH_SUPPORT_PROJECTION;
-	cp->custom_paths = NIL;
-	cp->custom_private = NIL;
-	cp->methods = &new_keys_path_methods;
-	add_partial_path(rel, &cp->path);
-}
-
-static Plan *
-new_keys_plan(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
-			  List *tlist, List *clauses, List *custom_plans)
-{
-	CustomScan *cs = makeNode(CustomScan);
-	RangeTblEntry *rte = planner_rt_fetch(rel->relid, root);
-	FuncExpr   *call = (FuncExpr *) ((RangeTblFunction *) linitial(rte->functions))->funcexpr;
-
-	cs->scan.plan.targetlist = tlist;
-	cs->scan.plan.qual = extract_actual_clauses(clauses, false);
-	/* no relation to open: the scan tuple is the function's one column */
-	cs->scan.scanrelid = 0;
-	cs->custom_scan_tlist =
-		list_make1(makeTargetEntry((Expr *) makeVar(rel->relid, 1, INT8OID, -1, InvalidOid, 0),
-								   1, NULL, false));
-	cs->custom_relids = bms_copy(rel->relids);
-	cs->flags = best_path->flags;
-	cs->custom_plans = NIL;
-	cs->custom_exprs = copyObject(call->args);
-	cs->custom_private = NIL;
-	cs->methods = &new_keys_scan_methods;
-	return &cs->scan.plan;
-}
 
 /* ---- execution ----------------------------------------------------------- */
 
@@ -699,7 +420,7 @@ new_keys_rescan(CustomScanState *node)
 {
 	NewKeysState *ns = (NewKeysState *) node;
 
-	/* the planner puts the node where nothing rescans it (see above) */
+	/* the planner puts the node where nothing rescans it (new_keys_planner.c) */
 	if (ns->started)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -804,16 +525,13 @@ new_keys_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 }
 
 void
-cpht_new_keys_init(void)
+cpht_new_keys_exec_init(void)
 {
-	new_keys_path_methods.CustomName = NODE_NAME;
-	new_keys_path_methods.PlanCustomPath = new_keys_plan;
+	cpht_new_keys_scan_methods.CustomName = CPHT_NEW_KEYS_NODE_NAME;
+	cpht_new_keys_scan_methods.CreateCustomScanState = new_keys_create_state;
+	RegisterCustomScanMethods(&cpht_new_keys_scan_methods);
 
-	new_keys_scan_methods.CustomName = NODE_NAME;
-	new_keys_scan_methods.CreateCustomScanState = new_keys_create_state;
-	RegisterCustomScanMethods(&new_keys_scan_methods);
-
-	new_keys_exec_methods.CustomName = NODE_NAME;
+	new_keys_exec_methods.CustomName = CPHT_NEW_KEYS_NODE_NAME;
 	new_keys_exec_methods.BeginCustomScan = new_keys_begin;
 	new_keys_exec_methods.ExecCustomScan = new_keys_exec;
 	new_keys_exec_methods.EndCustomScan = new_keys_end;
@@ -824,7 +542,4 @@ cpht_new_keys_init(void)
 	new_keys_exec_methods.InitializeWorkerCustomScan = new_keys_init_worker;
 	new_keys_exec_methods.ShutdownCustomScan = new_keys_shutdown;
 	new_keys_exec_methods.ExplainCustomScan = new_keys_explain;
-
-	prev_set_rel_pathlist = set_rel_pathlist_hook;
-	set_rel_pathlist_hook = new_keys_pathlist;
 }
