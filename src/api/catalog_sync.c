@@ -131,7 +131,6 @@ create_from_row(HeapTuple row, TupleDesc desc)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner_before;
-		SPI_restore_connection();
 		ereport(WARNING,
 				(errcode(ed->sqlerrcode),
 				 errmsg("shared cpht table \"%s\" could not be created from its row in %s", name, CATALOG_TABLE),
