@@ -176,8 +176,13 @@ batch_trace(const Batch *b, const char *fn)
 	clock_report(fn, &b->clock, b->n, cpht_handle_table(b->entry));
 }
 
-Datum
-cpht_fop(PG_FUNCTION_ARGS)
+/*
+ * A batch whose result is a boolean per key: the statuses as they stand
+ * (find-or-put: put; find: present; erase: was present).  fn names it in
+ * cpht.trace, NULL: not traced.
+ */
+static Datum
+bool_batch(FunctionCallInfo fcinfo, BatchOp op, const char *fn)
 {
 	Batch		b;
 	ArrayType  *result;
@@ -185,9 +190,16 @@ cpht_fop(PG_FUNCTION_ARGS)
 	if (!batch_begin(fcinfo, &b))
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
 	result = cpht_bool_array(b.n);
-	batch_call(&b, BATCH_FIND_OR_PUT, (uint8 *) ARR_DATA_PTR(result), NULL);
-	batch_trace(&b, "cpht_fop");
+	batch_call(&b, op, (uint8 *) ARR_DATA_PTR(result), NULL);
+	if (fn != NULL)
+		batch_trace(&b, fn);
 	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+Datum
+cpht_fop(PG_FUNCTION_ARGS)
+{
+	return bool_batch(fcinfo, BATCH_FIND_OR_PUT, "cpht_fop");
 }
 
 Datum
@@ -231,14 +243,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 Datum
 cpht_find(PG_FUNCTION_ARGS)
 {
-	Batch		b;
-	ArrayType  *result;
-
-	if (!batch_begin(fcinfo, &b))
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
-	result = cpht_bool_array(b.n);
-	batch_call(&b, BATCH_FIND, (uint8 *) ARR_DATA_PTR(result), NULL);
-	PG_RETURN_ARRAYTYPE_P(result);
+	return bool_batch(fcinfo, BATCH_FIND, NULL);
 }
 
 Datum
@@ -256,14 +261,7 @@ cpht_put(PG_FUNCTION_ARGS)
 Datum
 cpht_delete(PG_FUNCTION_ARGS)
 {
-	Batch		b;
-	ArrayType  *result;
-
-	if (!batch_begin(fcinfo, &b))
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
-	result = cpht_bool_array(b.n);
-	batch_call(&b, BATCH_ERASE, (uint8 *) ARR_DATA_PTR(result), NULL);
-	PG_RETURN_ARRAYTYPE_P(result);
+	return bool_batch(fcinfo, BATCH_ERASE, NULL);
 }
 
 Datum
