@@ -250,6 +250,33 @@ nomem:
 	return table_fail(t, CPHT_ERR_NOMEM, "could not allocate host memory for a batch of %zu keys", n);
 }
 
+/* An iceberg find-or-put: step by step over the threads.  A key that finds
+ * no slot is answered CPHT_FULL; none is left homeless. */
+static cpht_status
+iceberg_fop_batch(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status,
+				  uint64_t *homeless, size_t *nhomeless)
+{
+	batch_job	job = {.t = t, .keys = keys, .out = status};
+
+	(void) homeless;
+	(void) nhomeless;
+	return run_steps(t, &job, n, iceberg_fop_range);
+}
+
+/* What each table kind runs on the CPU, indexed by cpht_kind. */
+typedef struct cpu_kind
+{
+	cpht_status (*find_or_put) (cpht_table *t, const uint64_t *keys, size_t n,
+								uint8_t *status, uint64_t *homeless, size_t *nhomeless);
+	cpu_range_fn find_range;
+	cpu_range_fn erase_range;
+} cpu_kind;
+
+static const cpu_kind cpu_kinds[] = {
+	[CPHT_ICEBERG] = {iceberg_fop_batch, iceberg_find_range, iceberg_erase_range},
+	[CPHT_CUCKOO] = {cuckoo_fop_batch, cuckoo_find_range, cuckoo_erase_range},
+};
+
 /* Count the outcome of a batch over the table's threads (the CPU keeps no
  * log store: log_at is always CPHT_NO_LOG here). */
 typedef struct tally_job
@@ -292,15 +319,11 @@ cpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n,
 				uint8_t *status, uint64_t *homeless, size_t *nhomeless,
 				cpht_tally *tally, uint64_t log_at)
 {
-	batch_job	job = {.t = t, .keys = keys, .out = status};
-	cpht_status rc = CPHT_OK;
+	cpht_status rc;
 
 	(void) log_at;
 	*nhomeless = 0;
-	if (t->params.kind == CPHT_CUCKOO)
-		rc = cuckoo_fop_batch(t, keys, n, status, homeless, nhomeless);
-	else
-		rc = run_steps(t, &job, n, iceberg_fop_range);
+	rc = cpu_kinds[t->params.kind].find_or_put(t, keys, n, status, homeless, nhomeless);
 	if (rc == CPHT_OK)
 		tally_status(t, status, n, CPHT_PUT, tally);
 	return rc;
@@ -311,9 +334,7 @@ cpu_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 {
 	batch_job	job = {.t = t, .keys = keys, .out = found};
 
-	cpu_parallel_for(t->params.cpu_threads, n,
-					 t->params.kind == CPHT_CUCKOO ? cuckoo_find_range : iceberg_find_range,
-					 &job);
+	cpu_parallel_for(t->params.cpu_threads, n, cpu_kinds[t->params.kind].find_range, &job);
 	return CPHT_OK;
 }
 
@@ -326,7 +347,7 @@ cpu_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present, int t
 
 	(void) log_at;
 	job.replacement = to_empty ? CPHT_SLOT_EMPTY : CPHT_SLOT_TOMBSTONE;
-	rc = run_steps(t, &job, n, t->params.kind == CPHT_CUCKOO ? cuckoo_erase_range : iceberg_erase_range);
+	rc = run_steps(t, &job, n, cpu_kinds[t->params.kind].erase_range);
 	if (rc == CPHT_OK)
 		tally_status(t, present, n, CPHT_WHERE(0, 0), tally);
 	return rc;

@@ -110,6 +110,23 @@ typedef enum BatchOp
 	BATCH_ERASE
 } BatchOp;
 
+/* What each operation calls, whether it writes, and what a failure of it
+ * left (cpht_check_call's undone). */
+typedef struct BatchKind
+{
+	/* a status per key; NULL for BATCH_PUT, which counts the inserted */
+	cpht_status (*status_call) (CphtTable *t, const uint64 *keys, size_t n, uint8 *status);
+	bool		writes;
+	const char *undone;
+} BatchKind;
+
+static const BatchKind batch_kinds[] = {
+	[BATCH_FIND_OR_PUT] = {cpht_access_find_or_put, true, STORED_NOTHING},
+	[BATCH_FIND] = {cpht_access_find, false, NULL},
+	[BATCH_PUT] = {NULL, true, STORED_NOTHING},
+	[BATCH_ERASE] = {cpht_access_erase, true, DELETED_NOTHING},
+};
+
 /*
  * The table of handle argument 0 and the keys of array argument 1, checked
  * against its key width (keys.c).  False for an empty array: there is no
@@ -134,38 +151,22 @@ batch_begin(FunctionCallInfo fcinfo, Batch *b)
 static void
 batch_call(Batch *b, BatchOp op, uint8 *status, uint64 *inserted)
 {
+	const BatchKind *k = &batch_kinds[op];
 	CphtTable  *t;
-	cpht_status st = CPHT_OK;
-	const char *undone = NULL;
+	cpht_status st;
 
 	CHECK_FOR_INTERRUPTS();
-	if (op != BATCH_FIND)
+	if (k->writes)
 	{
 		cpht_txn_before_write(b->entry);
 		cpht_memory_sync();
 	}
 	clock_mark(&b->clock.read);
 	t = cpht_handle_table(b->entry);
-	switch (op)
-	{
-		case BATCH_FIND_OR_PUT:
-			st = cpht_access_find_or_put(t, b->keys, b->n, status);
-			undone = STORED_NOTHING;
-			break;
-		case BATCH_FIND:
-			st = cpht_access_find(t, b->keys, b->n, status);
-			break;
-		case BATCH_PUT:
-			st = cpht_access_put(t, b->keys, b->n, inserted);
-			undone = STORED_NOTHING;
-			break;
-		case BATCH_ERASE:
-			st = cpht_access_erase(t, b->keys, b->n, status);
-			undone = DELETED_NOTHING;
-			break;
-	}
+	st = k->status_call != NULL ? k->status_call(t, b->keys, b->n, status) :
+		cpht_access_put(t, b->keys, b->n, inserted);
 	if (st != CPHT_OK)
-		cpht_check_call(st, b->entry->handle, cpht_access_error(t), undone);
+		cpht_check_call(st, b->entry->handle, cpht_access_error(t), k->undone);
 	clock_mark(&b->clock.table);
 }
 
@@ -176,8 +177,13 @@ batch_trace(const Batch *b, const char *fn)
 	clock_report(fn, &b->clock, b->n, cpht_handle_table(b->entry));
 }
 
-Datum
-cpht_fop(PG_FUNCTION_ARGS)
+/*
+ * A batch whose result is a boolean per key: the statuses as they stand
+ * (find-or-put: put; find: present; erase: was present).  fn names it in
+ * cpht.trace, NULL: not traced.
+ */
+static Datum
+bool_batch(FunctionCallInfo fcinfo, BatchOp op, const char *fn)
 {
 	Batch		b;
 	ArrayType  *result;
@@ -185,9 +191,16 @@ cpht_fop(PG_FUNCTION_ARGS)
 	if (!batch_begin(fcinfo, &b))
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
 	result = cpht_bool_array(b.n);
-	batch_call(&b, BATCH_FIND_OR_PUT, (uint8 *) ARR_DATA_PTR(result), NULL);
-	batch_trace(&b, "cpht_fop");
+	batch_call(&b, op, (uint8 *) ARR_DATA_PTR(result), NULL);
+	if (fn != NULL)
+		batch_trace(&b, fn);
 	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+Datum
+cpht_fop(PG_FUNCTION_ARGS)
+{
+	return bool_batch(fcinfo, BATCH_FIND_OR_PUT, "cpht_fop");
 }
 
 Datum
@@ -231,14 +244,7 @@ cpht_fop_new(PG_FUNCTION_ARGS)
 Datum
 cpht_find(PG_FUNCTION_ARGS)
 {
-	Batch		b;
-	ArrayType  *result;
-
-	if (!batch_begin(fcinfo, &b))
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
-	result = cpht_bool_array(b.n);
-	batch_call(&b, BATCH_FIND, (uint8 *) ARR_DATA_PTR(result), NULL);
-	PG_RETURN_ARRAYTYPE_P(result);
+	return bool_batch(fcinfo, BATCH_FIND, NULL);
 }
 
 Datum
@@ -256,14 +262,7 @@ cpht_put(PG_FUNCTION_ARGS)
 Datum
 cpht_delete(PG_FUNCTION_ARGS)
 {
-	Batch		b;
-	ArrayType  *result;
-
-	if (!batch_begin(fcinfo, &b))
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
-	result = cpht_bool_array(b.n);
-	batch_call(&b, BATCH_ERASE, (uint8 *) ARR_DATA_PTR(result), NULL);
-	PG_RETURN_ARRAYTYPE_P(result);
+	return bool_batch(fcinfo, BATCH_ERASE, NULL);
 }
 
 Datum

@@ -21,15 +21,10 @@
 #include "cpht_table.h"
 #include "errors.h"
 #include "session/session.h"
+#include "api/lifecycle.h"
 
 PG_FUNCTION_INFO_V1(cpht_info);
 PG_FUNCTION_INFO_V1(cpht_tables);
-
-static const char *
-kind_name(cpht_kind kind)
-{
-	return kind == CPHT_CUCKOO ? "cuckoo" : "iceberg";
-}
 
 static const char *
 device_name(cpht_device device)
@@ -66,7 +61,7 @@ cpht_info(PG_FUNCTION_ARGS)
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "{\"handle\": %d, \"kind\": \"%s\", \"device\": \"%s\", ",
-					 entry->handle, kind_name(stats.kind),
+					 entry->handle, cpht_kind_name(stats.kind),
 					 device_name(stats.device));
 	appendStringInfoString(&buf, "\"device_name\": ");
 	escape_json(&buf, stats.device_name);
@@ -203,7 +198,7 @@ cpht_tables(PG_FUNCTION_ARGS)
 	{
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = Int32GetDatum(entry->handle);
-		values[1] = CStringGetTextDatum(kind_name(entry->kind));
+		values[1] = CStringGetTextDatum(cpht_kind_name(entry->kind));
 		values[2] = CStringGetTextDatum(device_name(entry->device));
 		values[3] = Int32GetDatum(entry->key_bits);
 		nulls[3] = entry->key_bits == 0;	/* the width follows the keys */
@@ -256,7 +251,7 @@ cpht_tables(PG_FUNCTION_ARGS)
 			CPHT_SHARED_HANDLE_BASE + (int32) e.table_id : 0;
 		values[0] = Int32GetDatum(handle);
 		nulls[0] = handle == 0;
-		values[1] = CStringGetTextDatum(kind_name(e.kind));
+		values[1] = CStringGetTextDatum(cpht_kind_name(e.kind));
 		values[2] = CStringGetTextDatum(device_name(e.device));
 		values[3] = Int32GetDatum(e.key_bits);
 		nulls[3] = e.key_bits == 0;

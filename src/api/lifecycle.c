@@ -21,13 +21,25 @@ PG_FUNCTION_INFO_V1(cpht_create);
 PG_FUNCTION_INFO_V1(cpht_drop);
 PG_FUNCTION_INFO_V1(cpht_drop_all);
 
+/* The table kinds by their SQL names, one entry per cpht_kind. */
+static const char *const kind_names[] = {
+	[CPHT_ICEBERG] = "iceberg",
+	[CPHT_CUCKOO] = "cuckoo",
+};
+
+const char *
+cpht_kind_name(cpht_kind kind)
+{
+	Assert((int) kind >= 0 && (int) kind < (int) lengthof(kind_names));
+	return kind_names[kind];
+}
+
 static cpht_kind
 parse_kind(const char *kind)
 {
-	if (pg_strcasecmp(kind, "iceberg") == 0)
-		return CPHT_ICEBERG;
-	if (pg_strcasecmp(kind, "cuckoo") == 0)
-		return CPHT_CUCKOO;
+	for (int k = 0; k < (int) lengthof(kind_names); k++)
+		if (pg_strcasecmp(kind, kind_names[k]) == 0)
+			return (cpht_kind) k;
 
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -8,6 +8,9 @@
 
 #include "cpht_table.h"
 
+/* A table kind's SQL name ("iceberg", "cuckoo"), as cpht_create takes it. */
+extern const char *cpht_kind_name(cpht_kind kind);
+
 /* Checks cpht_create()'s arguments and sizes the table (ERROR when out of
  * range); returns its bytes of slot memory.  Device and seed are left to
  * the caller. */

@@ -112,7 +112,7 @@ existing_table(const char *name, int32 entry, const CphtCatalogEntry *e, bool du
 				 errhint("Open it with cpht_open(%s), or drop it first.", quote_literal_cstr(name))));
 	}
 	if (e->kind != kind)
-		appendStringInfo(&diff, " Its kind is %s.", e->kind == CPHT_CUCKOO ? "cuckoo" : "iceberg");
+		appendStringInfo(&diff, " Its kind is %s.", cpht_kind_name(e->kind));
 	if (e->key_bits != key_bits)
 	{
 		if (e->key_bits == 0)

@@ -1,5 +1,7 @@
 /*
- * xacts.c — transactional shared tables in the cpht worker.
+ * xacts.c — transactional shared tables in the cpht worker: each write
+ * call's changes recorded for its transaction, and a transaction's end
+ * (commit, abort, rollback to a savepoint) applied to them.
  *
  * Many transactions change one shared table at once, so the table's single
  * undo log cannot serve them (rolling it back to a position undoes
@@ -11,26 +13,10 @@
  * newest first (cpht_table_undo): keys of different open transactions are
  * disjoint, so the order between transactions does not matter.
  *
- * The pending map (pending.c) of each table says which open transaction
- * changed a key, the key's state before that transaction's first change,
- * and the (sub)transaction of that first change.  It gives unique-index
- * semantics: a write that meets another transaction's pending key runs
- * not at all and names the owners, which the backend waits for (their xid
- * locks, XactLockTableWait) before it sends the call again; a find answers
- * such a key as it was before; a count leaves out other transactions'
- * pending changes.  Requests are served one at a time, so checking and
- * then applying is atomic.
- *
- * The map is built only when it is needed: when a request of one
- * transaction meets a table on which another transaction has pending
- * changes.  A lone loader (the common case: one transaction filling a
- * table) never meets anyone, and keeping a map of its keys would cost a
- * random access per key changed, both when it writes and when it ends,
- * plus 64 bytes of map per key.  The map is then built from the open
- * transactions' undo lists, which hold the same facts (each key's first
- * change, its kind, its segment's subtransaction), kept up to date while
- * any transaction has pending changes, and freed whole when the last one
- * ends.
+ * Which open transaction changed which key is the pending map
+ * (xacts_conflicts.c); what other transactions see of a table with open
+ * transactions is xacts_views.c; the state they share is
+ * xacts_internal.h.
  *
  * Savepoints: a transaction's list is cut into segments by the
  * subtransaction that wrote them.  When subtransaction X aborts, everything
@@ -43,64 +29,21 @@
  * transaction ends, since an abort puts the key back there; the kernels
  * keep such tombstones while the caller holds deletes
  * (cpht_table_hold_deletes), and refuse to rebuild then.
+ *
+ * Locking: none.  The worker serves one request at a time and alone reads
+ * and writes this state; backends see only the committed count it
+ * publishes in the catalog entry (an atomic).
  */
 #include "postgres.h"
 
 #include "access/transam.h"
-#include "lib/ilist.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
-#include "cpht_table.h"
-#include "worker/pending.h"
-#include "shmem/protocol.h"
 #include "worker/worker_internal.h"
-#include "worker/xacts.h"
+#include "worker/xacts_internal.h"
 
-typedef struct XactSegment
-{
-	TransactionId subxid;		/* the writing (sub)transaction */
-	uint64		start;			/* its first entry in the list */
-} XactSegment;
-
-typedef struct Xact Xact;
-
-/* What one open transaction changed in one table. */
-typedef struct XactTable
-{
-	Xact	   *xact;
-	int			entry;			/* catalog index, -1 once the table is gone */
-	uint64	   *keys;			/* undo list, malloc'ed: entries as the */
-	uint8	   *where;			/* kernels' log had them */
-	uint64		n;
-	uint64		cap;
-	XactSegment *segs;
-	int			nsegs;
-	int			segcap;
-	int64		delta;			/* keys present now minus before */
-	uint64		deletes;		/* deleted entries in the list (held) */
-	struct XactTable *next_in_xact;
-	dlist_node	table_node;
-} XactTable;
-
-struct Xact
-{
-	TransactionId xid;			/* hash key: the top transaction */
-	XactTable  *tables;
-};
-
-/* Per catalog index: the pending state of a transactional table. */
-typedef struct TableXacts
-{
-	bool		transactional;
-	uint64		table_id;
-	PendingMap	map;
-	bool		indexed;		/* map holds every open transaction's keys */
-	dlist_head	xacts;			/* XactTable.table_node of open transactions */
-	uint64		held_deletes;
-} TableXacts;
-
-static TableXacts *table_xacts = NULL;
+TableXacts *cpht_table_xacts = NULL;
 static HTAB *xacts = NULL;
 
 void
@@ -108,8 +51,8 @@ cpht_xacts_init(void)
 {
 	HASHCTL		ctl;
 
-	table_xacts = MemoryContextAllocZero(TopMemoryContext,
-										 sizeof(TableXacts) * cpht_control->max_tables);
+	cpht_table_xacts = MemoryContextAllocZero(TopMemoryContext,
+											  sizeof(TableXacts) * cpht_control->max_tables);
 	ctl.keysize = sizeof(TransactionId);
 	ctl.entrysize = sizeof(Xact);
 	ctl.hcxt = TopMemoryContext;
@@ -133,7 +76,7 @@ xact_table_free_lists(XactTable *tt)
 void
 cpht_xacts_table_created(int entry, uint64 table_id, bool transactional)
 {
-	TableXacts *tx = &table_xacts[entry];
+	TableXacts *tx = &cpht_table_xacts[entry];
 
 	memset(tx, 0, sizeof(*tx));
 	tx->transactional = transactional;
@@ -144,7 +87,7 @@ cpht_xacts_table_created(int entry, uint64 table_id, bool transactional)
 void
 cpht_xacts_table_dropped(int entry)
 {
-	TableXacts *tx = &table_xacts[entry];
+	TableXacts *tx = &cpht_table_xacts[entry];
 	dlist_mutable_iter it;
 
 	if (!tx->transactional)
@@ -162,95 +105,18 @@ cpht_xacts_table_dropped(int entry)
 	memset(tx, 0, sizeof(*tx));
 }
 
-/* The table state a request names, or NULL when not transactional (a
- * private table's requests name no catalog entry). */
-static TableXacts *
-request_table_xacts(const CphtRequest *req)
+TableXacts *
+cpht_xacts_request_table(const CphtRequest *req)
 {
 	TableXacts *tx;
 
 	if (req->private_table || req->entry < 0 || req->entry >= cpht_control->max_tables)
 		return NULL;
-	tx = &table_xacts[req->entry];
+	tx = &cpht_table_xacts[req->entry];
 
 	if (!tx->transactional || tx->table_id != req->table_id)
 		return NULL;
 	return tx;
-}
-
-/* Has an open transaction other than top pending changes on the table? */
-static bool
-others_pending(TableXacts *tx, TransactionId top)
-{
-	dlist_iter	it;
-
-	dlist_foreach(it, &tx->xacts)
-	{
-		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
-
-		if (tt->xact->xid != top && tt->n > 0)
-			return true;
-	}
-	return false;
-}
-
-/*
- * Builds the pending map from the open transactions' undo lists, where a
- * key's first entry in its owner's list is its first change.  ERROR when
- * out of memory, with the map left unbuilt.
- */
-static void
-index_pending(TableXacts *tx)
-{
-	uint64		total = 0;
-	dlist_iter	it;
-
-	if (tx->indexed)
-		return;
-	dlist_foreach(it, &tx->xacts)
-		total += dlist_container(XactTable, table_node, it.cur)->n;
-	/* the map is the table's pending state: within its memory caps */
-	cpht_quota_take(pending_reserve_bytes(&tx->map, total));
-	if (!pending_reserve(&tx->map, total))
-	{
-		pending_free(&tx->map);
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory in the cpht worker"),
-				 errdetail("Checking a call against the " UINT64_FORMAT " keys other open transactions changed in a transactional shared table needs more memory there.",
-						   total)));
-	}
-	dlist_foreach(it, &tx->xacts)
-	{
-		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
-
-		for (int s = 0; s < tt->nsegs; s++)
-		{
-			uint64		end = s + 1 < tt->nsegs ? tt->segs[s + 1].start : tt->n;
-
-			for (uint64 i = tt->segs[s].start; i < end; i++)
-			{
-				bool		found;
-				PendingEntry *e = pending_insert(&tx->map, tt->keys[i], &found);
-
-				if (found)
-					continue;
-				e->owner = tt;
-				e->subxid = tt->segs[s].subxid;
-				e->before_present = tt->where[i] != 0;
-				e->first = i;
-			}
-		}
-	}
-	tx->indexed = true;
-}
-
-/* Forgets the whole pending map (no open transaction has changes left). */
-static void
-unindex_pending(TableXacts *tx)
-{
-	pending_free(&tx->map);
-	tx->indexed = false;
 }
 
 /* The caller's record of the table, created if new. */
@@ -285,9 +151,8 @@ out_of_memory(uint64 n)
 			 errdetail("Recording the changes of a call of " UINT64_FORMAT " keys on a transactional shared table needs more memory there.", n)));
 }
 
-/* Bytes of an undo list of cap entries with segcap segments. */
-static uint64
-list_bytes(uint64 cap, int segcap)
+uint64
+cpht_xacts_list_bytes(uint64 cap, int segcap)
 {
 	return cap * (sizeof(uint64) + sizeof(uint8)) + (uint64) segcap * sizeof(XactSegment);
 }
@@ -304,7 +169,7 @@ reserve(TableXacts *tx, XactTable *tt, uint64 n)
 	uint64		new_cap = tt->n + n > tt->cap ? Max(Max(tt->cap * 2, tt->n + n), 1024) : tt->cap;
 	int			new_segcap = tt->nsegs == tt->segcap ? Max(tt->segcap * 2, 8) : tt->segcap;
 
-	cpht_quota_take(list_bytes(new_cap, new_segcap) - list_bytes(tt->cap, tt->segcap) +
+	cpht_quota_take(cpht_xacts_list_bytes(new_cap, new_segcap) - cpht_xacts_list_bytes(tt->cap, tt->segcap) +
 					(tx->indexed ? pending_reserve_bytes(&tx->map, n) : 0));
 	if (tt->n + n > tt->cap)
 	{
@@ -335,11 +200,10 @@ reserve(TableXacts *tx, XactTable *tt, uint64 n)
 		out_of_memory(n);
 }
 
-/* The table's transactions when req is a write on a transactional one. */
-static TableXacts *
-write_xacts(const CphtRequest *req, CphtCall call)
+TableXacts *
+cpht_xacts_write_table(const CphtRequest *req, CphtCall call)
 {
-	TableXacts *tx = request_table_xacts(req);
+	TableXacts *tx = cpht_xacts_request_table(req);
 
 	if (tx == NULL || call == CPHT_CALL_FIND)
 		return NULL;
@@ -351,71 +215,15 @@ write_xacts(const CphtRequest *req, CphtCall call)
 void
 cpht_xacts_reserve(const CphtRequest *req, CphtCall call, uint64 n)
 {
-	TableXacts *tx = request_table_xacts(req);
+	TableXacts *tx = cpht_xacts_request_table(req);
 
 	if (tx == NULL)
 		return;
 	/* meeting another transaction's pending keys needs the map */
-	if (others_pending(tx, req->top_xid))
-		index_pending(tx);
-	if (write_xacts(req, call) != NULL)
+	if (cpht_xacts_others_pending(tx, req->top_xid))
+		cpht_xacts_index_pending(tx);
+	if (cpht_xacts_write_table(req, call) != NULL)
 		reserve(tx, xact_table(tx, req), n);
-}
-
-bool
-cpht_xacts_conflicts(const CphtRequest *req, CphtCall call, const uint64 *keys,
-					 uint64 n, CphtReply *rep)
-{
-	TableXacts *tx = write_xacts(req, call);
-
-	/* A lone writer skips the probe. */
-	if (tx == NULL || !others_pending(tx, req->top_xid))
-		return false;
-	Assert(tx->indexed);
-	for (uint64 i = 0; i < n && rep->nconflicts < CPHT_MAX_CONFLICTS; i++)
-	{
-		PendingEntry *e = pending_find(&tx->map, keys[i]);
-		bool		known = false;
-
-		if (e == NULL || e->owner->xact->xid == req->top_xid)
-			continue;
-		for (int c = 0; c < rep->nconflicts; c++)
-			known |= rep->conflicts[c] == e->subxid;
-		if (!known)
-		{
-			rep->conflicts[rep->nconflicts] = e->subxid;
-			rep->conflict_tops[rep->nconflicts++] = e->owner->xact->xid;
-		}
-	}
-	return rep->nconflicts > 0;
-}
-
-bool
-cpht_xacts_scan_conflicts(const CphtRequest *req, CphtReply *rep)
-{
-	TableXacts *tx = request_table_xacts(req);
-	dlist_iter	it;
-
-	if (tx == NULL || !others_pending(tx, req->top_xid))
-		return false;
-	dlist_foreach(it, &tx->xacts)
-	{
-		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
-		TransactionId top = tt->xact->xid;
-		bool		known = false;
-
-		if (top == req->top_xid || tt->n == 0 || rep->nconflicts == CPHT_MAX_CONFLICTS)
-			continue;
-		for (int c = 0; c < rep->nconflicts; c++)
-			known |= rep->conflict_tops[c] == top;
-		if (!known)
-		{
-			/* the whole transaction: its top xid lock goes when it ends */
-			rep->conflicts[rep->nconflicts] = top;
-			rep->conflict_tops[rep->nconflicts++] = top;
-		}
-	}
-	return rep->nconflicts > 0;
 }
 
 /* Record the call's log entries [position, log end) for the caller. */
@@ -469,126 +277,25 @@ cpht_status
 cpht_xacts_after_call(const CphtRequest *req, cpht_table *t, CphtCall call,
 					  const uint64 *keys, uint64 n, uint8 *status, uint64 position)
 {
-	TableXacts *tx = request_table_xacts(req);
+	TableXacts *tx = cpht_xacts_request_table(req);
 
 	if (tx == NULL)
 		return CPHT_OK;
 	if (call != CPHT_CALL_FIND)
 		return record(tx, req, t, position);
-
-	/* Others' pending keys as they were before. */
-	if (others_pending(tx, req->top_xid))
-	{
-		Assert(tx->indexed);
-		for (uint64 i = 0; i < n; i++)
-		{
-			PendingEntry *e = pending_find(&tx->map, keys[i]);
-
-			if (e != NULL && e->owner->xact->xid != req->top_xid)
-				status[i] = e->before_present;
-		}
-	}
+	cpht_xacts_answer_find(tx, req, keys, n, status);
 	return CPHT_OK;
-}
-
-uint64
-cpht_xacts_table_bytes(int entry)
-{
-	TableXacts *tx = &table_xacts[entry];
-	uint64		bytes;
-	dlist_iter	it;
-
-	if (!tx->transactional)
-		return 0;
-	bytes = pending_bytes(&tx->map);
-	dlist_foreach(it, &tx->xacts)
-	{
-		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
-
-		bytes += sizeof(XactTable) + list_bytes(tt->cap, tt->segcap);
-	}
-	return bytes;
-}
-
-uint64
-cpht_xacts_count(const CphtRequest *req, uint64 physical)
-{
-	TableXacts *tx = request_table_xacts(req);
-	int64		count = (int64) physical;
-	dlist_iter	it;
-
-	if (tx == NULL)
-		return physical;
-	dlist_foreach(it, &tx->xacts)
-	{
-		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
-
-		if (tt->xact->xid != req->top_xid)
-			count -= tt->delta;
-	}
-	return (uint64) count;
-}
-
-uint64
-cpht_xacts_committed_count(int entry, uint64 physical)
-{
-	TableXacts *tx = &table_xacts[entry];
-	int64		count = (int64) physical;
-	dlist_iter	it;
-
-	if (!tx->transactional)
-		return physical;
-	dlist_foreach(it, &tx->xacts)
-		count -= dlist_container(XactTable, table_node, it.cur)->delta;
-	return (uint64) count;
 }
 
 /* Writes the committed count of a live table into its catalog entry. */
 static void
 publish_count(int entry)
 {
-	cpht_table *t = cpht_worker_table(entry, table_xacts[entry].table_id);
+	cpht_table *t = cpht_worker_table(entry, cpht_table_xacts[entry].table_id);
 
 	if (t != NULL)
 		pg_atomic_write_u64(&cpht_catalog[entry].count,
 							cpht_xacts_committed_count(entry, cpht_table_count(t)));
-}
-
-void
-cpht_xacts_each_segment(int entry, cpht_xacts_segment_fn fn, void *arg)
-{
-	TableXacts *tx = &table_xacts[entry];
-	dlist_iter	it;
-
-	if (!tx->transactional)
-		return;
-	dlist_foreach(it, &tx->xacts)
-	{
-		XactTable  *tt = dlist_container(XactTable, table_node, it.cur);
-
-		for (int s = 0; s < tt->nsegs; s++)
-		{
-			uint64		start = tt->segs[s].start;
-			uint64		end = s + 1 < tt->nsegs ? tt->segs[s + 1].start : tt->n;
-
-			if (end > start)
-				fn(arg, tt->segs[s].subxid, tt->keys + start, tt->where + start, end - start);
-		}
-	}
-}
-
-void
-cpht_xacts_check_rebuild(const CphtRequest *req)
-{
-	TableXacts *tx = request_table_xacts(req);
-
-	if (tx != NULL && tx->held_deletes > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("shared cpht table cannot be rebuilt while open transactions have deleted keys from it"),
-				 errdetail(UINT64_FORMAT " deleted keys must stay in their places until their transactions end: a rollback puts them back there.",
-						   tx->held_deletes),
-				 errhint("Run cpht_rebuild again when those transactions have ended.")));
 }
 
 /*
@@ -605,7 +312,7 @@ undo_from(XactTable *tt, uint64 from)
 
 	if (tt->entry < 0 || from >= tt->n)
 		return;
-	tx = &table_xacts[tt->entry];
+	tx = &cpht_table_xacts[tt->entry];
 	t = cpht_worker_table(tt->entry, tx->table_id);
 	Assert(t != NULL);
 	st = cpht_table_undo(t, tt->keys + from, tt->where + from, tt->n - from);
@@ -645,9 +352,9 @@ forget(XactTable *tt)
 
 	if (tt->entry >= 0)
 	{
-		tx = &table_xacts[tt->entry];
-		if (tx->indexed && !others_pending(tx, tt->xact->xid))
-			unindex_pending(tx);
+		tx = &cpht_table_xacts[tt->entry];
+		if (tx->indexed && !cpht_xacts_others_pending(tx, tt->xact->xid))
+			cpht_xacts_unindex_pending(tx);
 		for (uint64 i = 0; tx->indexed && i < tt->n; i++)
 		{
 			PendingEntry *e = pending_find(&tx->map, tt->keys[i]);
