@@ -59,15 +59,7 @@ sub check_table
 {
 	my ($what) = @_;
 	ok(cpht_wait_open($node, $db, 'd_load'), "d_load is back after $what") or return;
-	my ($n, $count, $missing, $extra) = split ' ', $node->safe_psql($db, q{
-SELECT cpht_open('d_load') AS h \gset
-SELECT (SELECT count(*) FROM committed_ids) || ' ' || cpht_count(:h) || ' ' ||
-	(SELECT count(*) FILTER (WHERE NOT f) FROM unnest(cpht_find(:h, ARRAY(SELECT id FROM committed_ids))) f) || ' ' ||
-	(SELECT count(*) FILTER (WHERE f) FROM unnest(cpht_find(:h, ARRAY(
-		SELECT g FROM generate_series(0, 20000) g EXCEPT SELECT id FROM committed_ids))) f);
-});
-	is("$count $missing $extra", "$n 0 0",
-		"after $what the table holds exactly the $n committed ids (count, missing, others)");
+	cpht_check_committed($node, $db, 'd_load', $what);
 	return;
 }
 

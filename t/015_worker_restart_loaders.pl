@@ -62,16 +62,7 @@ SELECT CASE WHEN random() < 0.3 THEN 'ROLLBACK' ELSE 'COMMIT' END \\gexec
 sub check_table
 {
 	my ($what) = @_;
-	my ($n, $count, $missing, $extra) = split ' ', $node->safe_psql($db, q{
-SET statement_timeout = '30s';
-SELECT cpht_open('w_load') AS h \gset
-SELECT (SELECT count(*) FROM committed_ids) || ' ' || cpht_count(:h) || ' ' ||
-	(SELECT count(*) FILTER (WHERE NOT f) FROM unnest(cpht_find(:h, ARRAY(SELECT id FROM committed_ids))) f) || ' ' ||
-	(SELECT count(*) FILTER (WHERE f) FROM unnest(cpht_find(:h, ARRAY(
-		SELECT g FROM generate_series(0, 20000) g EXCEPT SELECT id FROM committed_ids))) f);
-});
-	is("$count $missing $extra", "$n 0 0",
-		"after $what the table holds exactly the $n committed ids (count, missing, others)");
+	cpht_check_committed($node, $db, 'w_load', $what);
 	return;
 }
 

@@ -22,7 +22,7 @@ use Exporter 'import';
 our @EXPORT = qw(cpht_node cpht_device cpht_wait_worker cpht_wait_open
   cpht_snap_files cpht_snap_file cpht_worker_pid cpht_restart_worker
   cpht_kill9_postmaster cpht_kill9_backend cpht_wait_crash_restart
-  cpht_start_loaders cpht_stop_loaders cpht_contents);
+  cpht_start_loaders cpht_stop_loaders cpht_contents cpht_check_committed);
 
 # cpht.device of every node: CPHT_TEST_DEVICE, or cpu.
 sub cpht_device
@@ -88,6 +88,25 @@ sub cpht_contents
 			(SELECT count(*) FROM unnest(cpht_find(h, ARRAY[$others]::bigint[])) f WHERE f)
 		FROM cpht_open('$name') h});
 	return $rc == 0 ? $out : $err;
+}
+
+# Checks that shared table $name of database $db holds exactly the ids of
+# the table committed_ids (the loaders' committed keys, from 0 to 20000):
+# its count, none of them missing, none of the others present.
+sub cpht_check_committed
+{
+	my ($node, $db, $name, $what) = @_;
+	my ($n, $count, $missing, $extra) = split ' ', $node->safe_psql($db, qq{
+SET statement_timeout = '30s';
+SELECT cpht_open('$name') AS h \\gset
+SELECT (SELECT count(*) FROM committed_ids) || ' ' || cpht_count(:h) || ' ' ||
+	(SELECT count(*) FILTER (WHERE NOT f) FROM unnest(cpht_find(:h, ARRAY(SELECT id FROM committed_ids))) f) || ' ' ||
+	(SELECT count(*) FILTER (WHERE f) FROM unnest(cpht_find(:h, ARRAY(
+		SELECT g FROM generate_series(0, 20000) g EXCEPT SELECT id FROM committed_ids))) f);
+});
+	is("$count $missing $extra", "$n 0 0",
+		"after $what the table holds exactly the $n committed ids (count, missing, others)");
+	return;
 }
 
 # Waits until table $name of database $db can be opened; false after
