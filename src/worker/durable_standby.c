@@ -237,12 +237,14 @@ roll_due(void)
 
 	durable_last_round(&last, &last_lsn);
 	/*
-	 * With no durable table a round writes no file: one every poll keeps
-	 * the slot a second behind replay, watching for CREATE records.
+	 * With no durable table a round writes no file, only the catalog and
+	 * the slot: one once replay has passed a WAL segment keeps the slot
+	 * within a segment of replay (watching for CREATE records), without
+	 * writing both every second while WAL flows.
 	 */
 	for (int i = 0; i < cpht_control->max_tables && !any; i++)
 		any = durable[i].live;
-	if (!any && GetXLogReplayRecPtr(NULL) > last_lsn)
+	if (!any && GetXLogReplayRecPtr(NULL) >= last_lsn + wal_segment_size)
 		return true;
 	if (cpht_snapshot_interval > 0 &&
 		TimestampDifferenceExceeds(last, GetCurrentTimestamp(), cpht_snapshot_interval * 1000))
