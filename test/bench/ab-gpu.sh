@@ -11,9 +11,11 @@
 # direct`, cuckoo 32-bit 16-slot and iceberg 16-bit 16/8 direct, iceberg
 # 16-bit 8/4 grouped; medians of 5 each), then cuco_bench.bin on the same
 # keys, and last Nsight Compute on the cuckoo put to fill 0.9 of both builds
-# when ncu is there.  CSVs and logs go to OUT_DIR; each build's rounds
-# compare with the committed figures through compare-gpu.py, and with
-# each other row by row (same rows, same keys, same machine).
+# when ncu is there.  CSVs and logs go to OUT_DIR; test/bench/compare-ab.py
+# OUT_DIR compares the two builds row by row (same rows, same keys, same
+# machine) and test/bench/compare-cuco.py OUT_DIR/cuco.csv OUT_DIR/base-*.csv
+# puts cuCollections beside them.  Bring OUT_DIR back as one archive: the
+# files are many.
 set -u
 BASE=$1
 NEW=$2
