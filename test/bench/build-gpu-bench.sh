@@ -5,7 +5,11 @@
 #
 #   test/bench/build-gpu-bench.sh [BUILD_DIR]     (default test/bench/build)
 #
-# Produces BUILD_DIR/gpu_bench.bin and BUILD_DIR/test_gpu_vs_cpu.bin.
+# Produces BUILD_DIR/gpu_bench.bin, BUILD_DIR/test_gpu_vs_cpu.bin and
+# BUILD_DIR/test_same_slots.bin (the two differential tests of the GPU
+# kernels against the CPU), and BUILD_DIR/cuco_bench.bin when CUCO_INCLUDE
+# names cuCollections' include folder (test/bench/cuco_bench.cu).
+# EXTRA_NVCC_FLAGS are added to every nvcc compile (e.g. -D variants).
 set -eu
 cd "$(dirname "$0")/../.."
 OUT=${1:-test/bench/build}
@@ -13,7 +17,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 NVCC=${NVCC:-$(command -v nvcc || echo "$CUDA_HOME/bin/nvcc")}
 CC=${CC:-cc}
 JOBS=${JOBS:-$(nproc)}
-NVCC_FLAGS="-O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DCPHT_WITH_GPU -Ikernels"
+NVCC_FLAGS="${EXTRA_NVCC_FLAGS:-} -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DCPHT_WITH_GPU -Ikernels"
 # every kernels C file but the no-CUDA stubs (the Makefile leaves them out too)
 KERNEL_C="$(ls kernels/*/*.c | grep -v '^kernels/gpu/gpu_none\.c$')"
 mkdir -p "$OUT"
@@ -30,7 +34,13 @@ done
 for f in $KERNEL_C; do
 	"$CC" -O2 -g -std=gnu11 -Wall -Wextra -fPIC -DCPHT_WITH_GPU -Ikernels -c "$f" -o "$OUT/$(basename "$f" .c).o"
 done
-"$CC" -O2 -g -std=gnu11 -Wall -Wextra -DCPHT_WITH_GPU -Ikernels -c test/unit/test_gpu_vs_cpu.c -o "$OUT/test_gpu_vs_cpu.o"
+for t in test_gpu_vs_cpu test_same_slots; do
+	"$CC" -O2 -g -std=gnu11 -Wall -Wextra -DCPHT_WITH_GPU -Ikernels -c test/unit/$t.c -o "$OUT/$t.o"
+done
+if [ -n "${CUCO_INCLUDE:-}" ]; then
+	"$NVCC" $NVCC_FLAGS --expt-extended-lambda --expt-relaxed-constexpr -I"$CUCO_INCLUDE" \
+		-c test/bench/cuco_bench.cu -o "$OUT/cuco_bench.o"
+fi
 "$NVCC" $NVCC_FLAGS -c test/bench/gpu_bench.cu -o "$OUT/gpu_bench.o"
 for p in $pids; do wait "$p"; done
 
@@ -38,5 +48,9 @@ KOBJ="$OUT/*.cu.o"
 for f in $KERNEL_C; do KOBJ="$KOBJ $OUT/$(basename "$f" .c).o"; done
 LIBS="-L$CUDA_HOME/lib64 -lcudart_static -ldl -lrt -lpthread -lm"
 "$NVCC" -gencode arch=compute_90,code=sm_90 -o "$OUT/test_gpu_vs_cpu.bin" "$OUT/test_gpu_vs_cpu.o" $KOBJ $LIBS
+"$NVCC" -gencode arch=compute_90,code=sm_90 -o "$OUT/test_same_slots.bin" "$OUT/test_same_slots.o" $KOBJ $LIBS
+if [ -n "${CUCO_INCLUDE:-}" ]; then
+	"$NVCC" -gencode arch=compute_90,code=sm_90 -o "$OUT/cuco_bench.bin" "$OUT/cuco_bench.o" $LIBS
+fi
 "$NVCC" -gencode arch=compute_90,code=sm_90 -o "$OUT/gpu_bench.bin" "$OUT/gpu_bench.o" $KOBJ $LIBS
-echo "built $OUT/gpu_bench.bin $OUT/test_gpu_vs_cpu.bin"
+echo "built $OUT/gpu_bench.bin $OUT/test_gpu_vs_cpu.bin $OUT/test_same_slots.bin${CUCO_INCLUDE:+ $OUT/cuco_bench.bin}"

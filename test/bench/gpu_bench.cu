@@ -67,75 +67,7 @@
 		} \
 	} while (0)
 
-/* ---- key generation (device) ------------------------------------------ */
-
-/* A bijection of [0, 2^37): unique key number i -> key. */
-__host__ __device__ static inline uint64_t
-key_of(uint64_t i, uint64_t salt)
-{
-	const uint64_t m = ((uint64_t) 1 << KEY_BITS) - 1;
-	uint64_t	x = (i + salt) & m;
-
-	x = (x * 0x9e3779b97f4a7c15ULL) & m;
-	x ^= x >> 19;
-	x = (x * 0xbf58476d1ce4e5b9ULL) & m;
-	x ^= x >> 17;
-	x = (x * 0x94d049bb133111ebULL) & m;
-	x ^= x >> 21;
-	return x;
-}
-
-/* keys[j] = key number first + j. */
-__global__ void
-gen_unique(uint64_t *keys, uint64_t n, uint64_t first, uint64_t salt)
-{
-	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n; j += (uint64_t) gridDim.x * blockDim.x)
-		keys[j] = key_of(first + j, salt);
-}
-
-/* fop input: key numbers 0..u-1 once each, then n-u draws from [0, u);
- * rank[j] a random sort key for the shuffle. */
-__global__ void
-gen_fop(uint64_t *keys, uint32_t *rank, uint64_t n, uint64_t u, uint64_t salt, uint64_t seed)
-{
-	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n; j += (uint64_t) gridDim.x * blockDim.x)
-	{
-		uint64_t	num = j < u ? j : layout_mix64(j ^ seed) % u;
-
-		keys[j] = key_of(num, salt);
-		rank[j] = (uint32_t) layout_mix64(j * 31 + seed);
-	}
-}
-
-/* fop50 input: distinct key numbers [lo, lo + n) (the table holds [0, mid)). */
-__global__ void
-gen_range(uint64_t *keys, uint32_t *rank, uint64_t n, uint64_t lo, uint64_t salt, uint64_t seed)
-{
-	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n; j += (uint64_t) gridDim.x * blockDim.x)
-	{
-		keys[j] = key_of(lo + j, salt);
-		rank[j] = (uint32_t) layout_mix64(j * 31 + seed);
-	}
-}
-
-/* Queries: a hit is a random key number below `present`, a miss one at or
- * above it; *hits counts the hits. */
-__global__ void
-gen_queries(uint64_t *keys, uint64_t n, uint64_t present, double pos, uint64_t salt, uint64_t seed,
-			unsigned long long *hits)
-{
-	unsigned long long h = 0;
-
-	for (uint64_t j = blockIdx.x * (uint64_t) blockDim.x + threadIdx.x; j < n; j += (uint64_t) gridDim.x * blockDim.x)
-	{
-		uint64_t	r = layout_mix64(j ^ seed);
-		bool		hit = (double) (r >> 11) * (1.0 / 9007199254740992.0) < pos;
-
-		keys[j] = hit ? key_of(layout_mix64(r) % present, salt) : key_of(present + layout_mix64(r) % ((uint64_t) 1 << 30), salt);
-		h += hit;
-	}
-	atomicAdd(hits, h);
-}
+#include "bench_keys.cuh"
 
 /* ---- ceilings ---------------------------------------------------------- */
 

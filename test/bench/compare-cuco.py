@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Best against best: for each operation, fill and share of hits, the fastest
+cpht configuration of gpu_bench CSVs next to the fastest cuCollections variant
+of a cuco_bench CSV of the same run (same keys, same machine).
+
+    test/bench/compare-cuco.py CUCO_CSV CPHT_CSV...
+
+Medians over every row of a point (the files may hold several rounds); rows
+whose check failed (ok != 1, e.g. a put past a table's capacity) are left out.
+"""
+import collections
+import csv
+import statistics
+import sys
+
+
+def load(paths):
+    d = collections.defaultdict(list)
+    for p in paths:
+        for r in csv.DictReader(open(p)):
+            if r['table'] == 'ceiling' or r['ok'] != '1':
+                continue
+            k = (r['table'], r['slot_bits'], r['bucket'], r['mode'], r['op'], r['pos'], r['fill'])
+            d[k].append(float(r['gkeys_s']))
+    return {k: statistics.median(v) for k, v in d.items()}
+
+
+def best(rows, name):
+    b = {}
+    for k, v in rows.items():
+        point = (k[4], k[5], k[6])
+        if point not in b or v > b[point][0]:
+            b[point] = (v, name(k))
+    return b
+
+
+cuco = best(load(sys.argv[1:2]), lambda k: k[0])
+ours = best(load(sys.argv[2:]), lambda k: '%s %s-bit %s %s' % (k[0], k[1], k[2], k[3]))
+print('| op | hits | fill | cpht (G keys/s) | configuration | cuCollections | variant | ratio |')
+print('|---|---|---|---|---|---|---|---|')
+for p in sorted(cuco):
+    if p in ours:
+        print('| %s | %s | %s | %.2f | %s | %.2f | %s | %.2f× |' %
+              (p[0], p[1], p[2], ours[p][0], ours[p][1], cuco[p][0], cuco[p][1], ours[p][0] / cuco[p][0]))
