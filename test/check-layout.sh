@@ -34,6 +34,7 @@ declare -A DOORS=(
 	[table/table_layer.h]="shards"			# the single-table internals a shard runs
 	[shards/shards.h]="table/table_api.c"	# the composite: its one caller
 	[util/threads.h]="table shards cpu gpu"
+	[util/key_span.h]="table shards cpu gpu"	# the span of keys, the zigzag fold
 	[util/faults.h]="table shards cpu gpu"
 )
 # the top-level doors (kernels/cpht_*.h) anyone may include
