@@ -48,8 +48,8 @@ typedef struct cpht_kind_policy
 	 * else it scales each level as it is. */
 	int			(*made_levels) (const cpht_params *p);
 	/* Added to the scaled bucket count before make_levels on growth
-	 * (cuckoo 1: its levels are not rounded up, so the count goes up by
-	 * one where the scale leaves a fraction). */
+	 * (cuckoo 1: its make_levels truncates a fractional count, which the
+	 * extra bucket makes up for; the iceberg's rounds up itself). */
 	double		grow_extra_buckets;
 
 	/* Fill (keys in buckets over slots) past which a find-or-put grows the
