@@ -42,7 +42,8 @@ int			cpht_sort_key_index(cpht_key_index *items, size_t n);
 /*
  * The span of a batch of keys: the OR of the keys and the OR of their
  * zigzag folds, from which a table without key_bits reads the width of
- * the widest (kernels/table/table_widen.c).  A table finds it with a pass over
+ * the widest (kernels/table/table_widen.c; the span is taken in
+ * kernels/util/key_span.c).  A table finds it with a pass over
  * the keys before every call; a caller that copies the keys anyway gets it
  * from that copy and hands it over, sparing the table its pass.
  */

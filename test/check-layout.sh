@@ -31,9 +31,11 @@ cd "${1:-$(dirname "$0")/..}"
 declare -A DOORS=(
 	[table/device_ops.h]="shards cpu gpu"	# the device ops table and struct cpht_table
 	[table/layout.h]="shards cpu gpu"		# slot and bucket arithmetic
+	[table/kind_policy.h]="shards cpu gpu"	# the rules of each kind's layout
 	[table/table_layer.h]="shards"			# the single-table internals a shard runs
 	[shards/shards.h]="table/table_api.c"	# the composite: its one caller
 	[util/threads.h]="table shards cpu gpu"
+	[util/key_span.h]="table shards cpu gpu"	# the span of keys, the zigzag fold
 	[util/faults.h]="table shards cpu gpu"
 )
 # the top-level doors (kernels/cpht_*.h) anyone may include

@@ -263,7 +263,8 @@ iceberg_fop_batch(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status
 	return run_steps(t, &job, n, iceberg_fop_range);
 }
 
-/* What each table kind runs on the CPU, indexed by cpht_kind. */
+/* What each table kind runs on the CPU, indexed by cpht_kind (the code;
+ * the rules of the kind's layout are t->kind_policy's, kind_policy.h). */
 typedef struct cpu_kind
 {
 	cpht_status (*find_or_put) (cpht_table *t, const uint64_t *keys, size_t n,

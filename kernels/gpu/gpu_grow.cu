@@ -89,7 +89,7 @@ gpu_move_keys(cpht_table *to, cpht_table *from, uint64_t *full)
 	GPU_TRY(to, cudaStreamSynchronize(gpu_state_of(from)->comp), "waiting for the table's kernels");
 	if (range == 0)
 		return table_fail(to, CPHT_ERR_INVALID, "the grown table has no transfer buffers");
-	if (to->params.kind == CPHT_CUCKOO && (homeless = (uint64_t *) malloc(range * sizeof(uint64_t))) == NULL)
+	if (to->kind_policy->evicts && (homeless = (uint64_t *) malloc(range * sizeof(uint64_t))) == NULL)
 		return table_fail(to, CPHT_ERR_NOMEM, "out of host memory for growing the table");
 	{
 		cudaError_t err = cudaMalloc((void **) &dcount, sizeof(unsigned));
@@ -127,9 +127,8 @@ gpu_move_keys(cpht_table *to, cpht_table *from, uint64_t *full)
 				continue;
 			rc = gpu_tally_reset(to);
 			if (rc == CPHT_OK)
-				rc = to->params.kind == CPHT_CUCKOO
-					? gpu_cuckoo_fop(to, st->dkeys[0], m, st->dout[0], homeless, &nhomeless)
-					: gpu_iceberg_fop(to, st->dkeys[0], m, st->dout[0]);
+				rc = gpu_kinds[to->params.kind].find_or_put(to, st->dkeys[0], m, st->dout[0],
+															homeless, &nhomeless);
 			if (rc == CPHT_OK)
 				rc = gpu_tally_chunk(to, st->dkeys[0], st->dout[0], m, CPHT_PUT, CPHT_NO_LOG);
 			if (rc == CPHT_OK)

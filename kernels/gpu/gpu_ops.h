@@ -52,6 +52,30 @@ cpht_status gpu_cuckoo_erase(cpht_table *t, const uint64_t *dkeys, uint32_t n, u
 cpht_status gpu_cuckoo_put(cpht_table *t, const uint64_t *dkeys, uint32_t n,
 						   uint64_t *dhomeless, uint32_t *dhomeless_count);
 
+/* ---- the kinds (gpu_pipeline.cu) ---------------------------------------- */
+
+/*
+ * What each table kind runs on a chunk of keys in device memory, indexed
+ * by cpht_kind (the GPU's counterpart of cpu_kinds in cpu/cpu_batches.c):
+ * the calls above under one signature.  find_or_put writes homeless keys
+ * only for a kind that evicts (its policy's evicts, kind_policy.h); erase
+ * honours to_empty only for one whose policy has undo_to_empty.
+ * find_scratch_bytes: the scratch a find of n keys needs, reserved with
+ * the transfer buffers so that a find takes no memory of its own (NULL:
+ * none).  The rules of the kinds' layouts are in t->kind_policy.
+ */
+typedef struct gpu_kind
+{
+	cpht_status (*find_or_put) (cpht_table *t, const uint64_t *dkeys, uint32_t n,
+								uint8_t *dstatus, uint64_t *homeless, size_t *nhomeless);
+	cpht_status (*find) (cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dfound);
+	cpht_status (*erase) (cpht_table *t, const uint64_t *dkeys, uint32_t n,
+						  uint8_t *dpresent, int to_empty);
+	size_t		(*find_scratch_bytes) (uint32_t n);
+} gpu_kind;
+
+extern const gpu_kind gpu_kinds[2];
+
 /* ---- tally and undo log (gpu_log.cu) ------------------------------------ */
 
 /* Zero the call's counters; count (and log) one chunk's results; read the

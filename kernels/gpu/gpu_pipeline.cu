@@ -103,12 +103,12 @@ gpu_ensure_staging(cpht_table *t, size_t n)
 		}
 	}
 	/*
-	 * With them, the scratch an iceberg find of one chunk needs: a find
+	 * With them, the scratch a find of one chunk needs (the iceberg's): a find
 	 * then takes no memory of its own, so a table that the memory hook
 	 * keeps from growing still answers finds of any size.
 	 */
-	if (t->params.kind == CPHT_ICEBERG)
-		return gpu_scratch_reserve(t, gpu_iceberg_scratch_bytes((uint32_t) want));
+	if (gpu_kinds[t->params.kind].find_scratch_bytes)
+		return gpu_scratch_reserve(t, gpu_kinds[t->params.kind].find_scratch_bytes((uint32_t) want));
 	return CPHT_OK;
 }
 
@@ -344,6 +344,27 @@ failed:
 
 #undef CHUNK_TRY
 
+/* ---- the kinds ------------------------------------------------------------ */
+
+static cpht_status
+iceberg_fop(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dstatus,
+			uint64_t *, size_t *)
+{
+	return gpu_iceberg_fop(t, dkeys, n, dstatus);
+}
+
+static cpht_status
+cuckoo_erase(cpht_table *t, const uint64_t *dkeys, uint32_t n, uint8_t *dpresent, int)
+{
+	return gpu_cuckoo_erase(t, dkeys, n, dpresent);
+}
+
+static_assert(CPHT_ICEBERG == 0 && CPHT_CUCKOO == 1, "gpu_kinds is indexed by cpht_kind");
+const gpu_kind gpu_kinds[2] = {
+	/* CPHT_ICEBERG */ {iceberg_fop, gpu_iceberg_find, gpu_iceberg_erase, gpu_iceberg_scratch_bytes},
+	/* CPHT_CUCKOO */ {gpu_cuckoo_fop, gpu_cuckoo_find, cuckoo_erase, NULL},
+};
+
 /* ---- the operations ------------------------------------------------------ */
 
 typedef struct fop_ctx
@@ -357,25 +378,19 @@ chunk_fop(cpht_table *t, void *ctx, const uint64_t *dkeys, uint32_t n, uint8_t *
 {
 	fop_ctx    *c = (fop_ctx *) ctx;
 
-	if (t->params.kind == CPHT_CUCKOO)
-		return gpu_cuckoo_fop(t, dkeys, n, dout, c->homeless, c->nhomeless);
-	return gpu_iceberg_fop(t, dkeys, n, dout);
+	return gpu_kinds[t->params.kind].find_or_put(t, dkeys, n, dout, c->homeless, c->nhomeless);
 }
 
 static cpht_status
 chunk_find(cpht_table *t, void *, const uint64_t *dkeys, uint32_t n, uint8_t *dout)
 {
-	if (t->params.kind == CPHT_CUCKOO)
-		return gpu_cuckoo_find(t, dkeys, n, dout);
-	return gpu_iceberg_find(t, dkeys, n, dout);
+	return gpu_kinds[t->params.kind].find(t, dkeys, n, dout);
 }
 
 static cpht_status
 chunk_erase(cpht_table *t, void *ctx, const uint64_t *dkeys, uint32_t n, uint8_t *dout)
 {
-	if (t->params.kind == CPHT_CUCKOO)
-		return gpu_cuckoo_erase(t, dkeys, n, dout);
-	return gpu_iceberg_erase(t, dkeys, n, dout, *(const int *) ctx);
+	return gpu_kinds[t->params.kind].erase(t, dkeys, n, dout, *(const int *) ctx);
 }
 
 cpht_status

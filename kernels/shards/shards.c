@@ -46,12 +46,15 @@
 
 /* ---- creation ------------------------------------------------------------ */
 
-/* Shard s's parameters: 1/nshards of each level's buckets (the iceberg's
- * primary level a multiple of 4, as cpht_params_for_capacity makes it). */
+/* Shard s's parameters: 1/nshards of each level's buckets, cut as the
+ * kind's policy says (the iceberg's primary level a multiple of 4, as
+ * cpht_params_for_capacity makes it).  An unknown kind gets the whole
+ * table's levels, which its creation refuses as the whole table's. */
 static void
 shard_params(const cpht_params *p, int s, cpht_params *out)
 {
-	int			levels = p->kind == CPHT_CUCKOO ? 1 : 2;
+	const cpht_kind_policy *pol = cpht_kind_policy_of(p->kind);
+	int			levels = pol ? pol->levels : 0;
 
 	*out = *p;
 	out->shards = 0;
@@ -63,10 +66,11 @@ shard_params(const cpht_params *p, int s, cpht_params *out)
 		uint64_t	b = p->bucket_slots[l] > 0 ? p->slots[l] / (uint64_t) p->bucket_slots[l] : 0;
 		uint64_t	nb = (b + (uint64_t) p->shards - 1) / (uint64_t) p->shards;
 
-		if (p->kind == CPHT_ICEBERG && l == 0)
-			nb = nb < 32 ? 32 : (nb + 3) / 4 * 4;
-		else if (nb < 8)
-			nb = 8;
+		uint64_t	mult = pol->shard_bucket_multiple[l];
+
+		nb = (nb + mult - 1) / mult * mult;
+		if (nb < pol->shard_min_buckets[l])
+			nb = pol->shard_min_buckets[l];
 		out->slots[l] = nb * (uint64_t) p->bucket_slots[l];
 	}
 }

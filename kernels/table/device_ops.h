@@ -14,6 +14,7 @@
 #define CPHT_DEVICE_OPS_H
 
 #include "cpht_table.h"
+#include "table/kind_policy.h"
 #include "table/layout.h"
 #include "util/faults.h"
 
@@ -160,7 +161,9 @@ typedef struct cpht_route_ops
 struct cpht_table
 {
 	cpht_params params;			/* slot_bits resolved, cpu_threads resolved */
-	int			levels;			/* iceberg 2, cuckoo 1 */
+	const cpht_kind_policy *kind_policy;	/* the rules of params.kind's
+											 * layout, set with the levels */
+	int			levels;			/* kind_policy->levels: iceberg 2, cuckoo 1 */
 	layout_level level[CPHT_MAX_LEVELS];
 	uint64_t	count;			/* distinct keys stored, stash included */
 	uint64_t   *stash;			/* cuckoo keys no bucket could take, sorted */

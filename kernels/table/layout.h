@@ -65,6 +65,8 @@
 
 #include <stdint.h>
 
+#include "util/key_span.h"		/* CPHT_KEY_FOLD */
+
 #ifdef __CUDACC__
 #define CPHT_HD __host__ __device__ __forceinline__
 #else
@@ -134,7 +136,7 @@ layout_shard_of(uint64_t key, uint64_t seed, int nshards)
 CPHT_HD uint64_t
 layout_fold(uint64_t key)
 {
-	return (key << 1) ^ (uint64_t) ((int64_t) key >> 63);
+	return CPHT_KEY_FOLD(key);
 }
 
 CPHT_HD uint64_t

@@ -48,17 +48,6 @@
 
 #include "table/table_layer.h"
 
-/*
- * Fill (keys in buckets over slots) past which a find-or-put grows the
- * table before it runs: a little above the sizing targets of table_sizing.c
- * (80 % and 90 %), below where keys start to find no slot on random keys
- * (iceberg with 8-slot secondary buckets 86-88 %, with 16-slot ones 90 %
- * (table_iceberg_levels), cuckoo near 95 %), so that growth is rarely a
- * failed call done again.
- */
-#define ICEBERG_GROW_FILL 0.85
-#define ICEBERG_WIDE_GROW_FILL 0.89
-#define CUCKOO_GROW_FILL 0.92
 /* Buckets of a grown layout over those of the old one, at least. */
 #define GROW_FACTOR 2.0
 
@@ -82,12 +71,16 @@ slot_bytes(const cpht_table *t)
 	return b;
 }
 
+/*
+ * Fill (keys in buckets over slots) past which a find-or-put grows the
+ * table before it runs: the kind's grow_fill (kind_policy.c), a little
+ * above its sizing target and below where keys start to find no slot, so
+ * that growth is rarely a failed call done again.
+ */
 static double
 safe_fill(const cpht_table *t)
 {
-	if (t->params.kind != CPHT_ICEBERG)
-		return CUCKOO_GROW_FILL;
-	return t->level[1].bucket_slots >= 16 ? ICEBERG_WIDE_GROW_FILL : ICEBERG_GROW_FILL;
+	return t->kind_policy->grow_fill(t);
 }
 
 int
@@ -240,19 +233,19 @@ table_grow(cpht_table *t, uint64_t min_keys)
 
 	/*
 	 * `scale` times the buckets.  A table sized by cpht_params_for_capacity
-	 * is sized again by the same rule: an iceberg table that grows past
-	 * ICEBERG_WIDE_FROM primary buckets gets 16-slot secondary buckets, and
-	 * a level somewhat larger than `scale` times is taken where its slots
-	 * are narrower and it takes fewer bytes (table_size_levels).
+	 * is sized again by the same rule (the kind's make_levels): an iceberg
+	 * table that grows past ICEBERG_WIDE_FROM primary buckets gets 16-slot
+	 * secondary buckets, and a level somewhat larger than `scale` times is
+	 * taken where its slots are narrower and it takes fewer bytes
+	 * (table_size_levels).
 	 */
-	if (table_iceberg_sized(&t->params) ||
-		(t->params.kind == CPHT_CUCKOO && t->params.bucket_slots[0] == 16))
+	if (t->kind_policy->made_levels(&t->params))
 	{
 		double		scaled = (double) t->level[0].buckets * scale;
 
 		if (scaled > (double) ((uint64_t) 1 << 50))
 			scaled = (double) ((uint64_t) 1 << 50);	/* refused below, as too large */
-		table_size_levels(&np, t->params.kind == CPHT_CUCKOO ? scaled + 1 : scaled);
+		table_size_levels(&np, scaled + t->kind_policy->grow_extra_buckets);
 	}
 	else
 		for (int l = 0; l < t->levels; l++)
@@ -367,6 +360,7 @@ table_relayout(cpht_table *t, const cpht_params *np, int widen)
 	/* Take over the new layout; free the old one. */
 	memset(&old, 0, sizeof(old));
 	old.params = t->params;
+	old.kind_policy = t->kind_policy;
 	old.levels = t->levels;
 	memcpy(old.level, t->level, sizeof(old.level));
 	old.ops = t->ops;

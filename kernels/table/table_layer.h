@@ -23,19 +23,15 @@ cpht_status table_param_fail(char *errbuf, size_t errlen, cpht_status code, cons
 			;
 /* table_sizing.c: level geometry of t from t->params (slot widths resolved) */
 cpht_status table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen);
-/* table_sizing.c: an iceberg table's levels for about `primary` primary buckets
- * (secondary buckets of 16 slots from ICEBERG_WIDE_FROM primary buckets
- * on, else 8), and whether a table's levels are such */
-#define ICEBERG_WIDE_FROM 64
-void		table_iceberg_levels(cpht_params *p, double primary);
-int			table_iceberg_sized(const cpht_params *p);
-/* table_sizing.c: the kind's levels for at least `primary` primary buckets that
- * take the fewest bytes (more buckets where that narrows the slots) */
+/* table_sizing.c: the kind's levels (its policy's make_levels) for at least
+ * `primary` primary buckets that take the fewest bytes (more buckets where
+ * that narrows the slots) */
 void		table_size_levels(cpht_params *p, double primary);
 /* table_sizing.c: the widest key (folded with signed_keys) the slots hold */
 int			table_slot_key_bits(const cpht_table *t);
 
-/* table_grow.c: the kind's safe fill (growth starts past it) and growth */
+/* table_grow.c: past the kind's safe fill (its policy's grow_fill: growth
+ * starts past it) */
 int			table_past_safe_fill(const cpht_table *t);
 /* grow: by half again, or to room for min_keys at the safe fill if more */
 cpht_status table_grow(cpht_table *t, uint64_t min_keys);

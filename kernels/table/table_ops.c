@@ -34,7 +34,7 @@ table_find_or_put_in_buckets(cpht_table *t, const uint64_t *keys, size_t n, uint
 	cpht_status rc = CPHT_OK;
 	cpht_status log_rc;
 
-	if (t->params.kind == CPHT_CUCKOO)
+	if (t->kind_policy->evicts)
 	{
 		homeless = malloc(chunk * sizeof(uint64_t));
 		if (homeless == NULL)

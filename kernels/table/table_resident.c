@@ -159,7 +159,7 @@ table_single_find_or_put_resident(cpht_table *t, const uint64_t *dkeys, size_t n
 	table_call_begin(t);
 	if (n == 0)
 		return table_call_end(t, CPHT_OK);
-	if (t->params.kind == CPHT_CUCKOO && (homeless = malloc(n * sizeof(uint64_t))) == NULL)
+	if (t->kind_policy->evicts && (homeless = malloc(n * sizeof(uint64_t))) == NULL)
 		return table_call_end(t, table_fail(t, CPHT_ERR_NOMEM, "out of host memory for a batch of %zu keys", n));
 	if (!t->params.fixed_size && table_past_safe_fill(t))
 	{

@@ -13,11 +13,13 @@
 /*
  * The call put the keys marked CPHT_PUT and then some key found no slot.
  * Take the call's keys out again so the table holds exactly what it held
- * before.  Iceberg: the call's keys took slots that were empty and nothing
- * came after them, so emptying those slots restores the table bit for bit.
- * Cuckoo: evictions moved older keys, so the call's keys become tombstones
- * and any older key that an eviction chain left homeless is put back (or,
- * if no chain finds it a slot, kept in the stash, never dropped).
+ * before.  A kind whose policy has undo_to_empty (iceberg): the call's keys
+ * took slots that were empty and nothing came after them, so emptying
+ * those slots restores the table bit for bit.  A kind that evicts
+ * (cuckoo): evictions moved older keys, so the call's keys become
+ * tombstones and any older key that an eviction chain left homeless is put
+ * back (or, if no chain finds it a slot, kept in the stash, never
+ * dropped).
  */
 cpht_status
 table_undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *status,
@@ -41,9 +43,9 @@ table_undo_call(cpht_table *t, const uint64_t *keys, size_t n, const uint8_t *st
 		if (status[i] == CPHT_PUT)
 			added[nadded++] = keys[i];
 
-	rc = t->ops->erase(t, added, nadded, flags, t->params.kind == CPHT_ICEBERG,
+	rc = t->ops->erase(t, added, nadded, flags, t->kind_policy->undo_to_empty,
 						   &tally, CPHT_NO_LOG);
-	if (rc != CPHT_OK || t->params.kind == CPHT_ICEBERG)
+	if (rc != CPHT_OK || !t->kind_policy->evicts)
 		goto done;
 
 	qsort(added, nadded, sizeof(uint64_t), table_cmp_u64);
@@ -187,7 +189,7 @@ table_single_rollback_to(cpht_table *t, uint64_t position)
 
 	if (rc != CPHT_OK)
 		;
-	else if (deletes == 0 && t->params.kind == CPHT_ICEBERG && !t->log_moved)
+	else if (deletes == 0 && t->kind_policy->undo_to_empty && !t->log_moved)
 	{
 		/* Only inserts since the savepoint: they took slots that were empty
 		 * then, so emptying them restores the table bit for bit. */

@@ -1,16 +1,15 @@
 /*
  * table_sizing.c — parameter checks and sizing of the table layer: the
- * parameters for a capacity, the levels of each kind, the level geometry
- * resolved from a table's parameters (slot widths), and a table's bytes.
+ * parameters for a capacity, the levels that take the fewest bytes, the
+ * level geometry resolved from a table's parameters (slot widths), and a
+ * table's bytes.  What differs between the kinds is their policy's
+ * (kind_policy.c).
  */
 #include <string.h>
 #include <unistd.h>
 
 #include "table/table_layer.h"
 
-/* Fill each kind reaches with margin on random keys (the sizing target). */
-#define ICEBERG_TARGET_FILL 0.80
-#define CUCKOO_TARGET_FILL 0.90
 #define MIN_BUCKETS 8			/* per level */
 #define MAX_BUCKETS ((uint64_t) 1 << 48)
 
@@ -37,57 +36,6 @@ floor_log2(uint64_t x)
 /* ---- sizing and validation ---------------------------------------------- */
 
 /*
- * The levels of an iceberg table with about `primary` primary buckets:
- * 16-slot primary buckets and a secondary level an eighth of the primary
- * in slots, 18 slots per primary bucket.  From ICEBERG_WIDE_FROM primary
- * buckets on, the secondary buckets have 16 slots (an eighth as many
- * buckets as the primary level, whose number is then a multiple of 8):
- * random keys fill such a table to 0.900-0.904 before a key finds no slot,
- * against 0.864-0.875 with 8-slot secondary buckets (2^20 and 2^22
- * primary buckets), so it grows later (table_grow.c) and holds more keys
- * in the same slots.  (32-slot secondary buckets, a sixteenth as many,
- * fill to 0.915 but make a find of an absent key read twice as much of
- * each.)  Smaller tables
- * keep 8-slot secondary buckets, a quarter as many as the primary (a
- * multiple of 4 primary buckets, 32 at least): a level has 8 buckets at
- * least.
- */
-void
-table_iceberg_levels(cpht_params *p, double primary)
-{
-	uint64_t	b;
-
-	p->bucket_slots[0] = 16;
-	if (primary >= (double) ICEBERG_WIDE_FROM)
-	{
-		b = ((uint64_t) primary + 7) / 8 * 8;
-		p->bucket_slots[1] = 16;
-		p->slots[1] = 16 * (b / 8);
-	}
-	else
-	{
-		b = primary < 32 ? 32 : ((uint64_t) primary + 3) / 4 * 4;
-		p->bucket_slots[1] = 8;
-		p->slots[1] = 8 * (b / 4);
-	}
-	p->slots[0] = 16 * b;
-}
-
-/* The levels of `primary` buckets of the kind (iceberg as above; cuckoo
- * 16-slot buckets, 8 at least). */
-static void
-kind_levels(cpht_params *p, double primary)
-{
-	if (p->kind == CPHT_ICEBERG)
-		table_iceberg_levels(p, primary);
-	else
-	{
-		p->bucket_slots[0] = 16;
-		p->slots[0] = 16 * (primary < 8 ? 8 : (uint64_t) primary);
-	}
-}
-
-/*
  * The levels for at least `primary` primary buckets (or cuckoo buckets)
  * that take the fewest bytes.  A slot holds a remainder, and a remainder is
  * shorter the more buckets there are, so a somewhat larger level may take
@@ -99,11 +47,12 @@ kind_levels(cpht_params *p, double primary)
 void
 table_size_levels(cpht_params *p, double primary)
 {
-	int			choices = p->kind == CPHT_CUCKOO ? CPHT_CUCKOO_CHOICES : 1;
+	const cpht_kind_policy *pol = cpht_kind_policy_of(p->kind);
+	int			choices = pol->choices[0];
 	int			choice_bits = choices == 1 ? 0 : 2;
 	uint64_t	bytes;
 
-	kind_levels(p, primary);
+	pol->make_levels(p, primary);
 	bytes = cpht_params_table_bytes(p);
 	for (int w = 32; w >= 16 && bytes > 0; w /= 2)
 	{
@@ -113,7 +62,7 @@ table_size_levels(cpht_params *p, double primary)
 
 		if (fewest <= (uint64_t) primary || fewest > MAX_BUCKETS)
 			continue;
-		kind_levels(&q, (double) fewest);
+		pol->make_levels(&q, (double) fewest);
 		qbytes = cpht_params_table_bytes(&q);
 		if (qbytes > 0 && qbytes <= bytes)
 		{
@@ -123,29 +72,15 @@ table_size_levels(cpht_params *p, double primary)
 	}
 }
 
-/* Whether an iceberg table's levels are those table_iceberg_levels makes. */
-int
-table_iceberg_sized(const cpht_params *p)
-{
-	uint64_t	b;
-
-	if (p->kind != CPHT_ICEBERG || p->bucket_slots[0] != 16)
-		return 0;
-	b = p->slots[0] / 16;
-	if (p->bucket_slots[1] == 16)
-		return b % 8 == 0 && p->slots[1] == 16 * (b / 8);
-	return p->bucket_slots[1] == 8 && b % 4 == 0 && p->slots[1] == 8 * (b / 4);
-}
-
 cpht_status
 cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 						 cpht_params *out, char *errbuf, size_t errlen)
 {
-
+	const cpht_kind_policy *pol = cpht_kind_policy_of(kind);
 	int			auto_bits = key_bits == 0;
 
 	memset(out, 0, sizeof(*out));
-	if (kind != CPHT_ICEBERG && kind != CPHT_CUCKOO)
+	if (pol == NULL)
 		return table_param_fail(errbuf, errlen, CPHT_ERR_INVALID, "unknown table kind %d", (int) kind);
 	/* Automatic: any key, so no bound on the capacity from the keys. */
 	if (auto_bits)
@@ -166,8 +101,7 @@ cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 		out->key_bits = CPHT_AUTO_KEY_BITS_START;
 	}
 	{
-		double		want = kind == CPHT_ICEBERG ? buckets_for(capacity, 18.0 * ICEBERG_TARGET_FILL)
-			: buckets_for(capacity, 16.0 * CUCKOO_TARGET_FILL);
+		double		want = buckets_for(capacity, pol->slots_per_bucket * pol->target_fill);
 
 		if (want > (double) MAX_BUCKETS)
 			return table_param_fail(errbuf, errlen, CPHT_ERR_NOMEM,
@@ -179,7 +113,7 @@ cpht_params_for_capacity(cpht_kind kind, uint64_t capacity, int key_bits,
 		 * share of the buckets, would need the wider slots again, on more
 		 * buckets.  Growth, a shard's too, takes that layout (table_grow).
 		 */
-		kind_levels(out, want);
+		pol->make_levels(out, want);
 	}
 	return CPHT_OK;
 }
@@ -189,13 +123,15 @@ cpht_status
 table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 {
 	cpht_params *p = &t->params;
+	const cpht_kind_policy *pol = cpht_kind_policy_of(p->kind);
 
-	if (p->kind != CPHT_ICEBERG && p->kind != CPHT_CUCKOO)
+	if (pol == NULL)
 		return table_param_fail(errbuf, errlen, CPHT_ERR_INVALID, "unknown table kind %d", (int) p->kind);
 	if (p->key_bits < 8 || p->key_bits > 64)
 		return table_param_fail(errbuf, errlen, CPHT_ERR_INVALID, "key_bits must be between 8 and 64, not %d", p->key_bits);
 
-	t->levels = p->kind == CPHT_ICEBERG ? 2 : 1;
+	t->kind_policy = pol;
+	t->levels = pol->levels;
 	for (int l = 0; l < t->levels; l++)
 	{
 		layout_level *lv = &t->level[l];
@@ -231,7 +167,7 @@ table_resolve_layout(cpht_table *t, char *errbuf, size_t errlen)
 			lv->recip = UINT64_MAX / lv->buckets;
 		}
 
-		lv->choices = p->kind == CPHT_CUCKOO ? CPHT_CUCKOO_CHOICES : l == 0 ? 1 : CPHT_ICEBERG_CHOICES;
+		lv->choices = pol->choices[l];
 		lv->choice_bits = lv->choices == 1 ? 0 : lv->choices == 2 ? 1 : 2;
 		if (p->slot_bits[l] == 0)
 			p->slot_bits[l] = slot_width_for(p->key_bits, lv->buckets, lv->choices, lv->choice_bits);

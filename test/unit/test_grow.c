@@ -471,6 +471,33 @@ check_gpu_like_cpu(cpht_kind kind, const char *what)
 	cpht_table_destroy(gpu);
 }
 
+/*
+ * The kind's policy: picked with the layout, the same through growth and
+ * widening (the new layout keeps the kind), and its levels and choices are
+ * the table's.
+ */
+static void
+check_policy(cpht_kind kind, cpht_device dev, const char *what)
+{
+	cpht_table *t = unit_table(kind, dev, 1000, 0, 5);
+	const cpht_kind_policy *pol = cpht_kind_policy_of(kind);
+	uint64_t	keys[4000];
+	uint8_t		out[4000];
+
+	if (t == NULL)
+		return;
+	CHECK(pol != NULL && pol->kind == kind && t->kind_policy == pol, "%s: the table's policy", what);
+	for (size_t i = 0; i < 4000; i++)
+		keys[i] = i * 1000003;	/* wider than 8 bits: the table widens */
+	CHECK(cpht_table_find_or_put(t, keys, 4000, out) == CPHT_OK && cpht_table_grow(t) == CPHT_OK,
+		  "%s: widen and grow", what);
+	CHECK(t->kind_policy == pol && t->levels == pol->levels, "%s: the policy after growth", what);
+	for (int l = 0; l < t->levels; l++)
+		CHECK(t->level[l].choices == pol->choices[l], "%s: level %d's choices", what, l);
+	cpht_table_destroy(t);
+}
+
+
 int
 main(void)
 {
@@ -492,8 +519,11 @@ main(void)
 			check_growth_impossible((cpht_kind) kind, (cpht_device) dev, what);
 			check_fixed_size((cpht_kind) kind, (cpht_device) dev, what);
 			check_fault_in_growth((cpht_kind) kind, (cpht_device) dev, what);
+			check_policy((cpht_kind) kind, (cpht_device) dev, what);
 			if (dev == 1)
 				check_gpu_like_cpu((cpht_kind) kind, what);
 		}
+	CHECK(cpht_kind_policy_of((cpht_kind) 2) == NULL && cpht_kind_policy_of((cpht_kind) -1) == NULL,
+		  "no policy for an unknown kind");
 	UNIT_DONE();
 }

@@ -27,6 +27,7 @@
 #include "table/layout.h"
 #include "reference_set.h"
 #include "table/device_ops.h"
+#include "util/key_span.h"
 #include "unit.h"
 #include "unit_tables.h"
 
@@ -565,6 +566,14 @@ check_given_span(cpht_kind kind, cpht_device dev, const char *what)
 	}
 	cpht_copy_keys_spanned(copy, keys, 0, 4, &span);
 	CHECK(span.plain == 0 && span.folded == 0, "%s: the span of no keys", what);
+	/* the table's own pass (util/key_span.c) takes the same span */
+	for (int threads = 0; threads <= 4; threads += 2)
+	{
+		util_key_span(keys, n, threads, &span);
+		CHECK(span.plain == plain && span.folded == folded, "%s: span pass on %d threads", what, threads);
+	}
+	util_key_span(keys, 0, 4, &span);
+	CHECK(span.plain == 0 && span.folded == 0, "%s: the span pass of no keys", what);
 
 	/* small keys, handed a 45-bit span: the call widens to it */
 	keys[n / 3] = 5;
