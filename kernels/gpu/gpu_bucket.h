@@ -46,22 +46,71 @@ gpu_half16(unsigned pair, int shift)
 /* ---- a tile of W consecutive lanes of a warp ---------------------------- */
 
 /*
- * cooperative_groups' static tile: ballot (bit r set when the predicate
- * holds at tile rank r), any, shfl by tile rank, thread_rank().  Its
- * operations compile to the warp intrinsics over the tile's lane mask, as
- * the hand-written tile before it did (the same registers and, but for the
- * one-lane tile, the same code: see gpu-results.md, "cooperative_groups").
- * A kernel makes its tile once with gpu_tile_make; the device functions
- * take it by reference.
+ * A tile of two or more lanes is cooperative_groups' static tile: ballot
+ * (bit r set when the predicate holds at tile rank r), any, shfl by tile
+ * rank, thread_rank().  Side by side on an H200 its kernels ran at 0.99-1.01x
+ * the hand-written tile they replaced (test/bench/gpu-results.md,
+ * "cooperative_groups").  A one-lane tile (16-byte buckets of 16-bit slots)
+ * is gpu_lane_tile below: cooperative_groups' one-thread tile still issues
+ * the vote and shuffle instructions, and those kernels ran at 0.59-0.88x.
+ * A kernel makes its tile once with gpu_tile_make; device functions take
+ * it by reference (templates on the tile's type where they serve any W).
  */
+struct gpu_lane_tile
+{
+	__device__ __forceinline__ unsigned thread_rank() const
+	{
+		return 0;
+	}
+
+	__device__ __forceinline__ unsigned ballot(bool p) const
+	{
+		return p ? 1u : 0u;
+	}
+
+	__device__ __forceinline__ bool any(bool p) const
+	{
+		return p;
+	}
+
+	template <class T>
+	__device__ __forceinline__ T shfl(T v, int src) const
+	{
+		(void) src;
+		return v;
+	}
+};
+
 template <unsigned W>
-using gpu_tile = cooperative_groups::thread_block_tile<W>;
+struct gpu_tile_of
+{
+	typedef cooperative_groups::thread_block_tile<W> type;
+
+	static __device__ __forceinline__ type make()
+	{
+		return cooperative_groups::tiled_partition<W>(cooperative_groups::this_thread_block());
+	}
+};
+
+template <>
+struct gpu_tile_of<1>
+{
+	typedef gpu_lane_tile type;
+
+	static __device__ __forceinline__ type make()
+	{
+		return gpu_lane_tile();
+	}
+};
+
+template <unsigned W>
+using gpu_tile = typename gpu_tile_of<W>::type;
 
 template <unsigned W>
 __device__ __forceinline__ gpu_tile<W>
 gpu_tile_make(void)
 {
-	return cooperative_groups::tiled_partition<W>(cooperative_groups::this_thread_block());
+	return gpu_tile_of<W>::make();
 }
 
 /* ---- bucket geometry ---------------------------------------------------- */
@@ -143,9 +192,9 @@ gpu_lane_free(const gpu_lane<SW, B> &v)
  * from gpu_lane_eq and friends), or B when no lane has one.  With the
  * prefix invariant this is the bucket's fill when the mask is "EMPTY".
  */
-template <int SW, int B, unsigned W>
+template <int SW, int B, class Tile>
 __device__ __forceinline__ int
-gpu_first_slot(const gpu_tile<W> &g, unsigned lane_mask)
+gpu_first_slot(const Tile &g, unsigned lane_mask)
 {
 	unsigned	lanes = g.ballot(lane_mask != 0);
 	int			fl;
@@ -270,9 +319,9 @@ enum
 	GPU_CLAIM_SAME = 2
 };
 
-template <int SW, int B, unsigned W>
+template <int SW, int B, class Tile>
 __device__ __forceinline__ int
-gpu_claim_slot(const gpu_tile<W> &g, void *slots, uint64_t first, gpu_lane<SW, B> &s,
+gpu_claim_slot(const Tile &g, void *slots, uint64_t first, gpu_lane<SW, B> &s,
 			   int at, uint64_t to)
 {
 	uint64_t	seen;
