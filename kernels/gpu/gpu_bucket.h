@@ -16,6 +16,8 @@
 
 #include <stdint.h>
 
+#include <cooperative_groups.h>
+
 #include "table/layout.h"
 
 /* ---- the 16-bit slot CAS ------------------------------------------------ */
@@ -43,43 +45,73 @@ gpu_half16(unsigned pair, int shift)
 
 /* ---- a tile of W consecutive lanes of a warp ---------------------------- */
 
-template <int W>
-struct gpu_tile
+/*
+ * A tile of two or more lanes is cooperative_groups' static tile: ballot
+ * (bit r set when the predicate holds at tile rank r), any, shfl by tile
+ * rank, thread_rank().  Side by side on an H200 its kernels ran at 0.99-1.01x
+ * the hand-written tile they replaced (test/bench/gpu-results.md,
+ * "cooperative_groups").  A one-lane tile (16-byte buckets of 16-bit slots)
+ * is gpu_lane_tile below: cooperative_groups' one-thread tile still issues
+ * the vote and shuffle instructions, and those kernels ran at 0.59-0.88x.
+ * A kernel makes its tile once with gpu_tile_make; device functions take
+ * it by reference (templates on the tile's type where they serve any W).
+ */
+struct gpu_lane_tile
 {
-	unsigned	mask;			/* the tile's lanes within the warp */
-	int			base;			/* warp lane of the tile's rank 0 */
-	int			rank;			/* my rank in the tile */
-
-	__device__ __forceinline__ gpu_tile()
+	__device__ __forceinline__ unsigned thread_rank() const
 	{
-		int			lane = (int) (threadIdx.x & 31);
-
-		base = lane & ~(W - 1);
-		rank = lane & (W - 1);
-		mask = W == 32 ? 0xffffffffu : ((1u << W) - 1) << base;
+		return 0;
 	}
 
-	/* Bit r set when the predicate holds at tile rank r. */
 	__device__ __forceinline__ unsigned ballot(bool p) const
 	{
-		if (W == 1)
-			return p ? 1u : 0u;
-		return (__ballot_sync(mask, p) >> base) & (W == 32 ? 0xffffffffu : (1u << W) - 1);
+		return p ? 1u : 0u;
 	}
 
 	__device__ __forceinline__ bool any(bool p) const
 	{
-		return ballot(p) != 0;
+		return p;
 	}
 
 	template <class T>
 	__device__ __forceinline__ T shfl(T v, int src) const
 	{
-		if (W == 1)
-			return v;
-		return __shfl_sync(mask, v, src, W);
+		(void) src;
+		return v;
 	}
 };
+
+template <unsigned W>
+struct gpu_tile_of
+{
+	typedef cooperative_groups::thread_block_tile<W> type;
+
+	static __device__ __forceinline__ type make()
+	{
+		return cooperative_groups::tiled_partition<W>(cooperative_groups::this_thread_block());
+	}
+};
+
+template <>
+struct gpu_tile_of<1>
+{
+	typedef gpu_lane_tile type;
+
+	static __device__ __forceinline__ type make()
+	{
+		return gpu_lane_tile();
+	}
+};
+
+template <unsigned W>
+using gpu_tile = typename gpu_tile_of<W>::type;
+
+template <unsigned W>
+__device__ __forceinline__ gpu_tile<W>
+gpu_tile_make(void)
+{
+	return gpu_tile_of<W>::make();
+}
 
 /* ---- bucket geometry ---------------------------------------------------- */
 
@@ -160,9 +192,9 @@ gpu_lane_free(const gpu_lane<SW, B> &v)
  * from gpu_lane_eq and friends), or B when no lane has one.  With the
  * prefix invariant this is the bucket's fill when the mask is "EMPTY".
  */
-template <int SW, int B, int W>
+template <int SW, int B, class Tile>
 __device__ __forceinline__ int
-gpu_first_slot(const gpu_tile<W> &g, unsigned lane_mask)
+gpu_first_slot(const Tile &g, unsigned lane_mask)
 {
 	unsigned	lanes = g.ballot(lane_mask != 0);
 	int			fl;
@@ -287,14 +319,14 @@ enum
 	GPU_CLAIM_SAME = 2
 };
 
-template <int SW, int B, int W>
+template <int SW, int B, class Tile>
 __device__ __forceinline__ int
-gpu_claim_slot(const gpu_tile<W> &g, void *slots, uint64_t first, gpu_lane<SW, B> &s,
+gpu_claim_slot(const Tile &g, void *slots, uint64_t first, gpu_lane<SW, B> &s,
 			   int at, uint64_t to)
 {
 	uint64_t	seen;
 
-	if (g.rank != at / gpu_geom<SW, B>::S)
+	if ((int) g.thread_rank() != at / gpu_geom<SW, B>::S)
 		return GPU_CLAIM_LOST;
 	if (gpu_slot_cas<SW, B>(slots, first + at, s, at % gpu_geom<SW, B>::S, to, &seen))
 		return GPU_CLAIM_TOOK;

@@ -39,6 +39,8 @@
 #ifndef CPHT_GPU_COOP_H
 #define CPHT_GPU_COOP_H
 
+#include <cooperative_groups/scan.h>
+
 #include "gpu/gpu_bucket.h"
 #include "gpu/gpu_common.h"
 
@@ -110,13 +112,8 @@ gpu_list_begin(const gpu_list &l, uint32_t *smem)
 	{
 		uint32_t	c = l.counts[threadIdx.x * GPU_LIST_PAD];
 
-		for (int d = 1; d < 32; d <<= 1)
-		{
-			uint32_t	x = __shfl_up_sync(0xffffffffu, c, d);
-
-			if ((int) threadIdx.x >= d)
-				c += x;
-		}
+		c = cooperative_groups::inclusive_scan(cooperative_groups::tiled_partition<32>(cooperative_groups::this_thread_block()),
+											   c);
 		smem[threadIdx.x + 1] = c;
 		if (threadIdx.x == 0)
 			smem[0] = 0;
@@ -167,7 +164,7 @@ gpu_coop_round(const Op &op, const gpu_tile<Op::W> &g, uint64_t key, unsigned pe
 		{
 			uint8_t		r = op.run(g, k[d], s[d]);
 
-			if (g.rank == j0 + d)
+			if ((int) g.thread_rank() == j0 + d)
 				*res = r;
 		}
 	}
@@ -180,7 +177,7 @@ gpu_coop_kernel(Op op_arg, uint32_t n)
 	constexpr int W = Op::W;
 	constexpr int D = Op::D;
 	__shared__ uint32_t smem[GPU_LIST_SMEM];
-	const gpu_tile<W> g;
+	const gpu_tile<W> g = gpu_tile_make<W>();
 	Op			op(op_arg);
 
 	/* What this instance's layout fixes: the compiler drops the rest
@@ -236,7 +233,7 @@ gpu_coop_kernel(Op op_arg, uint32_t n)
 					{
 						uint8_t		r = op.run(g, k[d], s[d]);
 
-						if (g.rank == j0 + d)
+						if ((int) g.thread_rank() == j0 + d)
 							res = r;
 					}
 				}

@@ -2,6 +2,9 @@
  * gpu_count.cu — count the live and tombstone slots of each level (for
  * cpht_table_stats).  One streaming pass over the slot memory.
  */
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+
 #include "gpu/gpu_ops.h"
 
 template <class T>
@@ -18,10 +21,12 @@ scan_kernel(const T *slots, uint64_t n, unsigned long long *counts)
 		live += slot_is_live(s);
 		tomb += s == (T) CPHT_SLOT_TOMBSTONE;
 	}
-	for (int d = 16; d > 0; d >>= 1)
 	{
-		live += __shfl_down_sync(0xffffffffu, live, d);
-		tomb += __shfl_down_sync(0xffffffffu, tomb, d);
+		const cooperative_groups::thread_block_tile<32> warp =
+			cooperative_groups::tiled_partition<32>(cooperative_groups::this_thread_block());
+
+		live = cooperative_groups::reduce(warp, live, cooperative_groups::plus<unsigned long long>());
+		tomb = cooperative_groups::reduce(warp, tomb, cooperative_groups::plus<unsigned long long>());
 	}
 	/* One atomic per warp. */
 	if ((threadIdx.x & 31) == 0)

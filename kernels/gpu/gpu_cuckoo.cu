@@ -86,7 +86,7 @@ struct ck_base
 	/* The first read of a key is its first choice's bucket. */
 	__device__ __forceinline__ void load(const gpu_tile<W> &g, uint64_t k, snap &s) const
 	{
-		gpu_lane_load<SW, B>(s, a.lv.slots, address(k, 0), g.rank);
+		gpu_lane_load<SW, B>(s, a.lv.slots, address(k, 0), (int) g.thread_rank());
 	}
 	__device__ __forceinline__ void done(uint32_t i, bool have, uint64_t, uint8_t r) const
 	{
@@ -108,7 +108,7 @@ struct ck_find : ck_base<SW, B>
 		for (int c = 0; c < CPHT_CUCKOO_CHOICES; c++)
 		{
 			if (c > 0)
-				gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), g.rank);
+				gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), (int) g.thread_rank());
 			/* Found at this choice. */
 			if (g.any(gpu_lane_eq<SW, B>(s, this->want(k, c)) != 0))
 				return this->a.hit;
@@ -154,7 +154,7 @@ struct ck_erase : ck_base<SW, B>
 			if (g.any(gpu_lane_eq<SW, B>(s, CPHT_SLOT_EMPTY) != 0))
 				return 0;
 			if (++c < CPHT_CUCKOO_CHOICES)
-				gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), g.rank);
+				gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), (int) g.thread_rank());
 		}
 		return 0;
 	}
@@ -214,7 +214,7 @@ struct ck_put : ck_base<SW, B>
 					unsigned	l = (unsigned) slot_is_live(s.s[u]);
 
 					live |= l << u;
-					from |= (l && g.rank * G::S + u >= at) << u;
+					from |= (l && (int) g.thread_rank() * G::S + u >= at) << u;
 				}
 				v = gpu_first_slot<SW, B>(g, from);
 				if (v >= B)
@@ -222,12 +222,12 @@ struct ck_put : ck_base<SW, B>
 				if (v >= B)
 				{
 					c = layout_next_choice(c, CPHT_CUCKOO_CHOICES);
-					gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), g.rank);
+					gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), (int) g.thread_rank());
 					continue;
 				}
 				at = v;
 			}
-			if (g.rank == at / G::S)
+			if ((int) g.thread_rank() == at / G::S)
 				old = gpu_slot_swap<SW>(this->a.lv.slots, address * B + at, want);
 			old = g.shfl(old, at / G::S);
 			/* The slot had just been freed: nobody was evicted. */
@@ -237,10 +237,10 @@ struct ck_put : ck_base<SW, B>
 			c = slot_choice(old, cb);
 			k = layout_key(gpu_level_perm(this->a.lv, this->a.key_bits, c), address, slot_remainder(old, cb));
 			c = layout_next_choice(c, CPHT_CUCKOO_CHOICES);
-			gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), g.rank);
+			gpu_lane_load<SW, B>(s, this->a.lv.slots, this->address(k, c), (int) g.thread_rank());
 		}
 		/* The chain ran out of steps: k (maybe an older key) has no slot. */
-		if (g.rank == 0)
+		if ((int) g.thread_rank() == 0)
 			this->a.homeless[atomicAdd(this->a.homeless_count, 1u)] = k;
 		return CPHT_PUT;
 	}

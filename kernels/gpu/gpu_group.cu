@@ -16,6 +16,8 @@
  * through it.  The order of keys inside a group does not matter: every
  * operation is correct under any interleaving of its keys.
  */
+#include <cooperative_groups.h>
+#include <cooperative_groups/scan.h>
 #include <cub/device/device_scan.cuh>
 
 #include "gpu/gpu_ops.h"
@@ -75,15 +77,8 @@ group_scan_warp(const uint32_t *h, uint32_t *off, int groups)
 		v[j] = q < groups ? h[q] : 0;
 		sum += v[j];
 	}
-	run = sum;
-	for (int d = 1; d < 32; d <<= 1)
-	{
-		uint32_t	x = __shfl_up_sync(0xffffffffu, run, d);
-
-		if (lane >= d)
-			run += x;
-	}
-	run -= sum;
+	run = cooperative_groups::exclusive_scan(cooperative_groups::tiled_partition<32>(cooperative_groups::this_thread_block()),
+											 sum);
 #pragma unroll
 	for (int j = 0; j < GROUP_SCAN_PER_LANE; j++)
 	{

@@ -77,7 +77,7 @@ struct ice_level1
 	}
 	__device__ __forceinline__ void load(const gpu_tile<W> &g, uint64_t k, snap &s) const
 	{
-		gpu_lane_load<SW, B>(s, a.lv.slots, address(k), g.rank);
+		gpu_lane_load<SW, B>(s, a.lv.slots, address(k), (int) g.thread_rank());
 	}
 	/* Results in input order; keys for level 2 onto the overflow lists. */
 	__device__ __forceinline__ void done(uint32_t i, bool have, uint64_t k, uint8_t r) const
@@ -240,8 +240,8 @@ struct ice_level2
 	/* Both secondary buckets at once: two independent reads in flight. */
 	__device__ __forceinline__ void load(const gpu_tile<W> &g, uint64_t k, snap &s) const
 	{
-		gpu_lane_load<SW, B>(s.b0, a.lv.slots, address(k, 0), g.rank);
-		gpu_lane_load<SW, B>(s.b1, a.lv.slots, address(k, 1), g.rank);
+		gpu_lane_load<SW, B>(s.b0, a.lv.slots, address(k, 0), (int) g.thread_rank());
+		gpu_lane_load<SW, B>(s.b1, a.lv.slots, address(k, 1), (int) g.thread_rank());
 	}
 	__device__ __forceinline__ void done(uint32_t i, bool have, uint64_t, uint8_t r) const
 	{
