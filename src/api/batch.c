@@ -62,7 +62,7 @@ clock_mark(instr_time *t)
 }
 
 static void
-clock_report(const char *fn, const CallClock *c, int n, CphtTable *t)
+clock_report(const char *fn, const CallClock *c, int n, CphtTableRef *t)
 {
 	cpht_call_times inside;
 
@@ -115,7 +115,7 @@ typedef enum BatchOp
 typedef struct BatchKind
 {
 	/* a status per key; NULL for BATCH_PUT, which counts the inserted */
-	cpht_status (*status_call) (CphtTable *t, const uint64 *keys, size_t n, uint8 *status);
+	cpht_status (*status_call) (CphtTableRef *t, const uint64 *keys, size_t n, uint8 *status);
 	bool		writes;
 	const char *undone;
 } BatchKind;
@@ -152,7 +152,7 @@ static void
 batch_call(Batch *b, BatchOp op, uint8 *status, uint64 *inserted)
 {
 	const BatchKind *k = &batch_kinds[op];
-	CphtTable  *t;
+	CphtTableRef *t;
 	cpht_status st;
 
 	CHECK_FOR_INTERRUPTS();

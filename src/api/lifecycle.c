@@ -179,7 +179,7 @@ cpht_create(PG_FUNCTION_ARGS)
 	uint64		bytes;
 	cpht_params params;
 	cpht_status status;
-	CphtTable  *table = NULL;
+	CphtTableRef *table = NULL;
 	CphtHandle	entry;
 	int32		handle;
 	char		errbuf[512];

@@ -221,7 +221,7 @@ cpht_handles_total_bytes(void)
 }
 
 void
-cpht_handles_set_table(CphtHandle *entry, CphtTable  *table)
+cpht_handles_set_table(CphtHandle *entry, CphtTableRef *table)
 {
 	if (entry->table != NULL)
 		live_bytes -= entry->bytes;
@@ -234,7 +234,7 @@ void
 cpht_handles_drop(int32 handle)
 {
 	CphtHandle *entry = cpht_handles_get(handle);
-	CphtTable  *table = entry->table;
+	CphtTableRef *table = entry->table;
 
 	/* Forget the table first: should destroy ever fail to return, the
 	 * handle must not point at freed memory. */
@@ -250,7 +250,7 @@ cpht_handles_drop_all(void)
 
 	for (h = 0; h < nentries; h++)
 	{
-		CphtTable  *table = entries[h].table;
+		CphtTableRef *table = entries[h].table;
 
 		if (table != NULL)
 		{

@@ -39,7 +39,7 @@ cpht_handle_is_shared(int32 handle)
 
 typedef struct CphtHandle
 {
-	CphtTable  *table;			/* NULL once dropped */
+	CphtTableRef *table;			/* NULL once dropped */
 	int32		handle;
 	cpht_kind	kind;
 	cpht_device device;
@@ -56,7 +56,7 @@ typedef struct CphtHandle
 	uint64		shared_table_id;
 	uint64		shared_generation;	/* the cpht worker's generation when
 									 * opened (protocol.h) */
-	CphtTable  *shared_access;	/* the operations on it (tableref/tableref.h) */
+	CphtTableRef *shared_access;	/* the operations on it (tableref/tableref.h) */
 } CphtHandle;
 
 /* Makes room for one more table; call before creating it, so that
@@ -89,7 +89,7 @@ extern CphtHandle *cpht_handles_use(int32 handle);
 
 /* The table the operations of tableref/tableref.h work on, of cpht_handles_use's
  * entry. */
-static inline CphtTable *
+static inline CphtTableRef *
 cpht_handle_table(const CphtHandle *h)
 {
 	return h->shared ? h->shared_access : h->table;
@@ -112,7 +112,7 @@ extern uint64 cpht_handles_total_bytes(void);
 
 /* Points an entry at its table, or at none (NULL), keeping the total of
  * cpht_handles_total_bytes(); every change of entry->table goes through it. */
-extern void cpht_handles_set_table(CphtHandle *entry, CphtTable *table);
+extern void cpht_handles_set_table(CphtHandle *entry, CphtTableRef *table);
 
 extern void cpht_handles_drop(int32 handle);
 extern int	cpht_handles_drop_all(void);

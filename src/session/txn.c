@@ -46,7 +46,7 @@ typedef struct TxnTable
 	int32		handle;
 	SubTransactionId created;	/* creating subxact, while not committed */
 	SubTransactionId dropped;	/* dropping subxact, while not committed */
-	CphtTable  *dropped_table;	/* the table while its drop is pending */
+	CphtTableRef *dropped_table;	/* the table while its drop is pending */
 	int			depth;
 	int			cap;
 	Savepoint  *stack;
@@ -217,7 +217,7 @@ static void
 destroy_entry_table(TxnTable *e)
 {
 	CphtHandle *h = cpht_handles_entry(e->handle);
-	CphtTable  *t = e->dropped_table ? e->dropped_table : h ? h->table : NULL;
+	CphtTableRef *t = e->dropped_table ? e->dropped_table : h ? h->table : NULL;
 
 	if (h && e->dropped_table)
 		pending_drop_bytes -= h->bytes;
@@ -228,7 +228,7 @@ destroy_entry_table(TxnTable *e)
 }
 
 /* The live table of an entry, whether or not a drop is pending. */
-static CphtTable *
+static CphtTableRef *
 entry_table(TxnTable *e)
 {
 	CphtHandle *h = cpht_handles_entry(e->handle);
@@ -241,7 +241,7 @@ entry_table(TxnTable *e)
 static void
 rollback_entry(TxnTable *e, uint64 position)
 {
-	CphtTable  *t = entry_table(e);
+	CphtTableRef *t = entry_table(e);
 	cpht_status rc;
 
 	if (t == NULL)
@@ -369,7 +369,7 @@ at_xact_event(XactEvent event, void *arg)
 			hash_seq_init(&scan, touched);
 			while ((e = hash_seq_search(&scan)) != NULL)
 			{
-				CphtTable  *t = entry_table(e);
+				CphtTableRef *t = entry_table(e);
 
 				if (e->dropped_table)
 					destroy_entry_table(e);

@@ -22,7 +22,7 @@
 #include "session/session.h"
 
 static cpht_status
-shared_create(const cpht_params *params, bool logging, CphtTable *t, char *errbuf,
+shared_create(const cpht_params *params, bool logging, CphtTableRef *t, char *errbuf,
 			  size_t errlen)
 {
 	/* opened by cpht_access_shared, never created here */
@@ -31,27 +31,27 @@ shared_create(const cpht_params *params, bool logging, CphtTable *t, char *errbu
 }
 
 static void
-shared_destroy(CphtTable *t)
+shared_destroy(CphtTableRef *t)
 {
 	/* the worker holds the table; this session forgets only its handle */
 }
 
 static bool
-shared_lost(const CphtTable *t)
+shared_lost(const CphtTableRef *t)
 {
 	/* a lost shared table is reported by the handle's check, at its use */
 	return false;
 }
 
 static uint64
-shared_slot_bytes(CphtTable *t, uint64 created_bytes)
+shared_slot_bytes(CphtTableRef *t, uint64 created_bytes)
 {
 	return created_bytes;
 }
 
 /* A batch call: checked and raised by session/shared_handles.c. */
 static cpht_status
-shared_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n, uint8 *status,
+shared_call(CphtTableRef *t, CphtCall call, const uint64 *keys, size_t n, uint8 *status,
 			uint64 *value)
 {
 	uint64		v = cpht_shared_call(t->handle, call, keys, n, status);
@@ -64,7 +64,7 @@ shared_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n, uint8 *st
 }
 
 static uint64
-shared_count(CphtTable *t)
+shared_count(CphtTableRef *t)
 {
 	CphtSharedRef ref = cpht_shared_ref(t->handle, NULL, NULL);
 
@@ -72,7 +72,7 @@ shared_count(CphtTable *t)
 }
 
 static cpht_status
-shared_rebuild(CphtTable *t, uint64 *removed)
+shared_rebuild(CphtTableRef *t, uint64 *removed)
 {
 	CphtSharedRef ref = cpht_shared_ref(t->handle, NULL, NULL);
 
@@ -81,7 +81,7 @@ shared_rebuild(CphtTable *t, uint64 *removed)
 }
 
 static cpht_status
-shared_stats(CphtTable *t, cpht_stats *out)
+shared_stats(CphtTableRef *t, cpht_stats *out)
 {
 	CphtSharedRef ref = cpht_shared_ref(t->handle, NULL, NULL);
 
@@ -90,7 +90,7 @@ shared_stats(CphtTable *t, cpht_stats *out)
 }
 
 static cpht_status
-shared_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max, CphtScanPiece *piece)
+shared_scan(CphtTableRef *t, uint64 *position, uint64 *keys, size_t max, CphtScanPiece *piece)
 {
 	CphtSharedRef ref = cpht_shared_ref(t->handle, NULL, NULL);
 	CphtReply	rep;
@@ -107,19 +107,19 @@ shared_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max, CphtScanPi
 }
 
 static const char *
-shared_error(const CphtTable *t)
+shared_error(const CphtTableRef *t)
 {
 	return t->error;
 }
 
 static void
-shared_call_times(const CphtTable *t, cpht_call_times *out)
+shared_call_times(const CphtTableRef *t, cpht_call_times *out)
 {
 	*out = t->times;
 }
 
 static uint64
-shared_log_position(CphtTable *t)
+shared_log_position(CphtTableRef *t)
 {
 	elog(ERROR, "shared cpht table %d has no undo log in this session", t->handle);
 	pg_unreachable();
@@ -127,14 +127,14 @@ shared_log_position(CphtTable *t)
 
 /* rollback_to and truncate_log run in transaction callbacks: no ERROR */
 static cpht_status
-shared_rollback_to(CphtTable *t, uint64 position)
+shared_rollback_to(CphtTableRef *t, uint64 position)
 {
 	strlcpy(t->error, "a shared table has no undo log in this session", sizeof(t->error));
 	return CPHT_ERR_INVALID;
 }
 
 static void
-shared_truncate_log(CphtTable *t, uint64 position)
+shared_truncate_log(CphtTableRef *t, uint64 position)
 {
 }
 

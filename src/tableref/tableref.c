@@ -88,9 +88,9 @@ cpht_access_in_worker(const cpht_params *params)
 
 cpht_status
 cpht_access_create(const cpht_params *params, bool in_worker, bool logging,
-				   CphtTable **out, char *errbuf, size_t errlen)
+				   CphtTableRef **out, char *errbuf, size_t errlen)
 {
-	CphtTable  *t = MemoryContextAllocZero(TopMemoryContext, sizeof(CphtTable));
+	CphtTableRef *t = MemoryContextAllocZero(TopMemoryContext, sizeof(CphtTableRef));
 	cpht_status st;
 
 	*out = NULL;
@@ -115,15 +115,15 @@ cpht_access_create(const cpht_params *params, bool in_worker, bool logging,
 }
 
 void
-cpht_access_set_handle(CphtTable *t, int32 handle)
+cpht_access_set_handle(CphtTableRef *t, int32 handle)
 {
 	t->handle = handle;
 }
 
-CphtTable *
+CphtTableRef *
 cpht_access_shared(int32 handle)
 {
-	CphtTable  *t = MemoryContextAllocZero(TopMemoryContext, sizeof(CphtTable));
+	CphtTableRef *t = MemoryContextAllocZero(TopMemoryContext, sizeof(CphtTableRef));
 
 	t->ops = &cpht_shared_routine;
 	t->handle = handle;
@@ -131,7 +131,7 @@ cpht_access_shared(int32 handle)
 }
 
 void
-cpht_access_destroy(CphtTable *t)
+cpht_access_destroy(CphtTableRef *t)
 {
 	if (t == NULL)
 		return;
@@ -140,68 +140,68 @@ cpht_access_destroy(CphtTable *t)
 }
 
 const char *
-cpht_access_placement(const CphtTable *t)
+cpht_access_placement(const CphtTableRef *t)
 {
 	return t->ops->placement;
 }
 
 uint64
-cpht_access_slot_bytes(CphtTable *t, uint64 created_bytes)
+cpht_access_slot_bytes(CphtTableRef *t, uint64 created_bytes)
 {
 	return t->ops->slot_bytes(t, created_bytes);
 }
 
 bool
-cpht_access_lost(const CphtTable *t)
+cpht_access_lost(const CphtTableRef *t)
 {
 	return t->ops->lost(t);
 }
 
 cpht_status
-cpht_access_find_or_put(CphtTable *t, const uint64 *keys, size_t n, uint8 *status)
+cpht_access_find_or_put(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *status)
 {
 	return t->ops->call(t, CPHT_CALL_FOP, keys, n, status, NULL);
 }
 
 cpht_status
-cpht_access_find(CphtTable *t, const uint64 *keys, size_t n, uint8 *found)
+cpht_access_find(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *found)
 {
 	return t->ops->call(t, CPHT_CALL_FIND, keys, n, found, NULL);
 }
 
 cpht_status
-cpht_access_put(CphtTable *t, const uint64 *keys, size_t n, uint64 *inserted)
+cpht_access_put(CphtTableRef *t, const uint64 *keys, size_t n, uint64 *inserted)
 {
 	return t->ops->call(t, CPHT_CALL_PUT, keys, n, NULL, inserted);
 }
 
 cpht_status
-cpht_access_erase(CphtTable *t, const uint64 *keys, size_t n, uint8 *present)
+cpht_access_erase(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *present)
 {
 	return t->ops->call(t, CPHT_CALL_ERASE, keys, n, present, NULL);
 }
 
 uint64
-cpht_access_count(CphtTable *t)
+cpht_access_count(CphtTableRef *t)
 {
 	return t->ops->count(t);
 }
 
 cpht_status
-cpht_access_rebuild(CphtTable *t, uint64 *removed)
+cpht_access_rebuild(CphtTableRef *t, uint64 *removed)
 {
 	*removed = 0;
 	return t->ops->rebuild(t, removed);
 }
 
 cpht_status
-cpht_access_stats(CphtTable *t, cpht_stats *out)
+cpht_access_stats(CphtTableRef *t, cpht_stats *out)
 {
 	return t->ops->stats(t, out);
 }
 
 cpht_status
-cpht_access_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max,
+cpht_access_scan(CphtTableRef *t, uint64 *position, uint64 *keys, size_t max,
 				 CphtScanPiece *piece)
 {
 	memset(piece, 0, sizeof(*piece));
@@ -209,31 +209,31 @@ cpht_access_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max,
 }
 
 const char *
-cpht_access_error(const CphtTable *t)
+cpht_access_error(const CphtTableRef *t)
 {
 	return t->ops->error(t);
 }
 
 void
-cpht_access_call_times(const CphtTable *t, cpht_call_times *out)
+cpht_access_call_times(const CphtTableRef *t, cpht_call_times *out)
 {
 	t->ops->call_times(t, out);
 }
 
 uint64
-cpht_access_log_position(CphtTable *t)
+cpht_access_log_position(CphtTableRef *t)
 {
 	return t->ops->log_position(t);
 }
 
 cpht_status
-cpht_access_rollback_to(CphtTable *t, uint64 position)
+cpht_access_rollback_to(CphtTableRef *t, uint64 position)
 {
 	return t->ops->rollback_to(t, position);
 }
 
 void
-cpht_access_truncate_log(CphtTable *t, uint64 position)
+cpht_access_truncate_log(CphtTableRef *t, uint64 position)
 {
 	t->ops->truncate_log(t, position);
 }
@@ -241,7 +241,7 @@ cpht_access_truncate_log(CphtTable *t, uint64 position)
 /* ---- streams ------------------------------------------------------------ */
 
 CphtAccessStream *
-cpht_access_stream_open(CphtTable *t)
+cpht_access_stream_open(CphtTableRef *t)
 {
 	CphtAccessStream *s = calloc(1, sizeof(CphtAccessStream));
 

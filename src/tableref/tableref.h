@@ -20,7 +20,13 @@
 #include "cpht_table.h"
 #include "guc.h"
 
-typedef struct CphtTable CphtTable;
+/*
+ * A reference to one table, wherever it lives, with the routine of its
+ * placement (tableref_internal.h).  Not the kernels' struct cpht_table: a
+ * table in this backend holds one of those, a table in the worker only its
+ * id there.
+ */
+typedef struct CphtTableRef CphtTableRef;
 
 /* cpht.placement and its values: guc.h */
 
@@ -48,38 +54,38 @@ extern bool cpht_access_in_worker(const cpht_params *params);
  * errbuf.  A worker's ERROR (it is not running) is raised.
  */
 extern cpht_status cpht_access_create(const cpht_params *params, bool in_worker, bool logging,
-									  CphtTable **out, char *errbuf, size_t errlen);
+									  CphtTableRef **out, char *errbuf, size_t errlen);
 
 /* Names the table in errors (its handle, once it has one). */
-extern void cpht_access_set_handle(CphtTable *t, int32 handle);
+extern void cpht_access_set_handle(CphtTableRef *t, int32 handle);
 
 /* The table of a shared table's handle (allocated once per handle). */
-extern CphtTable *cpht_access_shared(int32 handle);
+extern CphtTableRef *cpht_access_shared(int32 handle);
 
 /* Frees the table; never raises (it runs in transaction callbacks and at
  * exit): a worker that cannot be asked frees it when the backend leaves. */
-extern void cpht_access_destroy(CphtTable *t);
+extern void cpht_access_destroy(CphtTableRef *t);
 
 /* "backend" or "worker". */
-extern const char *cpht_access_placement(const CphtTable *t);
+extern const char *cpht_access_placement(const CphtTableRef *t);
 
 /* Bytes of slot memory the table has now (it grows); created_bytes until
  * a table in the worker has answered a call. */
-extern uint64 cpht_access_slot_bytes(CphtTable *t, uint64 created_bytes);
+extern uint64 cpht_access_slot_bytes(CphtTableRef *t, uint64 created_bytes);
 
 /* Whether the table lived in a cpht worker that exited. */
-extern bool cpht_access_lost(const CphtTable *t);
+extern bool cpht_access_lost(const CphtTableRef *t);
 
-extern cpht_status cpht_access_find_or_put(CphtTable *t, const uint64 *keys, size_t n, uint8 *status);
-extern cpht_status cpht_access_find(CphtTable *t, const uint64 *keys, size_t n, uint8 *found);
-extern cpht_status cpht_access_put(CphtTable *t, const uint64 *keys, size_t n, uint64 *inserted);
-extern cpht_status cpht_access_erase(CphtTable *t, const uint64 *keys, size_t n, uint8 *present);
-extern uint64 cpht_access_count(CphtTable *t);
+extern cpht_status cpht_access_find_or_put(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *status);
+extern cpht_status cpht_access_find(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *found);
+extern cpht_status cpht_access_put(CphtTableRef *t, const uint64 *keys, size_t n, uint64 *inserted);
+extern cpht_status cpht_access_erase(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *present);
+extern uint64 cpht_access_count(CphtTableRef *t);
 /* Rebuilds; *removed gets the tombstones that were in the table. */
-extern cpht_status cpht_access_rebuild(CphtTable *t, uint64 *removed);
-extern cpht_status cpht_access_stats(CphtTable *t, cpht_stats *out);
-extern const char *cpht_access_error(const CphtTable *t);
-extern void cpht_access_call_times(const CphtTable *t, cpht_call_times *out);
+extern cpht_status cpht_access_rebuild(CphtTableRef *t, uint64 *removed);
+extern cpht_status cpht_access_stats(CphtTableRef *t, cpht_stats *out);
+extern const char *cpht_access_error(const CphtTableRef *t);
+extern void cpht_access_call_times(const CphtTableRef *t, cpht_call_times *out);
 
 /*
  * A piece of an export (cpht_table_scan_keys): at most max keys from
@@ -98,15 +104,15 @@ typedef struct CphtScanPiece
 	uint64		count;
 } CphtScanPiece;
 
-extern cpht_status cpht_access_scan(CphtTable *t, uint64 *position, uint64 *keys,
+extern cpht_status cpht_access_scan(CphtTableRef *t, uint64 *position, uint64 *keys,
 									size_t max, CphtScanPiece *piece);
 
 /* The undo log (session/txn.c).  rollback_to and truncate_log never raise: they
  * run in transaction callbacks; a worker that cannot be asked makes
  * rollback_to fail (CPHT_ERR_DEVICE, with the reason). */
-extern uint64 cpht_access_log_position(CphtTable *t);
-extern cpht_status cpht_access_rollback_to(CphtTable *t, uint64 position);
-extern void cpht_access_truncate_log(CphtTable *t, uint64 position);
+extern uint64 cpht_access_log_position(CphtTableRef *t);
+extern cpht_status cpht_access_rollback_to(CphtTableRef *t, uint64 position);
+extern void cpht_access_truncate_log(CphtTableRef *t, uint64 position);
 
 /*
  * Streams of find-or-put batches (cpht_stream_* of cpht_table.h).  A
@@ -115,7 +121,7 @@ extern void cpht_access_truncate_log(CphtTable *t, uint64 position);
  */
 typedef struct CphtAccessStream CphtAccessStream;
 
-extern CphtAccessStream *cpht_access_stream_open(CphtTable *t);	/* NULL: out of memory */
+extern CphtAccessStream *cpht_access_stream_open(CphtTableRef *t);	/* NULL: out of memory */
 extern cpht_status cpht_access_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n);
 extern cpht_status cpht_access_stream_finish(CphtAccessStream *s, const uint8 **status,
 											 size_t *n, uint64 *inserted);

@@ -26,7 +26,7 @@
 
 typedef struct CphtTableRoutine CphtTableRoutine;
 
-struct CphtTable
+struct CphtTableRef
 {
 	const CphtTableRoutine *ops;	/* its placement */
 	cpht_table *local;			/* in this backend (local.c), or NULL */
@@ -43,7 +43,7 @@ struct CphtTable
 
 struct CphtAccessStream
 {
-	CphtTable  *table;
+	CphtTableRef *table;
 	cpht_stream *local;			/* a table in this backend */
 	/* a worker table: the batch ran at start, its statuses wait here */
 	uint8	   *status[2];
@@ -57,7 +57,7 @@ struct CphtAccessStream
 /*
  * The operations of one placement; the contract of each is that of the
  * cpht_access_* function of the same name (tableref.h).  create fills a
- * zeroed CphtTable (its ops already set) and may raise; a shared table is
+ * zeroed CphtTableRef (its ops already set) and may raise; a shared table is
  * not created here but opened (cpht_access_shared), so its create is an
  * internal error.  call runs one batch (CphtCall): a status per key into
  * status, or the number inserted into *value (CPHT_CALL_PUT).
@@ -65,24 +65,24 @@ struct CphtAccessStream
 struct CphtTableRoutine
 {
 	const char *placement;		/* "backend" or "worker" */
-	cpht_status (*create) (const cpht_params *params, bool logging, CphtTable *t,
+	cpht_status (*create) (const cpht_params *params, bool logging, CphtTableRef *t,
 						   char *errbuf, size_t errlen);
-	void		(*destroy) (CphtTable *t);
-	bool		(*lost) (const CphtTable *t);
-	uint64		(*slot_bytes) (CphtTable *t, uint64 created_bytes);
-	cpht_status (*call) (CphtTable *t, CphtCall call, const uint64 *keys, size_t n,
+	void		(*destroy) (CphtTableRef *t);
+	bool		(*lost) (const CphtTableRef *t);
+	uint64		(*slot_bytes) (CphtTableRef *t, uint64 created_bytes);
+	cpht_status (*call) (CphtTableRef *t, CphtCall call, const uint64 *keys, size_t n,
 						 uint8 *status, uint64 *value);
-	uint64		(*count) (CphtTable *t);
-	cpht_status (*rebuild) (CphtTable *t, uint64 *removed);
-	cpht_status (*stats) (CphtTable *t, cpht_stats *out);
-	cpht_status (*scan) (CphtTable *t, uint64 *position, uint64 *keys, size_t max,
+	uint64		(*count) (CphtTableRef *t);
+	cpht_status (*rebuild) (CphtTableRef *t, uint64 *removed);
+	cpht_status (*stats) (CphtTableRef *t, cpht_stats *out);
+	cpht_status (*scan) (CphtTableRef *t, uint64 *position, uint64 *keys, size_t max,
 						 CphtScanPiece *piece);
-	const char *(*error) (const CphtTable *t);
-	void		(*call_times) (const CphtTable *t, cpht_call_times *out);
+	const char *(*error) (const CphtTableRef *t);
+	void		(*call_times) (const CphtTableRef *t, cpht_call_times *out);
 	/* the undo log (session/txn.c): rollback_to and truncate_log never raise */
-	uint64		(*log_position) (CphtTable *t);
-	cpht_status (*rollback_to) (CphtTable *t, uint64 position);
-	void		(*truncate_log) (CphtTable *t, uint64 position);
+	uint64		(*log_position) (CphtTableRef *t);
+	cpht_status (*rollback_to) (CphtTableRef *t, uint64 position);
+	void		(*truncate_log) (CphtTableRef *t, uint64 position);
 	/* streams: open fills s (its table set, the rest zero); false: out of memory */
 	bool		(*stream_open) (CphtAccessStream *s);
 	cpht_status (*stream_start) (CphtAccessStream *s, const uint64 *keys, size_t n);
