@@ -64,8 +64,8 @@ reader_fetch(KeyReader *r)
 		uint64		before = r->position;
 
 		CHECK_FOR_INTERRUPTS();
-		cpht_check_call(cpht_access_scan(cpht_handle_table(h), &r->position, r->keys, r->max, &piece),
-						h->handle, cpht_access_error(cpht_handle_table(h)), NULL);
+		cpht_check_call(cpht_tableref_scan(cpht_handle_table(h), &r->position, r->keys, r->max, &piece),
+						h->handle, cpht_tableref_error(cpht_handle_table(h)), NULL);
 		if (before == 0)
 		{
 			r->changes = piece.changes;

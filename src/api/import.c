@@ -54,8 +54,8 @@ put_batch(int32 handle, const uint64 *keys, size_t n)
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(h);
 	cpht_memory_sync();
-	cpht_check_call(cpht_access_put(cpht_handle_table(h), keys, n, &inserted), h->handle,
-					cpht_access_error(cpht_handle_table(h)), "No key of this batch was stored.");
+	cpht_check_call(cpht_tableref_put(cpht_handle_table(h), keys, n, &inserted), h->handle,
+					cpht_tableref_error(cpht_handle_table(h)), "No key of this batch was stored.");
 	return inserted;
 }
 

@@ -239,7 +239,7 @@ cpht_handles_drop(int32 handle)
 	/* Forget the table first: should destroy ever fail to return, the
 	 * handle must not point at freed memory. */
 	cpht_handles_set_table(entry, NULL);
-	cpht_access_destroy(table);
+	cpht_tableref_destroy(table);
 }
 
 int
@@ -255,7 +255,7 @@ cpht_handles_drop_all(void)
 		if (table != NULL)
 		{
 			cpht_handles_set_table(&entries[h], NULL);
-			cpht_access_destroy(table);
+			cpht_tableref_destroy(table);
 			dropped++;
 		}
 	}

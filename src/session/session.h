@@ -56,7 +56,8 @@ typedef struct CphtHandle
 	uint64		shared_table_id;
 	uint64		shared_generation;	/* the cpht worker's generation when
 									 * opened (protocol.h) */
-	CphtTableRef *shared_access;	/* the operations on it (tableref/tableref.h) */
+	CphtTableRef *shared_tableref;	/* its reference, whose operations check
+									 * this handle (tableref/tableref.h) */
 } CphtHandle;
 
 /* Makes room for one more table; call before creating it, so that
@@ -92,7 +93,7 @@ extern CphtHandle *cpht_handles_use(int32 handle);
 static inline CphtTableRef *
 cpht_handle_table(const CphtHandle *h)
 {
-	return h->shared ? h->shared_access : h->table;
+	return h->shared ? h->shared_tableref : h->table;
 }
 
 /* The entry of a shared table's handle this session registered (dropped or

@@ -132,8 +132,8 @@ cpht_shared_register(int32 entry, const CphtCatalogEntry *e)
 	h.transactional = e->transactional;
 	h.capacity = e->capacity;
 	h.bytes = e->bytes;
-	h.shared_access = cpht_access_shared(0);
-	cpht_access_set_handle(h.shared_access, h.handle);
+	h.shared_tableref = cpht_tableref_shared(0);
+	cpht_tableref_set_handle(h.shared_tableref, h.handle);
 	registered = cpht_handles_add_shared(&h);
 	shared_handles[nshared++] = h.handle;
 	return registered;

@@ -166,7 +166,7 @@ cpht_txn_before_write(CphtHandle *h)
 			: MemoryContextAlloc(txn_cxt, sizeof(Savepoint) * e->cap);
 	}
 	e->stack[e->depth].subid = cur;
-	e->stack[e->depth].position = cpht_access_log_position(h->table);
+	e->stack[e->depth].position = cpht_tableref_log_position(h->table);
 	e->depth++;
 }
 
@@ -224,7 +224,7 @@ destroy_entry_table(TxnTable *e)
 	else if (h)
 		cpht_handles_set_table(h, NULL);
 	e->dropped_table = NULL;
-	cpht_access_destroy(t);
+	cpht_tableref_destroy(t);
 }
 
 /* The live table of an entry, whether or not a drop is pending. */
@@ -246,13 +246,13 @@ rollback_entry(TxnTable *e, uint64 position)
 
 	if (t == NULL)
 		return;
-	rc = cpht_access_rollback_to(t, position);
+	rc = cpht_tableref_rollback_to(t, position);
 	if (rc != CPHT_OK)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("cpht table %d could not be rolled back and was dropped", e->handle),
-				 errdetail("%s", cpht_access_error(t))));
+				 errdetail("%s", cpht_tableref_error(t))));
 		destroy_entry_table(e);
 	}
 }
@@ -374,7 +374,7 @@ at_xact_event(XactEvent event, void *arg)
 				if (e->dropped_table)
 					destroy_entry_table(e);
 				else if (t)
-					cpht_access_truncate_log(t, 0);
+					cpht_tableref_truncate_log(t, 0);
 			}
 			txn_reset();
 			break;

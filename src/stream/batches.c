@@ -63,7 +63,7 @@ stream_close_callback(void *arg)
 	Stream	   *st = arg;
 
 	if (st->stream != NULL)
-		cpht_access_stream_close(st->stream);
+		cpht_tableref_stream_close(st->stream);
 	st->stream = NULL;
 	cpht_memory_release(st->reserved);
 	st->reserved = 0;
@@ -98,7 +98,7 @@ cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 	st->closer.arg = st;
 	MemoryContextRegisterResetCallback(cxt, &st->closer);
 
-	st->stream = cpht_access_stream_open(cpht_handle_table(h));
+	st->stream = cpht_tableref_stream_open(cpht_handle_table(h));
 	if (st->stream == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -144,14 +144,14 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 	h = cpht_handles_use(st->handle);
 	cpht_txn_before_write(h);
 	cpht_memory_sync();
-	cpht_check_status(cpht_access_stream_finish(st->stream, &done, &got, &inserted),
-					  st->handle, cpht_access_error(cpht_handle_table(h)));
+	cpht_check_status(cpht_tableref_stream_finish(st->stream, &done, &got, &inserted),
+					  st->handle, cpht_tableref_error(cpht_handle_table(h)));
 	if (got > 0)
 	{
 		cpht_call_times one;
 
 		/* the table's last call is the batch just collected */
-		cpht_access_call_times(cpht_handle_table(h), &one);
+		cpht_tableref_call_times(cpht_handle_table(h), &one);
 		cpht_call_times_add(&st->times, &one);
 		st->batches++;
 		st->keys += got;
@@ -167,8 +167,8 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 		*nstatus = got;
 	}
 	if (n > 0)
-		cpht_check_status(cpht_access_stream_start(st->stream, keys, (size_t) n),
-						  st->handle, cpht_access_error(cpht_handle_table(h)));
+		cpht_check_status(cpht_tableref_stream_start(st->stream, keys, (size_t) n),
+						  st->handle, cpht_tableref_error(cpht_handle_table(h)));
 	return inserted;
 }
 

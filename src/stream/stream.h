@@ -34,7 +34,7 @@ typedef struct Stream
 	int			batch_keys;		/* cpht.batch_size when opened */
 	uint64		batch_bytes;	/* cpht.batch_memory when opened, in bytes */
 	uint64		reserved;		/* bytes counted against cpht.max_memory */
-	CphtAccessStream *stream;
+	CphtTableRefStream *stream;
 	MemoryContextCallback closer;
 	/* cpht.trace: the table calls of the batches collected so far */
 	uint64		batches;

@@ -3,7 +3,7 @@
  * call of the kernels (cpht_table.h) on the table this backend holds.
  *
  * The kernels return their status and keep the message of a failed call,
- * which cpht_access_error() hands on; nothing here raises but the refusal
+ * which cpht_tableref_error() hands on; nothing here raises but the refusal
  * to create a GPU table in a backend of a server that preloads cpht (only
  * the cpht worker may initialise CUDA).  The kernels count their own
  * memory against cpht.max_memory (memcap.c).
@@ -135,26 +135,26 @@ local_truncate_log(CphtTableRef *t, uint64 position)
 
 /* The kernels' own stream: a batch runs while the caller reads the next. */
 static bool
-local_stream_open(CphtAccessStream *s)
+local_stream_open(CphtTableRefStream *s)
 {
 	s->local = cpht_stream_open(s->table->local);
 	return s->local != NULL;
 }
 
 static cpht_status
-local_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n)
+local_stream_start(CphtTableRefStream *s, const uint64 *keys, size_t n)
 {
 	return cpht_stream_start(s->local, keys, n);
 }
 
 static cpht_status
-local_stream_finish(CphtAccessStream *s, const uint8 **status, size_t *n, uint64 *inserted)
+local_stream_finish(CphtTableRefStream *s, const uint8 **status, size_t *n, uint64 *inserted)
 {
 	return cpht_stream_finish(s->local, status, n, inserted);
 }
 
 static void
-local_stream_close(CphtAccessStream *s)
+local_stream_close(CphtTableRefStream *s)
 {
 	cpht_stream_close(s->local);
 }

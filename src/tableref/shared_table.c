@@ -25,7 +25,7 @@ static cpht_status
 shared_create(const cpht_params *params, bool logging, CphtTableRef *t, char *errbuf,
 			  size_t errlen)
 {
-	/* opened by cpht_access_shared, never created here */
+	/* opened by cpht_tableref_shared, never created here */
 	elog(ERROR, "a shared cpht table is not created through its placement");
 	pg_unreachable();
 }

@@ -18,8 +18,8 @@
  * Every entry is set in every routine; tableref.c never tests which
  * placement a table has.
  */
-#ifndef CPHT_ACCESS_INTERNAL_H
-#define CPHT_ACCESS_INTERNAL_H
+#ifndef CPHT_TABLEREF_INTERNAL_H
+#define CPHT_TABLEREF_INTERNAL_H
 
 #include "tableref/tableref.h"
 #include "shmem/protocol.h"
@@ -41,7 +41,7 @@ struct CphtTableRef
 	cpht_call_times times;
 };
 
-struct CphtAccessStream
+struct CphtTableRefStream
 {
 	CphtTableRef *table;
 	cpht_stream *local;			/* a table in this backend */
@@ -56,9 +56,9 @@ struct CphtAccessStream
 
 /*
  * The operations of one placement; the contract of each is that of the
- * cpht_access_* function of the same name (tableref.h).  create fills a
+ * cpht_tableref_* function of the same name (tableref.h).  create fills a
  * zeroed CphtTableRef (its ops already set) and may raise; a shared table is
- * not created here but opened (cpht_access_shared), so its create is an
+ * not created here but opened (cpht_tableref_shared), so its create is an
  * internal error.  call runs one batch (CphtCall): a status per key into
  * status, or the number inserted into *value (CPHT_CALL_PUT).
  */
@@ -84,11 +84,11 @@ struct CphtTableRoutine
 	cpht_status (*rollback_to) (CphtTableRef *t, uint64 position);
 	void		(*truncate_log) (CphtTableRef *t, uint64 position);
 	/* streams: open fills s (its table set, the rest zero); false: out of memory */
-	bool		(*stream_open) (CphtAccessStream *s);
-	cpht_status (*stream_start) (CphtAccessStream *s, const uint64 *keys, size_t n);
-	cpht_status (*stream_finish) (CphtAccessStream *s, const uint8 **status, size_t *n,
+	bool		(*stream_open) (CphtTableRefStream *s);
+	cpht_status (*stream_start) (CphtTableRefStream *s, const uint64 *keys, size_t n);
+	cpht_status (*stream_finish) (CphtTableRefStream *s, const uint8 **status, size_t *n,
 								  uint64 *inserted);
-	void		(*stream_close) (CphtAccessStream *s);
+	void		(*stream_close) (CphtTableRefStream *s);
 };
 
 extern const CphtTableRoutine cpht_local_routine;	/* local.c */
@@ -100,10 +100,10 @@ extern const CphtTableRoutine cpht_shared_routine;	/* shared_table.c */
 extern void cpht_forbid_cuda_here(const char *what);
 
 /* call_stream.c: the stream entries of a table in the worker */
-extern bool cpht_call_stream_open(CphtAccessStream *s);
-extern cpht_status cpht_call_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n);
-extern cpht_status cpht_call_stream_finish(CphtAccessStream *s, const uint8 **status,
+extern bool cpht_call_stream_open(CphtTableRefStream *s);
+extern cpht_status cpht_call_stream_start(CphtTableRefStream *s, const uint64 *keys, size_t n);
+extern cpht_status cpht_call_stream_finish(CphtTableRefStream *s, const uint8 **status,
 										   size_t *n, uint64 *inserted);
-extern void cpht_call_stream_close(CphtAccessStream *s);
+extern void cpht_call_stream_close(CphtTableRefStream *s);
 
-#endif							/* CPHT_ACCESS_INTERNAL_H */
+#endif							/* CPHT_TABLEREF_INTERNAL_H */
