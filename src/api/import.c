@@ -50,7 +50,7 @@ put_batch(int32 handle, const uint64 *keys, size_t n)
 	if (n == 0)
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		cpht_stream_check_key(keys[i], h->key_bits);
+		cpht_check_key(keys[i], h->key_bits);
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(h);
 	cpht_memory_sync();

@@ -40,7 +40,7 @@
 #include "stream/stream.h"
 
 void
-cpht_stream_check_key(uint64 key, int key_bits)
+cpht_check_key(uint64 key, int key_bits)
 {
 	if (key_bits > 0 && key_bits < 64 && (key >> key_bits) != 0)
 		ereport(ERROR,
@@ -60,7 +60,7 @@ cpht_stream_check_key(uint64 key, int key_bits)
 static void
 stream_close_callback(void *arg)
 {
-	Stream	   *st = arg;
+	CphtBatchStream *st = arg;
 
 	if (st->stream != NULL)
 		cpht_tableref_stream_close(st->stream);
@@ -69,10 +69,10 @@ stream_close_callback(void *arg)
 	st->reserved = 0;
 }
 
-Stream *
-cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
+CphtBatchStream *
+cpht_batch_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 {
-	Stream	   *st = MemoryContextAllocZero(cxt, sizeof(Stream));
+	CphtBatchStream *st = MemoryContextAllocZero(cxt, sizeof(CphtBatchStream));
 	CphtHandle *h;
 	uint64		bytes;
 
@@ -107,31 +107,31 @@ cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 }
 
 void
-cpht_stream_reserve(Stream *st, uint64 bytes, const char *what)
+cpht_batch_stream_reserve(CphtBatchStream *st, uint64 bytes, const char *what)
 {
 	cpht_memory_reserve(bytes, what);
 	st->reserved += bytes;
 }
 
 void
-cpht_stream_release(Stream *st, uint64 bytes)
+cpht_batch_stream_release(CphtBatchStream *st, uint64 bytes)
 {
 	Assert(bytes <= st->reserved);
 	cpht_memory_release(bytes);
 	st->reserved -= bytes;
 }
 
-/* every stream's batches in this backend (cpht_stream_totals) */
-static CphtStreamTotals totals;
+/* every stream's batches in this backend (cpht_batch_stream_totals) */
+static CphtBatchStreamTotals totals;
 
 void
-cpht_stream_totals(CphtStreamTotals *out)
+cpht_batch_stream_totals(CphtBatchStreamTotals *out)
 {
 	*out = totals;
 }
 
 uint64
-cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
+cpht_batch_stream_swap(CphtBatchStream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
 {
 	CphtHandle *h;
 	uint64		inserted = 0;
@@ -173,7 +173,7 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 }
 
 void
-cpht_stream_report(Stream *st, const char *fn)
+cpht_batch_stream_report(CphtBatchStream *st, const char *fn)
 {
 	const cpht_call_times *t = &st->times;
 
@@ -191,7 +191,7 @@ cpht_stream_report(Stream *st, const char *fn)
 
 typedef struct FopAggState
 {
-	Stream	   *stream;
+	CphtBatchStream *stream;
 	int			n;				/* keys collected, < stream->batch_keys */
 	uint64		inserted;
 	uint64	   *keys;			/* stream->batch_keys of them */
@@ -216,7 +216,7 @@ cpht_fop_agg_step(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("handle must not be null")));
 		state = MemoryContextAllocZero(aggcontext, sizeof(FopAggState));
-		state->stream = cpht_stream_begin(aggcontext, PG_GETARG_INT32(1), sizeof(uint64));
+		state->stream = cpht_batch_stream_begin(aggcontext, PG_GETARG_INT32(1), sizeof(uint64));
 		state->keys = MemoryContextAllocHuge(aggcontext, sizeof(uint64) * state->stream->batch_keys);
 	}
 	else
@@ -237,11 +237,11 @@ cpht_fop_agg_step(PG_FUNCTION_ARGS)
 	{
 		uint64		key = (uint64) PG_GETARG_INT64(2);
 
-		cpht_stream_check_key(key, state->stream->key_bits);
+		cpht_check_key(key, state->stream->key_bits);
 		state->keys[state->n++] = key;
 		if (state->n == state->stream->batch_keys)
 		{
-			state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
+			state->inserted += cpht_batch_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
 			state->n = 0;
 		}
 	}
@@ -258,10 +258,10 @@ fop_agg_flush(FopAggState *state)
 {
 	if (state->stream == NULL)
 		return;
-	state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
+	state->inserted += cpht_batch_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
 	state->n = 0;
-	state->inserted += cpht_stream_swap(state->stream, NULL, 0, NULL, NULL);
-	cpht_stream_report(state->stream, "cpht_fop_agg");
+	state->inserted += cpht_batch_stream_swap(state->stream, NULL, 0, NULL, NULL);
+	cpht_batch_stream_report(state->stream, "cpht_fop_agg");
 }
 
 PG_FUNCTION_INFO_V1(cpht_fop_agg_final);
