@@ -96,7 +96,7 @@ clock_report(const char *fn, const CallClock *c, int n, CphtTableRef *t)
 /* One batch call on a table by handle, from its arguments to its status. */
 typedef struct Batch
 {
-	CphtHandle *entry;
+	CphtHandleEntry *entry;
 	const uint64 *keys;
 	int			n;
 	CallClock	clock;
@@ -268,7 +268,7 @@ cpht_delete(PG_FUNCTION_ARGS)
 Datum
 cpht_count(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry = cpht_handles_use(PG_GETARG_INT32(0));
+	CphtHandleEntry *entry = cpht_handles_use(PG_GETARG_INT32(0));
 
 	PG_RETURN_INT64((int64) cpht_tableref_count(cpht_handle_table(entry)));
 }

@@ -59,7 +59,7 @@ reader_fetch(KeyReader *r)
 {
 	for (;;)
 	{
-		CphtHandle *h = cpht_handles_use(r->handle);
+		CphtHandleEntry *h = cpht_handles_use(r->handle);
 		CphtScanPiece piece;
 		uint64		before = r->position;
 
@@ -91,7 +91,7 @@ static KeyReader *
 reader_begin(MemoryContext cxt, int32 handle, CphtKeyFileHeader *header,
 			 uint64 caller_bytes_per_key)
 {
-	CphtHandle *h = cpht_handles_use(handle);
+	CphtHandleEntry *h = cpht_handles_use(handle);
 	KeyReader  *r = MemoryContextAllocZero(cxt, sizeof(KeyReader));
 	uint64		bytes;
 

@@ -44,7 +44,7 @@ PG_FUNCTION_INFO_V1(cpht_import_agg_final);
 static uint64
 put_batch(int32 handle, const uint64 *keys, size_t n)
 {
-	CphtHandle *h = cpht_handles_use(handle);
+	CphtHandleEntry *h = cpht_handles_use(handle);
 	uint64		inserted = 0;
 
 	if (n == 0)
@@ -305,7 +305,7 @@ cpht_import_agg_step(PG_FUNCTION_ARGS)
 				 errmsg("handle must not be null")));
 	if (PG_ARGISNULL(0))
 	{
-		CphtHandle *h = cpht_handles_use(PG_GETARG_INT32(1));
+		CphtHandleEntry *h = cpht_handles_use(PG_GETARG_INT32(1));
 
 		s = MemoryContextAllocZero(aggcontext, sizeof(ImportAggState));
 		s->handle = h->handle;

@@ -40,7 +40,7 @@ Datum
 cpht_info(PG_FUNCTION_ARGS)
 {
 	int32		handle = PG_GETARG_INT32(0);
-	CphtHandle *entry = cpht_handles_use(handle);
+	CphtHandleEntry *entry = cpht_handles_use(handle);
 	cpht_stats	stats;
 	cpht_status status;
 	StringInfoData buf;
@@ -185,7 +185,7 @@ Datum
 cpht_tables(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	CphtHandle *entry;
+	CphtHandleEntry *entry;
 	int32		after = 0;
 	Datum		values[TABLES_COLUMNS];
 	bool		nulls[TABLES_COLUMNS];

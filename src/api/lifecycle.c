@@ -180,7 +180,7 @@ cpht_create(PG_FUNCTION_ARGS)
 	cpht_params params;
 	cpht_status status;
 	CphtTableRef *table = NULL;
-	CphtHandle	entry;
+	CphtHandleEntry entry;
 	int32		handle;
 	char		errbuf[512];
 
@@ -240,7 +240,7 @@ cpht_drop_all(PG_FUNCTION_ARGS)
 {
 	int32		dropped = 0;
 	int32		after = 0;
-	CphtHandle *h;
+	CphtHandleEntry *h;
 
 	/* A cancel midway aborts the transaction, which undoes the drops. */
 	while ((h = cpht_handles_next(after)) != NULL)
@@ -258,7 +258,7 @@ PG_FUNCTION_INFO_V1(cpht_rebuild);
 Datum
 cpht_rebuild(PG_FUNCTION_ARGS)
 {
-	CphtHandle *h = cpht_handles_use(PG_GETARG_INT32(0));
+	CphtHandleEntry *h = cpht_handles_use(PG_GETARG_INT32(0));
 	uint64		removed;
 
 	CHECK_FOR_INTERRUPTS();

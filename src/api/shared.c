@@ -382,7 +382,7 @@ handle_arg(FunctionCallInfo fcinfo)
 
 /* A lost table has no memory left to free: dropping it frees its name. */
 static bool
-drop_lost(CphtHandle *h)
+drop_lost(CphtHandleEntry *h)
 {
 	CphtCatalogEntry *e;
 	bool		dropped = false;
@@ -421,7 +421,7 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 	char		name[NAMEDATALEN];
 
 	/* a handle this session did not open yet is looked up by its number */
-	CphtHandle *h = cpht_handles_use(handle);
+	CphtHandleEntry *h = cpht_handles_use(handle);
 	bool		lost;
 
 	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);

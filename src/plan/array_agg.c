@@ -512,7 +512,7 @@ fuse(FuncExpr *f, Fuse *w)
 	Node	   *handle;
 	Aggref	   *agg;
 	int32		value;
-	CphtHandle *h;
+	CphtHandleEntry *h;
 	Oid			fused;
 	TargetEntry *key;
 

@@ -152,7 +152,7 @@ plan_check_walker(Node *node, PlanCheck *check)
 	{
 		Aggref	   *agg = (Aggref *) node;
 		int32		handle;
-		CphtHandle *h;
+		CphtHandleEntry *h;
 
 		if (list_length(agg->args) < 1 ||
 			!cpht_plan_handle((Node *) ((TargetEntry *) linitial(agg->args))->expr,
@@ -292,7 +292,7 @@ leader_writes_walker(Node *node, LeaderWrites *w)
 	{
 		FuncExpr   *f = (FuncExpr *) node;
 		int32		handle;
-		CphtHandle *h;
+		CphtHandleEntry *h;
 
 		w->any = true;
 		if (list_length(f->args) < 1 ||
@@ -373,7 +373,7 @@ publish_shared_tables(void)
 	initStringInfo(&buf);
 	for (int i = 0; i < n; i++)
 	{
-		CphtHandle *h = cpht_handles_shared(handles[i]);
+		CphtHandleEntry *h = cpht_handles_shared(handles[i]);
 
 		if (h == NULL || h->shared_entry < 0)
 			continue;

@@ -138,7 +138,7 @@ new_keys_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *
 	int32		handle;
 	Datum		relid_d,
 				column_d;
-	CphtHandle *h;
+	CphtHandleEntry *h;
 	Relation	scanned;
 	int			workers = 0;
 	int			rls;

@@ -17,7 +17,7 @@
 
 /* entries[h - 1] is private handle h; entries are never removed, only
  * emptied. */
-static CphtHandle *entries = NULL;
+static CphtHandleEntry *entries = NULL;
 static int32 nentries = 0;
 static int32 maxentries = 0;
 static bool exit_callback_registered = false;
@@ -31,7 +31,7 @@ static uint64 live_bytes = 0;
 typedef struct SharedSlot
 {
 	int32		handle;			/* hash key */
-	CphtHandle	entry;
+	CphtHandleEntry entry;
 } SharedSlot;
 
 static HTAB *shared_slots = NULL;
@@ -67,23 +67,23 @@ cpht_handles_reserve(void)
 	{
 		maxentries = 16;
 		entries = MemoryContextAllocZero(TopMemoryContext,
-										 sizeof(CphtHandle) * maxentries);
+										 sizeof(CphtHandleEntry) * maxentries);
 	}
 	else
 	{
 		int32		newmax = Min(maxentries * 2, CPHT_SHARED_HANDLE_BASE - 1);
 
-		entries = repalloc_huge(entries, sizeof(CphtHandle) * (Size) newmax);
+		entries = repalloc_huge(entries, sizeof(CphtHandleEntry) * (Size) newmax);
 		memset(entries + maxentries, 0,
-			   sizeof(CphtHandle) * (Size) (newmax - maxentries));
+			   sizeof(CphtHandleEntry) * (Size) (newmax - maxentries));
 		maxentries = newmax;
 	}
 }
 
 int32
-cpht_handles_add(const CphtHandle *entry)
+cpht_handles_add(const CphtHandleEntry *entry)
 {
-	CphtHandle *slot;
+	CphtHandleEntry *slot;
 
 	Assert(nentries < maxentries);
 	slot = &entries[nentries++];
@@ -94,8 +94,8 @@ cpht_handles_add(const CphtHandle *entry)
 	return slot->handle;
 }
 
-CphtHandle *
-cpht_handles_add_shared(const CphtHandle *entry)
+CphtHandleEntry *
+cpht_handles_add_shared(const CphtHandleEntry *entry)
 {
 	SharedSlot *slot;
 	bool		found;
@@ -133,7 +133,7 @@ not_in_parallel_worker(int32 handle)
 			 errhint("Mark functions that use cpht tables PARALLEL RESTRICTED or PARALLEL UNSAFE.")));
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_handles_get(int32 handle)
 {
 	if (cpht_handle_is_shared(handle))
@@ -167,10 +167,10 @@ cpht_handles_get(int32 handle)
 	return &entries[handle - 1];
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_handles_use(int32 handle)
 {
-	CphtHandle *h;
+	CphtHandleEntry *h;
 
 	if (!cpht_handle_is_shared(handle))
 		return cpht_handles_get(handle);
@@ -182,7 +182,7 @@ cpht_handles_use(int32 handle)
 	return cpht_shared_resolve(handle, false);
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_handles_shared(int32 handle)
 {
 	SharedSlot *slot;
@@ -193,7 +193,7 @@ cpht_handles_shared(int32 handle)
 	return slot ? &slot->entry : NULL;
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_handles_next(int32 after)
 {
 	int32		h;
@@ -206,7 +206,7 @@ cpht_handles_next(int32 after)
 	return NULL;
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_handles_entry(int32 handle)
 {
 	if (handle < 1 || handle > nentries)
@@ -221,7 +221,7 @@ cpht_handles_total_bytes(void)
 }
 
 void
-cpht_handles_set_table(CphtHandle *entry, CphtTableRef *table)
+cpht_handles_set_table(CphtHandleEntry *entry, CphtTableRef *table)
 {
 	if (entry->table != NULL)
 		live_bytes -= entry->bytes;
@@ -233,7 +233,7 @@ cpht_handles_set_table(CphtHandle *entry, CphtTableRef *table)
 void
 cpht_handles_drop(int32 handle)
 {
-	CphtHandle *entry = cpht_handles_get(handle);
+	CphtHandleEntry *entry = cpht_handles_get(handle);
 	CphtTableRef *table = entry->table;
 
 	/* Forget the table first: should destroy ever fail to return, the

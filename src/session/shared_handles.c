@@ -96,11 +96,11 @@ restarted_error(int32 handle, const char *durable_name)
  * The handle is the table's id in the shared range (session.h), the same
  * number in every session.
  */
-CphtHandle *
+CphtHandleEntry *
 cpht_shared_register(int32 entry, const CphtCatalogEntry *e)
 {
-	CphtHandle	h;
-	CphtHandle *registered;
+	CphtHandleEntry h;
+	CphtHandleEntry *registered;
 
 	if (e->table_id == 0 || e->table_id > CPHT_MAX_SHARED_TABLE_ID)
 		ereport(ERROR,
@@ -168,7 +168,7 @@ cpht_shared_lost_error(const CphtCatalogEntry *e)
 CphtSharedRef
 cpht_shared_ref(int32 handle, char *name, Oid *owner)
 {
-	CphtHandle *h = cpht_handles_use(handle);
+	CphtHandleEntry *h = cpht_handles_use(handle);
 	CphtCatalogEntry copy;
 	CphtSharedRef ref;
 
@@ -257,7 +257,7 @@ cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id)
  * never reused while the server runs).  The table must be of this
  * database and usable by the current role, as for cpht_open.
  */
-CphtHandle *
+CphtHandleEntry *
 cpht_shared_resolve(int32 handle, bool missing_ok)
 {
 	uint64		table_id = (uint64) (handle - CPHT_SHARED_HANDLE_BASE);
@@ -346,10 +346,10 @@ cpht_shared_name(int32 handle, char *name)
 	return found && has_privs_of_role(GetUserId(), owner);
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_shared_lookup(int32 handle)
 {
-	CphtHandle *h = cpht_handles_shared(handle);
+	CphtHandleEntry *h = cpht_handles_shared(handle);
 
 	if (h == NULL && cpht_handle_is_shared(handle) && !IsParallelWorker())
 		h = cpht_shared_resolve(handle, true);

@@ -145,7 +145,7 @@ txn_touch(int32 handle)
 }
 
 void
-cpht_txn_before_write(CphtHandle *h)
+cpht_txn_before_write(CphtHandleEntry *h)
 {
 	SubTransactionId cur = GetCurrentSubTransactionId();
 	TxnTable   *e;
@@ -171,7 +171,7 @@ cpht_txn_before_write(CphtHandle *h)
 }
 
 void
-cpht_txn_created(CphtHandle *h)
+cpht_txn_created(CphtHandleEntry *h)
 {
 	txn_touch(h->handle)->created = GetCurrentSubTransactionId();
 }
@@ -179,7 +179,7 @@ cpht_txn_created(CphtHandle *h)
 void
 cpht_txn_drop(int32 handle)
 {
-	CphtHandle *h = cpht_handles_get(handle);
+	CphtHandleEntry *h = cpht_handles_get(handle);
 	TxnTable   *e = txn_touch(handle);
 
 	e->dropped = GetCurrentSubTransactionId();
@@ -198,7 +198,7 @@ cpht_txn_pending_drop_bytes(void)
 static void
 undo_drop(TxnTable *e)
 {
-	CphtHandle *h = cpht_handles_entry(e->handle);
+	CphtHandleEntry *h = cpht_handles_entry(e->handle);
 
 	if (e->dropped_table == NULL)
 		return;
@@ -216,7 +216,7 @@ undo_drop(TxnTable *e)
 static void
 destroy_entry_table(TxnTable *e)
 {
-	CphtHandle *h = cpht_handles_entry(e->handle);
+	CphtHandleEntry *h = cpht_handles_entry(e->handle);
 	CphtTableRef *t = e->dropped_table ? e->dropped_table : h ? h->table : NULL;
 
 	if (h && e->dropped_table)
@@ -231,7 +231,7 @@ destroy_entry_table(TxnTable *e)
 static CphtTableRef *
 entry_table(TxnTable *e)
 {
-	CphtHandle *h = cpht_handles_entry(e->handle);
+	CphtHandleEntry *h = cpht_handles_entry(e->handle);
 
 	return e->dropped_table ? e->dropped_table : h ? h->table : NULL;
 }
@@ -267,7 +267,7 @@ abort_sub_entry(TxnTable *e, SubTransactionId mySubid)
 		undo_drop(e);
 	if (e->created == mySubid)
 	{
-		CphtHandle *h = cpht_handles_entry(e->handle);
+		CphtHandleEntry *h = cpht_handles_entry(e->handle);
 
 		if (h)
 			h->rolled_back = true;
@@ -390,7 +390,7 @@ at_xact_event(XactEvent event, void *arg)
 				undo_drop(e);
 				if (e->created != InvalidSubTransactionId)
 				{
-					CphtHandle *h = cpht_handles_entry(e->handle);
+					CphtHandleEntry *h = cpht_handles_entry(e->handle);
 
 					if (h)
 						h->rolled_back = true;

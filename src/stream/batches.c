@@ -73,7 +73,7 @@ CphtBatchStream *
 cpht_batch_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 {
 	CphtBatchStream *st = MemoryContextAllocZero(cxt, sizeof(CphtBatchStream));
-	CphtHandle *h;
+	CphtHandleEntry *h;
 	uint64		bytes;
 
 	/* a parallel worker reaches the leader's shared table by its handle */
@@ -133,7 +133,7 @@ cpht_batch_stream_totals(CphtBatchStreamTotals *out)
 uint64
 cpht_batch_stream_swap(CphtBatchStream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
 {
-	CphtHandle *h;
+	CphtHandleEntry *h;
 	uint64		inserted = 0;
 	const uint8 *done;
 	size_t		got;

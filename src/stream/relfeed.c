@@ -140,7 +140,7 @@ cpht_feed_leader_sink(LeaderSink *ls, RelFeed *f)
 void
 cpht_feed_prepare_writes(int32 handle)
 {
-	CphtHandle *h = cpht_handles_use(handle);
+	CphtHandleEntry *h = cpht_handles_use(handle);
 
 	if (!h->shared || !cpht_shared_ref(handle, NULL, NULL).transactional ||
 		RecoveryInProgress())
