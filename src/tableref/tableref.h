@@ -11,7 +11,7 @@
  * A shared table (session/shared_handles.c) is reached through the same operations:
  * its calls check the role's privileges and raise their own errors, as
  * shared tables always did, so its operations return only CPHT_OK.
- * A worker table is lost when the worker that holds it exits; using it
+ * A table in the worker is lost when the worker that holds it exits; using it
  * then fails with 58000 naming it, and dropping it only forgets it.
  */
 #ifndef CPHT_TABLEREF_H
@@ -116,7 +116,7 @@ extern void cpht_tableref_truncate_log(CphtTableRef *t, uint64 position);
 
 /*
  * Streams of find-or-put batches (cpht_stream_* of cpht_table.h).  A
- * worker table runs each batch when it is started and hands its statuses
+ * table in the worker runs each batch when it is started and hands its statuses
  * out at the next finish.
  */
 typedef struct CphtTableRefStream CphtTableRefStream;

@@ -45,7 +45,7 @@ struct CphtTableRefStream
 {
 	CphtTableRef *table;
 	cpht_stream *local;			/* a table in this backend */
-	/* a worker table: the batch ran at start, its statuses wait here */
+	/* a table in the worker: the batch ran at start, its statuses wait here */
 	uint8	   *status[2];
 	size_t		cap[2];
 	int			ready;			/* buffer of the batch not handed out */

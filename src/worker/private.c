@@ -16,9 +16,9 @@
  * undo log or transfer buffers.  During a request on a private table it
  * weighs the growth against what the backend's cpht.max_memory leaves
  * (the request's memory_budget) and answers the net bytes taken or given
- * back in the reply, so the backend counts its worker tables' undo logs as
- * its own.  A write on a shared table runs under a budget too, set by
- * quota.c from its owner's cap and cpht.max_shared_memory
+ * back in the reply, so the backend counts the undo logs of its tables
+ * held here as its own.  A write on a shared table runs under a budget
+ * too, set by quota.c from its owner's cap and cpht.max_shared_memory
  * (cpht_worker_budget_on); its bytes count against no session.
  */
 #include "postgres.h"
