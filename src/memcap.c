@@ -2,8 +2,9 @@
  * memcap.c — cpht.max_memory: what one session may hold, and making sure a
  * cap a superuser set is the one in force.
  *
- * Counting.  Tables are counted by the slot memory they were created with
- * (session/handles.c, and session/txn.c for tables whose drop has not committed yet); what
+ * Counting.  Tables are counted by the slot memory they were created with,
+ * which session/handles.c (live tables) and session/txn.c (tables whose
+ * drop has not committed yet) add and take away here as they change; what
  * a table grows by, and both layouts while it grows, the kernels count
  * through memory_hook() like their undo logs.  The batch buffers
  * of the streaming functions and the rows cpht_fop_rows holds per batch are
@@ -50,11 +51,15 @@
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 
+#include "cpht_table.h"
 #include "guc.h"
-#include "session/session.h"
 #include "memcap.h"
 
 #define MAX_MEMORY_NAME "cpht.max_memory"
+
+/* Slot memory of the session's tables, live or dropped by the open
+ * transaction (cpht_memory_tables_changed). */
+static uint64 tables_held = 0;
 
 /* Bytes reserved by cpht_memory_reserve() and not released yet. */
 static uint64 buffers_held = 0;
@@ -209,14 +214,23 @@ cpht_memory_sync(void)
 {
 	/* Only a cap compares against it. */
 	pg_atomic_write_u64(&other_held, cpht_max_memory_kb > 0 ?
-						cpht_handles_total_bytes() + cpht_txn_pending_drop_bytes() + buffers_held : 0);
+						tables_held + buffers_held : 0);
+}
+
+void
+cpht_memory_tables_changed(int64 delta)
+{
+	Assert(delta >= 0 || (uint64) -delta <= tables_held);
+	if (delta >= 0)
+		tables_held += (uint64) delta;
+	else
+		tables_held -= Min((uint64) -delta, tables_held);
 }
 
 uint64
 cpht_memory_held(void)
 {
-	return cpht_handles_total_bytes() + cpht_txn_pending_drop_bytes() + buffers_held +
-		pg_atomic_read_u64(&kernel_held);
+	return tables_held + buffers_held + pg_atomic_read_u64(&kernel_held);
 }
 
 void

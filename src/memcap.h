@@ -24,6 +24,14 @@ extern void cpht_memory_init(void);
  * kernels count themselves. */
 extern void cpht_memory_sync(void);
 
+/*
+ * The slot memory of the session's tables changed by delta bytes: a table
+ * created, dropped, or dropped by the open transaction and then freed or
+ * brought back.  session/handles.c and session/txn.c tell every change as
+ * it happens, so that the cap reads one number and needs nothing of them.
+ */
+extern void cpht_memory_tables_changed(int64 delta);
+
 /* Bytes the session holds: tables (those dropped by the open transaction
  * included), reserved buffers and undo logs. */
 extern uint64 cpht_memory_held(void);

@@ -13,6 +13,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "memcap.h"
 #include "session/session.h"
 
 /* entries[h - 1] is private handle h; entries are never removed, only
@@ -21,10 +22,6 @@ static CphtHandleEntry *entries = NULL;
 static int32 nentries = 0;
 static int32 maxentries = 0;
 static bool exit_callback_registered = false;
-
-/* Slot memory of the live tables (entries whose table is set), kept as
- * tables come and go so that checking the memory cap costs nothing. */
-static uint64 live_bytes = 0;
 
 /* Shared tables this session registered, by handle: their numbers are
  * sparse (table ids), and an entry never moves once made. */
@@ -90,7 +87,7 @@ cpht_handles_add(const CphtHandleEntry *entry)
 	*slot = *entry;
 	slot->handle = nentries;
 	if (slot->table != NULL)
-		live_bytes += slot->bytes;
+		cpht_memory_tables_changed((int64) slot->bytes);
 	return slot->handle;
 }
 
@@ -214,20 +211,16 @@ cpht_handles_entry(int32 handle)
 	return &entries[handle - 1];
 }
 
-uint64
-cpht_handles_total_bytes(void)
-{
-	return live_bytes;
-}
-
 void
 cpht_handles_set_table(CphtHandleEntry *entry, CphtTableRef *table)
 {
+	/* the slot memory of live tables (entries whose table is set) counts
+	 * against cpht.max_memory */
 	if (entry->table != NULL)
-		live_bytes -= entry->bytes;
+		cpht_memory_tables_changed(-(int64) entry->bytes);
 	entry->table = table;
 	if (table != NULL)
-		live_bytes += entry->bytes;
+		cpht_memory_tables_changed((int64) entry->bytes);
 }
 
 void

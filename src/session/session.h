@@ -112,11 +112,9 @@ extern CphtHandleEntry *cpht_handles_next(int32 after);
  * txn.c, which takes tables out of and back into entries. */
 extern CphtHandleEntry *cpht_handles_entry(int32 handle);
 
-/* Bytes of slot memory all live tables of the session hold. */
-extern uint64 cpht_handles_total_bytes(void);
-
-/* Points an entry at its table, or at none (NULL), keeping the total of
- * cpht_handles_total_bytes(); every change of entry->table goes through it. */
+/* Points an entry at its table, or at none (NULL), telling the memory cap
+ * (memcap.h) of the slot memory that came or went; every change of
+ * entry->table goes through it. */
 extern void cpht_handles_set_table(CphtHandleEntry *entry, CphtTableRef *table);
 
 extern void cpht_handles_drop(int32 handle);
@@ -141,9 +139,6 @@ extern void cpht_txn_created(CphtHandleEntry *h);
 /* Drops a table transactionally: the handle is gone at once, the memory is
  * freed at commit, and an abort brings the table back. */
 extern void cpht_txn_drop(int32 handle);
-
-/* Bytes of tables dropped by the current transaction, not yet freed. */
-extern uint64 cpht_txn_pending_drop_bytes(void);
 
 /*
  * shared_handles.c: this session's handles of shared tables, and what

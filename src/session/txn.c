@@ -32,6 +32,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "memcap.h"
 #include "session/session.h"
 
 typedef struct Savepoint
@@ -66,7 +67,16 @@ static MemoryContext txn_cxt = NULL;
 static HTAB *touched = NULL;
 static Touch **levels = NULL;	/* levels[l]: nesting level l (1 = top) */
 static int	nlevels = 0;
+/* Slot memory of tables dropped by the transaction and not freed yet: it
+ * still counts against cpht.max_memory (memcap.c), as it did live. */
 static uint64 pending_drop_bytes = 0;
+
+static void
+pending_drop_add(int64 delta)
+{
+	pending_drop_bytes += (uint64) delta;	/* modulo 2^64: a negative delta subtracts */
+	cpht_memory_tables_changed(delta);
+}
 
 /* Lists up to nesting level l exist. */
 static void
@@ -184,14 +194,8 @@ cpht_txn_drop(int32 handle)
 
 	e->dropped = GetCurrentSubTransactionId();
 	e->dropped_table = h->table;
-	pending_drop_bytes += h->bytes;
+	pending_drop_add((int64) h->bytes);
 	cpht_handles_set_table(h, NULL);	/* the handle is gone from now on */
-}
-
-uint64
-cpht_txn_pending_drop_bytes(void)
-{
-	return pending_drop_bytes;
 }
 
 /* A pending drop is undone: the handle works again. */
@@ -204,7 +208,7 @@ undo_drop(TxnTable *e)
 		return;
 	if (h)
 	{
-		pending_drop_bytes -= h->bytes;
+		pending_drop_add(-(int64) h->bytes);
 		cpht_handles_set_table(h, e->dropped_table);
 	}
 	e->dropped_table = NULL;
@@ -220,7 +224,7 @@ destroy_entry_table(TxnTable *e)
 	CphtTableRef *t = e->dropped_table ? e->dropped_table : h ? h->table : NULL;
 
 	if (h && e->dropped_table)
-		pending_drop_bytes -= h->bytes;
+		pending_drop_add(-(int64) h->bytes);
 	else if (h)
 		cpht_handles_set_table(h, NULL);
 	e->dropped_table = NULL;
@@ -348,7 +352,7 @@ txn_reset(void)
 	touched = NULL;
 	levels = NULL;
 	nlevels = 0;
-	pending_drop_bytes = 0;
+	pending_drop_add(-(int64) pending_drop_bytes);
 	if (txn_cxt)
 		MemoryContextReset(txn_cxt);
 }
