@@ -1,14 +1,12 @@
 /*
  * stream/stream.h — the door of stream/: keys into a table in batches.
- * batches.c holds the stream of batches and the cpht_fop_agg aggregate;
- * a relation's key column is fed into a stream by relfeed.c (the feed),
- * relation.c (which relation, column and route), heap_feed.c (our own
- * parallel heap scan) and query_feed.c (a query); progress.c reports long
- * calls.  For api/ and plan/.
- *
- * batches.c: find-or-put over streams of rows instead of one array: the
- * cpht_fop_agg aggregate (batches.c) and the cpht_fop_rows set-returning
- * function (api/fop_rows.c), and the stream of batches both send.
+ * batches.c holds the stream of batches (CphtBatchStream); the aggregates
+ * cpht_fop_agg (fop_agg.c) and cpht_fop_new_agg (fop_new_agg.c) send their
+ * keys through one, and so does the cpht_fop_rows set-returning function
+ * (api/fop_rows.c); a relation's key column is fed into a stream by
+ * relfeed.c (the feed), relation.c (which relation, column and route),
+ * heap_feed.c (our own parallel heap scan) and query_feed.c (a query);
+ * progress.c reports long calls.  For api/ and plan/.
  */
 #ifndef CPHT_STREAM_H
 #define CPHT_STREAM_H
@@ -86,7 +84,7 @@ extern void cpht_batch_stream_report(CphtBatchStream *st, const char *fn);
 /* Rejects a key outside the table's key_bits, as the array functions do. */
 extern void cpht_check_key(uint64 key, int key_bits);
 
-/* The transition function of the cpht_fop_agg aggregate (batches.c): the
+/* The transition function of the cpht_fop_agg aggregate (fop_agg.c): the
  * planner hook (plan/hooks.c) recognises the aggregate by it. */
 extern PGDLLEXPORT Datum cpht_fop_agg_step(PG_FUNCTION_ARGS);
 /* fop_new_agg.c: the step of cpht_fop_new_agg, which the planner hooks
