@@ -60,6 +60,7 @@
 #include "utils/syscache.h"
 
 #include "plan/plan.h"
+#include "plan/plan_util.h"
 #include "session/session.h"
 
 /* The array functions whose keys argument is rewritten, by C symbol. */

@@ -32,6 +32,7 @@
 
 #include "api/api.h"
 #include "plan/plan.h"
+#include "plan/plan_util.h"
 #include "stream/stream.h"
 
 #define NODE_NAME "cpht call"

@@ -36,6 +36,7 @@
 
 #include "api/api.h"
 #include "plan/plan.h"
+#include "plan/plan_util.h"
 #include "plan/new_keys.h"
 #include "session/session.h"
 #include "stream/stream.h"
