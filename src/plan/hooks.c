@@ -107,7 +107,7 @@ plan_check_walker(Node *node, PlanCheck *check)
 		if (list_length(agg->args) < 1 ||
 			!cpht_plan_handle((Node *) ((TargetEntry *) linitial(agg->args))->expr,
 							  check->params, &handle) ||
-			(h = cpht_shared_lookup(handle)) == NULL || h->shared_entry < 0)
+			(h = cpht_shared_lookup(handle)) == NULL || cpht_tableref_shared_entry(h->shared_tableref) < 0)
 		{
 			check->refuse = true;
 			return true;
@@ -325,10 +325,11 @@ publish_shared_tables(void)
 	{
 		CphtHandleEntry *h = cpht_handles_shared(handles[i]);
 
-		if (h == NULL || h->shared_entry < 0)
+		if (h == NULL || cpht_tableref_shared_entry(h->shared_tableref) < 0)
 			continue;
 		appendStringInfo(&buf, "%s%d:%d:" UINT64_FORMAT, buf.len > 0 ? "," : "",
-						 h->handle, h->shared_entry, h->shared_table_id);
+						 h->handle, cpht_tableref_shared_entry(h->shared_tableref),
+						 cpht_tableref_shared_table_id(h->shared_tableref));
 		transactional |= h->transactional;
 	}
 	(void) set_config_option(CPHT_LEADER_SETTING, buf.data, PGC_SUSET, PGC_S_SESSION,

@@ -56,12 +56,10 @@ typedef struct CphtHandleEntry
 	/* A shared table lives in the cpht worker (shared_handles.c), table is
 	 * NULL: */
 	bool		shared;
-	int32		shared_entry;	/* its catalog index, -1 once dropped here */
-	uint64		shared_table_id;
-	uint64		shared_generation;	/* the cpht worker's generation when
-									 * opened (protocol.h) */
-	CphtTableRef *shared_tableref;	/* its reference, whose operations check
-									 * this handle (tableref/tableref.h) */
+	CphtTableRef *shared_tableref;	/* its reference: which table, checked
+									 * before each operation
+									 * (cpht_tableref_shared_entry and
+									 * _table_id, tableref/tableref.h) */
 } CphtHandleEntry;
 
 /* Makes room for one more table; call before creating it, so that
@@ -152,23 +150,13 @@ extern void cpht_txn_drop(int32 handle);
  */
 extern CphtHandleEntry *cpht_shared_register(int32 entry, const CphtCatalogEntry *e);
 
-/* ERROR 42501 unless the current role has the privileges of owner. */
-extern void cpht_shared_check_privileges(const char *name, Oid owner);
-
-/* ERROR 58000: the table of e was lost with a cpht worker that exited. */
-extern void cpht_shared_lost_error(const CphtCatalogEntry *e);
-
 /*
- * The shared table of a handle, usable by the current role: ERROR 42704
- * when it was dropped, 58000 when it was lost, 42501 when the role may not
- * use it.  *name and *owner (when not NULL) get its name and owner.
+ * The shared table of a handle, usable by the current role
+ * (cpht_tableref_shared_check of its reference): ERROR 42704 when it was
+ * dropped, 58000 when it was lost, 42501 when the role may not use it.
+ * *name and *owner (when not NULL) get its name and owner.
  */
 extern CphtSharedRef cpht_shared_ref(int32 handle, char *name, Oid *owner);
-
-/* A batch call on a shared table's handle (cpht_remote_call after the
- * checks of cpht_shared_ref). */
-extern uint64 cpht_shared_call(int32 handle, CphtCall call, const uint64 *keys,
-							   uint64 n, uint8 *status);
 
 /*
  * The entry of shared handle `handle`, which this session has not

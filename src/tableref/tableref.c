@@ -120,16 +120,6 @@ cpht_tableref_set_handle(CphtTableRef *t, int32 handle)
 	t->handle = handle;
 }
 
-CphtTableRef *
-cpht_tableref_shared(int32 handle)
-{
-	CphtTableRef *t = MemoryContextAllocZero(TopMemoryContext, sizeof(CphtTableRef));
-
-	t->ops = &cpht_shared_routine;
-	t->handle = handle;
-	return t;
-}
-
 void
 cpht_tableref_destroy(CphtTableRef *t)
 {

@@ -8,9 +8,10 @@
  *
  * A table lives in the worker when cpht is preloaded and it goes to the
  * GPU (only the worker initialises CUDA), or when cpht.placement = worker.
- * A shared table (session/shared_handles.c) is reached through the same operations:
- * its calls check the role's privileges and raise their own errors, as
- * shared tables always did, so its operations return only CPHT_OK.
+ * A shared table (shared_table.c) is reached through the same operations:
+ * its calls check the reference against the shared catalog and the role's
+ * privileges and raise their own errors, as shared tables always did, so
+ * its operations return only CPHT_OK.
  * A table in the worker is lost when the worker that holds it exits; using it
  * then fails with 58000 naming it, and dropping it only forgets it.
  */
@@ -18,6 +19,7 @@
 #define CPHT_TABLEREF_H
 
 #include "cpht_table.h"
+#include "client/client.h"
 #include "guc.h"
 
 /*
@@ -59,8 +61,40 @@ extern cpht_status cpht_tableref_create(const cpht_params *params, bool in_worke
 /* Names the table in errors (its handle, once it has one). */
 extern void cpht_tableref_set_handle(CphtTableRef *t, int32 handle);
 
-/* The table of a shared table's handle (allocated once per handle). */
-extern CphtTableRef *cpht_tableref_shared(int32 handle);
+/*
+ * Shared tables (shared_table.c).  The reference of the shared table at
+ * catalog index entry with this table id, for handle (allocated once per
+ * handle, by session/shared_handles.c); it keeps the cpht worker it was
+ * opened under, so that a table a later worker restored under a new id is
+ * not reached through it.
+ */
+extern CphtTableRef *cpht_tableref_shared(int32 handle, int32 entry, uint64 table_id);
+
+/* Its catalog index (-1 once this session dropped the table) and table id. */
+extern int32 cpht_tableref_shared_entry(const CphtTableRef *t);
+extern uint64 cpht_tableref_shared_table_id(const CphtTableRef *t);
+
+/* This session dropped the table: the reference reaches nothing any more. */
+extern void cpht_tableref_shared_forget(CphtTableRef *t);
+
+/*
+ * The shared table of a reference, usable by the current role: ERROR 42704
+ * when it was dropped, 58000 when it was lost or opened before the cpht
+ * worker restarted, 42501 when the role may not use it.  *name and *owner
+ * (when not NULL) get its name and owner.  Every operation on a shared
+ * table checks this first.
+ */
+extern CphtSharedRef cpht_tableref_shared_check(CphtTableRef *t, char *name, Oid *owner);
+
+/* ERROR 42501 unless the current role has the privileges of owner. */
+extern void cpht_shared_check_privileges(const char *name, Oid owner);
+
+/* ERROR 58000: the table of e was lost with a cpht worker that exited. */
+extern void cpht_shared_lost_error(const CphtCatalogEntry *e);
+
+/* ERROR 58000 for handle, opened before the cpht worker restarted;
+ * durable_name names the durable table when it is known. */
+extern void cpht_shared_restarted_error(int32 handle, const char *durable_name) pg_attribute_noreturn();
 
 /* Frees the table; never raises (it runs in transaction callbacks and at
  * exit): a worker that cannot be asked frees it when the backend leaves. */

@@ -10,7 +10,7 @@
  *   worker_private.c  a private table held by the cpht worker: requests on
  *                     this backend's slot
  *   shared_table.c    a shared table (held by the cpht worker): calls
- *                     checked and raised by session/shared_handles.c
+ *                     checked against the shared catalog first
  *
  * call_stream.c is the stream of a table in the worker (both placements
  * there): each batch runs as one call when it is started.
@@ -37,6 +37,11 @@ struct CphtTableRef
 								 * against cpht.max_memory */
 	uint64		slot_bytes;		/* its slot memory as of the last reply */
 	int32		handle;			/* 0 until registered */
+	/* a shared table (shared_table.c): */
+	int32		shared_entry;	/* its catalog index, -1 once dropped here */
+	uint64		shared_table_id;
+	uint64		shared_generation;	/* the cpht worker's generation when
+									 * opened (protocol.h) */
 	char		error[CPHT_TEXT_LEN];	/* message of the last failed call */
 	cpht_call_times times;
 };
