@@ -2,8 +2,8 @@
  * session/session.h — the door of session/: the tables this session has
  * open, by handle.  handles.c keeps the registry, txn.c makes private
  * tables transactional, shared_handles.c keeps this session's handles of
- * shared tables.  For api/, plan/ and stream/ (and the memory cap); below
- * it, tableref/ reaches tables wherever they live.
+ * shared tables.  For api/, plan/ and stream/; below it, tableref/ reaches
+ * tables wherever they live.
  *
  * handles.c: the session's registry of tables.
  *
