@@ -2,8 +2,9 @@
  * memcap.c — cpht.max_memory: what one session may hold, and making sure a
  * cap a superuser set is the one in force.
  *
- * Counting.  Tables are counted by the slot memory they were created with
- * (session/handles.c, and session/txn.c for tables whose drop has not committed yet); what
+ * Counting.  Tables are counted by the slot memory they were created with,
+ * which session/handles.c (live tables) and session/txn.c (tables whose
+ * drop has not committed yet) add and take away here as they change; what
  * a table grows by, and both layouts while it grows, the kernels count
  * through memory_hook() like their undo logs.  The batch buffers
  * of the streaming functions and the rows cpht_fop_rows holds per batch are
@@ -50,17 +51,21 @@
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 
+#include "cpht_table.h"
 #include "guc.h"
-#include "session/session.h"
 #include "memcap.h"
 
 #define MAX_MEMORY_NAME "cpht.max_memory"
+
+/* Slot memory of the session's tables, live or dropped by the open
+ * transaction (cpht_memory_tables_changed). */
+static uint64 tables_held = 0;
 
 /* Bytes reserved by cpht_memory_reserve() and not released yet. */
 static uint64 buffers_held = 0;
 
 /* Undo log bytes the kernels hold (changed from any thread). */
-static pg_atomic_uint64 kernel_held;
+static CphtMemCounter kernel_held;
 
 /* Everything else, as of the last cpht_memory_sync(), for memory_hook. */
 static pg_atomic_uint64 other_held;
@@ -172,34 +177,56 @@ cpht_memory_settle(void)
 	table_close(rel, AccessShareLock);
 }
 
+void
+cpht_memcounter_init(CphtMemCounter *c)
+{
+	pg_atomic_init_u64(&c->count, 0);
+}
+
+int64
+cpht_memcounter_read(CphtMemCounter *c)
+{
+	return (int64) pg_atomic_read_u64(&c->count);
+}
+
+bool
+cpht_memcounter_add(CphtMemCounter *c, int64 delta, int64 limit)
+{
+	uint64		old;
+
+	if (delta <= 0)
+	{
+		pg_atomic_fetch_add_u64(&c->count, delta);
+		return true;
+	}
+	old = pg_atomic_read_u64(&c->count);
+	for (;;)
+	{
+		/* counts are bytes, far from overflowing an int64 */
+		if (limit != PG_INT64_MAX && (int64) old + delta > limit)
+			return false;
+		if (pg_atomic_compare_exchange_u64(&c->count, &old, old + (uint64) delta))
+			return true;
+	}
+}
+
 /* The kernels' question: may they take delta more bytes?  Only atomics
  * and a plain read of the setting: it may run on a helper thread. */
 static int
 memory_hook(int64_t delta)
 {
-	uint64		old;
 	int			cap_kb = cpht_max_memory_kb;
+	int64		limit = PG_INT64_MAX;
 
-	if (delta <= 0)
-	{
-		pg_atomic_fetch_sub_u64(&kernel_held, (uint64) -delta);
-		return 1;
-	}
-	old = pg_atomic_read_u64(&kernel_held);
-	for (;;)
-	{
-		if (cap_kb > 0 &&
-			old + (uint64) delta + pg_atomic_read_u64(&other_held) > (uint64) cap_kb * 1024)
-			return 0;
-		if (pg_atomic_compare_exchange_u64(&kernel_held, &old, old + (uint64) delta))
-			return 1;
-	}
+	if (cap_kb > 0)
+		limit = (int64) cap_kb * 1024 - (int64) pg_atomic_read_u64(&other_held);
+	return cpht_memcounter_add(&kernel_held, delta, limit) ? 1 : 0;
 }
 
 void
 cpht_memory_init(void)
 {
-	pg_atomic_init_u64(&kernel_held, 0);
+	cpht_memcounter_init(&kernel_held);
 	pg_atomic_init_u64(&other_held, 0);
 	cpht_set_memory_hook(memory_hook);
 }
@@ -209,14 +236,23 @@ cpht_memory_sync(void)
 {
 	/* Only a cap compares against it. */
 	pg_atomic_write_u64(&other_held, cpht_max_memory_kb > 0 ?
-						cpht_handles_total_bytes() + cpht_txn_pending_drop_bytes() + buffers_held : 0);
+						tables_held + buffers_held : 0);
+}
+
+void
+cpht_memory_tables_changed(int64 delta)
+{
+	Assert(delta >= 0 || (uint64) -delta <= tables_held);
+	if (delta >= 0)
+		tables_held += (uint64) delta;
+	else
+		tables_held -= Min((uint64) -delta, tables_held);
 }
 
 uint64
 cpht_memory_held(void)
 {
-	return cpht_handles_total_bytes() + cpht_txn_pending_drop_bytes() + buffers_held +
-		pg_atomic_read_u64(&kernel_held);
+	return tables_held + buffers_held + (uint64) Max(cpht_memcounter_read(&kernel_held), 0);
 }
 
 void
@@ -291,10 +327,9 @@ cpht_reserved_sub(CphtReserved *r, uint64 bytes)
 void
 cpht_memory_worker_delta(int64 delta)
 {
-	if (delta >= 0)
-		pg_atomic_fetch_add_u64(&kernel_held, (uint64) delta);
-	else
-		pg_atomic_fetch_sub_u64(&kernel_held, Min((uint64) -delta, pg_atomic_read_u64(&kernel_held)));
+	/* never below nothing held, whatever the worker reports */
+	(void) cpht_memcounter_add(&kernel_held, Max(delta, -Max(cpht_memcounter_read(&kernel_held), 0)),
+							   PG_INT64_MAX);
 }
 
 uint64

@@ -1,9 +1,29 @@
 /*
  * memcap.h — cpht.max_memory: counting what a session holds and keeping the
- * cap a superuser set.
+ * cap a superuser set; and the counter of bytes taken against a limit that
+ * both this cap and the cpht worker's memory budgets (worker/private.c)
+ * answer the kernels' memory hook with.
  */
 #ifndef CPHT_MEMCAP_H
 #define CPHT_MEMCAP_H
+
+#include "port/atomics.h"
+
+/*
+ * Bytes taken against a limit, from any thread (the kernels' memory hook
+ * runs on a stream's helper threads): a signed count, so that a budget may
+ * get back more than it took.  cpht_memcounter_add adds delta: always when
+ * delta <= 0, and a positive delta only if the count stays at or below
+ * limit (PG_INT64_MAX: no limit); false, with nothing added, otherwise.
+ */
+typedef struct CphtMemCounter
+{
+	pg_atomic_uint64 count;		/* an int64, in two's complement */
+} CphtMemCounter;
+
+extern void cpht_memcounter_init(CphtMemCounter *c);
+extern int64 cpht_memcounter_read(CphtMemCounter *c);
+extern bool cpht_memcounter_add(CphtMemCounter *c, int64 delta, int64 limit);
 
 /*
  * Once per session, inside a transaction: applies cpht.max_memory again
@@ -23,6 +43,14 @@ extern void cpht_memory_init(void);
  * the kernels' memory hook see what the session holds besides what the
  * kernels count themselves. */
 extern void cpht_memory_sync(void);
+
+/*
+ * The slot memory of the session's tables changed by delta bytes: a table
+ * created, dropped, or dropped by the open transaction and then freed or
+ * brought back.  session/handles.c and session/txn.c tell every change as
+ * it happens, so that the cap reads one number and needs nothing of them.
+ */
+extern void cpht_memory_tables_changed(int64 delta);
 
 /* Bytes the session holds: tables (those dropped by the open transaction
  * included), reserved buffers and undo logs. */

@@ -134,8 +134,6 @@ LEAVES="guc.h errors.h memcap.h"
 SRC_EXCEPTIONS="
 src/plan/new_keys_planner.c api/api.h
 src/plan/call_node.c api/api.h
-src/memcap.c session/session.h
-src/tableref/shared_table.c session/session.h
 "
 for f in $src_files; do
 	rel=${f#src/}

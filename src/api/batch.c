@@ -62,7 +62,7 @@ clock_mark(instr_time *t)
 }
 
 static void
-clock_report(const char *fn, const CallClock *c, int n, CphtTable *t)
+clock_report(const char *fn, const CallClock *c, int n, CphtTableRef *t)
 {
 	cpht_call_times inside;
 
@@ -80,7 +80,7 @@ clock_report(const char *fn, const CallClock *c, int n, CphtTable *t)
 	INSTR_TIME_SUBTRACT(table, c->read);
 	result = end;
 	INSTR_TIME_SUBTRACT(result, c->table);
-	cpht_access_call_times(t, &inside);
+	cpht_tableref_call_times(t, &inside);
 	ereport(NOTICE,
 			(errmsg("%s: %d keys: read array %.3f ms, table %.3f ms, result %.3f ms",
 					fn, n, INSTR_TIME_GET_MILLISEC(read), INSTR_TIME_GET_MILLISEC(table),
@@ -96,7 +96,7 @@ clock_report(const char *fn, const CallClock *c, int n, CphtTable *t)
 /* One batch call on a table by handle, from its arguments to its status. */
 typedef struct Batch
 {
-	CphtHandle *entry;
+	CphtHandleEntry *entry;
 	const uint64 *keys;
 	int			n;
 	CallClock	clock;
@@ -115,16 +115,16 @@ typedef enum BatchOp
 typedef struct BatchKind
 {
 	/* a status per key; NULL for BATCH_PUT, which counts the inserted */
-	cpht_status (*status_call) (CphtTable *t, const uint64 *keys, size_t n, uint8 *status);
+	cpht_status (*status_call) (CphtTableRef *t, const uint64 *keys, size_t n, uint8 *status);
 	bool		writes;
 	const char *undone;
 } BatchKind;
 
 static const BatchKind batch_kinds[] = {
-	[BATCH_FIND_OR_PUT] = {cpht_access_find_or_put, true, STORED_NOTHING},
-	[BATCH_FIND] = {cpht_access_find, false, NULL},
+	[BATCH_FIND_OR_PUT] = {cpht_tableref_find_or_put, true, STORED_NOTHING},
+	[BATCH_FIND] = {cpht_tableref_find, false, NULL},
 	[BATCH_PUT] = {NULL, true, STORED_NOTHING},
-	[BATCH_ERASE] = {cpht_access_erase, true, DELETED_NOTHING},
+	[BATCH_ERASE] = {cpht_tableref_erase, true, DELETED_NOTHING},
 };
 
 /*
@@ -152,7 +152,7 @@ static void
 batch_call(Batch *b, BatchOp op, uint8 *status, uint64 *inserted)
 {
 	const BatchKind *k = &batch_kinds[op];
-	CphtTable  *t;
+	CphtTableRef *t;
 	cpht_status st;
 
 	CHECK_FOR_INTERRUPTS();
@@ -164,9 +164,9 @@ batch_call(Batch *b, BatchOp op, uint8 *status, uint64 *inserted)
 	clock_mark(&b->clock.read);
 	t = cpht_handle_table(b->entry);
 	st = k->status_call != NULL ? k->status_call(t, b->keys, b->n, status) :
-		cpht_access_put(t, b->keys, b->n, inserted);
+		cpht_tableref_put(t, b->keys, b->n, inserted);
 	if (st != CPHT_OK)
-		cpht_check_call(st, b->entry->handle, cpht_access_error(t), k->undone);
+		cpht_check_call(st, b->entry->handle, cpht_tableref_error(t), k->undone);
 	clock_mark(&b->clock.table);
 }
 
@@ -268,7 +268,7 @@ cpht_delete(PG_FUNCTION_ARGS)
 Datum
 cpht_count(PG_FUNCTION_ARGS)
 {
-	CphtHandle *entry = cpht_handles_use(PG_GETARG_INT32(0));
+	CphtHandleEntry *entry = cpht_handles_use(PG_GETARG_INT32(0));
 
-	PG_RETURN_INT64((int64) cpht_access_count(cpht_handle_table(entry)));
+	PG_RETURN_INT64((int64) cpht_tableref_count(cpht_handle_table(entry)));
 }

@@ -59,13 +59,13 @@ reader_fetch(KeyReader *r)
 {
 	for (;;)
 	{
-		CphtHandle *h = cpht_handles_use(r->handle);
+		CphtHandleEntry *h = cpht_handles_use(r->handle);
 		CphtScanPiece piece;
 		uint64		before = r->position;
 
 		CHECK_FOR_INTERRUPTS();
-		cpht_check_call(cpht_access_scan(cpht_handle_table(h), &r->position, r->keys, r->max, &piece),
-						h->handle, cpht_access_error(cpht_handle_table(h)), NULL);
+		cpht_check_call(cpht_tableref_scan(cpht_handle_table(h), &r->position, r->keys, r->max, &piece),
+						h->handle, cpht_tableref_error(cpht_handle_table(h)), NULL);
 		if (before == 0)
 		{
 			r->changes = piece.changes;
@@ -91,7 +91,7 @@ static KeyReader *
 reader_begin(MemoryContext cxt, int32 handle, CphtKeyFileHeader *header,
 			 uint64 caller_bytes_per_key)
 {
-	CphtHandle *h = cpht_handles_use(handle);
+	CphtHandleEntry *h = cpht_handles_use(handle);
 	KeyReader  *r = MemoryContextAllocZero(cxt, sizeof(KeyReader));
 	uint64		bytes;
 

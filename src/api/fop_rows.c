@@ -56,7 +56,7 @@ typedef struct RowBatch
 	SPITupleTable **chunks;
 	int			nchunks;
 	int			maxchunks;
-	uint64	   *keys;			/* Stream.batch_keys of them */
+	uint64	   *keys;			/* CphtBatchStream.batch_keys of them */
 	int			n;				/* rows, and keys */
 	uint64		bytes;			/* memory of the rows, counted in the stream */
 } RowBatch;
@@ -298,13 +298,13 @@ emit_new_rows(ReturnSetInfo *rsinfo, RowCoercion *rc, const RowBatch *b,
 
 /* Frees a batch's rows and gives their memory back to cpht.max_memory. */
 static void
-batch_clear(Stream *stream, RowBatch *b)
+batch_clear(CphtBatchStream *stream, RowBatch *b)
 {
 	for (int c = 0; c < b->nchunks; c++)
 		SPI_freetuptable(b->chunks[c]);
 	b->nchunks = 0;
 	b->n = 0;
-	cpht_stream_release(stream, b->bytes);
+	cpht_batch_stream_release(stream, b->bytes);
 	b->bytes = 0;
 }
 
@@ -336,7 +336,7 @@ cpht_fop_rows(PG_FUNCTION_ARGS)
 	char	   *query;
 	char	   *key_column;
 	MemoryContext outer = CurrentMemoryContext;
-	Stream	   *stream;
+	CphtBatchStream *stream;
 	RowCoercion *coercion = NULL;
 	RowBatch	batch[2] = {{0}};
 	SPIPlanPtr	plan;
@@ -356,7 +356,7 @@ cpht_fop_rows(PG_FUNCTION_ARGS)
 	key_column = text_to_cstring(PG_GETARG_TEXT_PP(3));
 
 	/* Settings are read here, once: the query may change them. */
-	stream = cpht_stream_begin(outer, handle, 2 * sizeof(uint64));
+	stream = cpht_batch_stream_begin(outer, handle, 2 * sizeof(uint64));
 	/* cpht_stat_progress: keys sent, of a number not known ahead */
 	began = cpht_progress_begin(CPHT_PROGRESS_FOP_ROWS, handle, NULL);
 
@@ -436,26 +436,26 @@ cpht_fop_rows(PG_FUNCTION_ARGS)
 							 errhint("Filter out rows without a key, for example WHERE %s IS NOT NULL.",
 									 quote_identifier(key_column))));
 				b->keys[b->n + i] = (uint64) DatumGetInt64(d);
-				cpht_stream_check_key(b->keys[b->n + i], stream->key_bits);
+				cpht_check_key(b->keys[b->n + i], stream->key_bits);
 				bytes += HEAPTUPLESIZE + row->t_len;
 			}
 			b->n += got;
 			b->bytes += bytes;
-			cpht_stream_reserve(stream, bytes, "cpht_fop_rows batch");
+			cpht_batch_stream_reserve(stream, bytes, "cpht_fop_rows batch");
 
 			if (got > 0)
 				row_bytes = Max(bytes / got, 1);
 		}
 
 		/* Start this batch, then emit the rows of the one before it. */
-		cpht_stream_swap(stream, b->keys, b->n, &status, &nstatus);
+		cpht_batch_stream_swap(stream, b->keys, b->n, &status, &nstatus);
 		emit_new_rows(rsinfo, coercion, &batch[1 - cur], status, nstatus);
 		batch_clear(stream, &batch[1 - cur]);
 		if (b->n == 0)
 			break;
 		cur = 1 - cur;
 	}
-	cpht_stream_report(stream, "cpht_fop_rows");
+	cpht_batch_stream_report(stream, "cpht_fop_rows");
 	cpht_progress_end(began);
 	SPI_cursor_close(portal);
 	SPI_finish();

@@ -44,18 +44,18 @@ PG_FUNCTION_INFO_V1(cpht_import_agg_final);
 static uint64
 put_batch(int32 handle, const uint64 *keys, size_t n)
 {
-	CphtHandle *h = cpht_handles_use(handle);
+	CphtHandleEntry *h = cpht_handles_use(handle);
 	uint64		inserted = 0;
 
 	if (n == 0)
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		cpht_stream_check_key(keys[i], h->key_bits);
+		cpht_check_key(keys[i], h->key_bits);
 	CHECK_FOR_INTERRUPTS();
 	cpht_txn_before_write(h);
 	cpht_memory_sync();
-	cpht_check_call(cpht_access_put(cpht_handle_table(h), keys, n, &inserted), h->handle,
-					cpht_access_error(cpht_handle_table(h)), "No key of this batch was stored.");
+	cpht_check_call(cpht_tableref_put(cpht_handle_table(h), keys, n, &inserted), h->handle,
+					cpht_tableref_error(cpht_handle_table(h)), "No key of this batch was stored.");
 	return inserted;
 }
 
@@ -305,7 +305,7 @@ cpht_import_agg_step(PG_FUNCTION_ARGS)
 				 errmsg("handle must not be null")));
 	if (PG_ARGISNULL(0))
 	{
-		CphtHandle *h = cpht_handles_use(PG_GETARG_INT32(1));
+		CphtHandleEntry *h = cpht_handles_use(PG_GETARG_INT32(1));
 
 		s = MemoryContextAllocZero(aggcontext, sizeof(ImportAggState));
 		s->handle = h->handle;

@@ -40,7 +40,7 @@ Datum
 cpht_info(PG_FUNCTION_ARGS)
 {
 	int32		handle = PG_GETARG_INT32(0);
-	CphtHandle *entry = cpht_handles_use(handle);
+	CphtHandleEntry *entry = cpht_handles_use(handle);
 	cpht_stats	stats;
 	cpht_status status;
 	StringInfoData buf;
@@ -52,10 +52,10 @@ cpht_info(PG_FUNCTION_ARGS)
 	/* a shared table's name and owner, the role's right to see them */
 	if (entry->shared)
 		(void) cpht_shared_ref(handle, name, &owner);
-	status = cpht_access_stats(cpht_handle_table(entry), &stats);
+	status = cpht_tableref_stats(cpht_handle_table(entry), &stats);
 	if (status != CPHT_OK)
 		cpht_check_status(status, entry->handle,
-						  cpht_access_error(cpht_handle_table(entry)));
+						  cpht_tableref_error(cpht_handle_table(entry)));
 
 	stats.device_name[sizeof(stats.device_name) - 1] = '\0';
 
@@ -167,7 +167,7 @@ cpht_info(PG_FUNCTION_ARGS)
 	}
 	else
 		appendStringInfo(&buf, ", \"shared\": false, \"placement\": \"%s\", \"name\": null, \"owner\": null",
-						 cpht_access_placement(entry->table));
+						 cpht_tableref_placement(entry->table));
 	appendStringInfoChar(&buf, '}');
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
@@ -185,7 +185,7 @@ Datum
 cpht_tables(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	CphtHandle *entry;
+	CphtHandleEntry *entry;
 	int32		after = 0;
 	Datum		values[TABLES_COLUMNS];
 	bool		nulls[TABLES_COLUMNS];
@@ -203,15 +203,15 @@ cpht_tables(PG_FUNCTION_ARGS)
 		values[3] = Int32GetDatum(entry->key_bits);
 		nulls[3] = entry->key_bits == 0;	/* the width follows the keys */
 		/* a table lost with its worker has no count left */
-		if (cpht_access_lost(entry->table))
+		if (cpht_tableref_lost(entry->table))
 			nulls[4] = true;
 		else
-			values[4] = Int64GetDatum((int64) cpht_access_count(entry->table));
+			values[4] = Int64GetDatum((int64) cpht_tableref_count(entry->table));
 		/* what it has now: it may have grown since created */
-		values[5] = Int64GetDatum((int64) cpht_access_slot_bytes(entry->table, entry->bytes));
+		values[5] = Int64GetDatum((int64) cpht_tableref_slot_bytes(entry->table, entry->bytes));
 		nulls[6] = nulls[7] = true;
 		values[8] = BoolGetDatum(false);
-		values[9] = CStringGetTextDatum(cpht_access_placement(entry->table));
+		values[9] = CStringGetTextDatum(cpht_tableref_placement(entry->table));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		after = entry->handle;
 	}

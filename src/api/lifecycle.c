@@ -56,7 +56,7 @@ parse_kind(const char *kind)
 cpht_device
 cpht_choose_device(void)
 {
-	return cpht_access_choose_device();
+	return cpht_tableref_choose_device();
 }
 
 /*
@@ -110,7 +110,7 @@ cpht_create_fit_gpus(FunctionCallInfo fcinfo, bool durable, cpht_params *params,
 	if (params->device != CPHT_DEVICE_GPU || durable || params->shards > 1 ||
 		(PG_NARGS() > 5 && !PG_ARGISNULL(5)))
 		return bytes;
-	cpht_access_gpu_room(&gpus, &room);
+	cpht_tableref_gpu_room(&gpus, &room);
 	shards = cpht_shards_to_fit(params, room, gpus);
 	if (shards <= 1)
 		return bytes;
@@ -179,8 +179,8 @@ cpht_create(PG_FUNCTION_ARGS)
 	uint64		bytes;
 	cpht_params params;
 	cpht_status status;
-	CphtTable  *table = NULL;
-	CphtHandle	entry;
+	CphtTableRef *table = NULL;
+	CphtHandleEntry entry;
 	int32		handle;
 	char		errbuf[512];
 
@@ -200,8 +200,8 @@ cpht_create(PG_FUNCTION_ARGS)
 
 	CHECK_FOR_INTERRUPTS();
 	errbuf[0] = '\0';
-	status = cpht_access_create(&params, cpht_access_in_worker(&params), transactional,
-								&table, errbuf, sizeof(errbuf));
+	status = cpht_tableref_create(&params, cpht_tableref_in_worker(&params), transactional,
+								  &table, errbuf, sizeof(errbuf));
 	/* a create that fails leaves nothing, and no call's keys are involved */
 	cpht_check_call(status, 0, errbuf, NULL);
 
@@ -215,7 +215,7 @@ cpht_create(PG_FUNCTION_ARGS)
 	entry.transactional = transactional;
 
 	handle = cpht_handles_add(&entry);
-	cpht_access_set_handle(table, handle);
+	cpht_tableref_set_handle(table, handle);
 	cpht_txn_created(cpht_handles_get(handle));
 	PG_RETURN_INT32(handle);
 }
@@ -240,7 +240,7 @@ cpht_drop_all(PG_FUNCTION_ARGS)
 {
 	int32		dropped = 0;
 	int32		after = 0;
-	CphtHandle *h;
+	CphtHandleEntry *h;
 
 	/* A cancel midway aborts the transaction, which undoes the drops. */
 	while ((h = cpht_handles_next(after)) != NULL)
@@ -258,13 +258,13 @@ PG_FUNCTION_INFO_V1(cpht_rebuild);
 Datum
 cpht_rebuild(PG_FUNCTION_ARGS)
 {
-	CphtHandle *h = cpht_handles_use(PG_GETARG_INT32(0));
+	CphtHandleEntry *h = cpht_handles_use(PG_GETARG_INT32(0));
 	uint64		removed;
 
 	CHECK_FOR_INTERRUPTS();
 	cpht_memory_sync();
 	/* Its own message says the table is unchanged; it stores no keys. */
-	cpht_check_call(cpht_access_rebuild(cpht_handle_table(h), &removed), h->handle,
-					cpht_access_error(cpht_handle_table(h)), NULL);
+	cpht_check_call(cpht_tableref_rebuild(cpht_handle_table(h), &removed), h->handle,
+					cpht_tableref_error(cpht_handle_table(h)), NULL);
 	PG_RETURN_INT64((int64) removed);
 }

@@ -382,16 +382,17 @@ handle_arg(FunctionCallInfo fcinfo)
 
 /* A lost table has no memory left to free: dropping it frees its name. */
 static bool
-drop_lost(CphtHandle *h)
+drop_lost(CphtHandleEntry *h)
 {
+	int32		entry = cpht_tableref_shared_entry(h->shared_tableref);
 	CphtCatalogEntry *e;
 	bool		dropped = false;
 
-	if (h->shared_entry < 0)
+	if (entry < 0)
 		return false;
-	e = &cpht_catalog[h->shared_entry];
+	e = &cpht_catalog[entry];
 	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
-	if (e->state == CPHT_ENTRY_LOST && e->table_id == h->shared_table_id)
+	if (e->state == CPHT_ENTRY_LOST && e->table_id == cpht_tableref_shared_table_id(h->shared_tableref))
 	{
 		if (!has_privs_of_role(GetUserId(), e->owner))
 		{
@@ -403,7 +404,7 @@ drop_lost(CphtHandle *h)
 	}
 	LWLockRelease(cpht_control->catalog_lock);
 	if (dropped)
-		h->shared_entry = -1;
+		cpht_tableref_shared_forget(h->shared_tableref);
 	return dropped;
 }
 
@@ -421,19 +422,20 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 	char		name[NAMEDATALEN];
 
 	/* a handle this session did not open yet is looked up by its number */
-	CphtHandle *h = cpht_handles_use(handle);
+	CphtHandleEntry *h = cpht_handles_use(handle);
+	int32		entry = cpht_tableref_shared_entry(h->shared_tableref);
 	bool		lost;
 
 	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
-	lost = h->shared_entry >= 0 &&
-		cpht_catalog[h->shared_entry].state == CPHT_ENTRY_LOST &&
-		cpht_catalog[h->shared_entry].table_id == h->shared_table_id;
+	lost = entry >= 0 &&
+		cpht_catalog[entry].state == CPHT_ENTRY_LOST &&
+		cpht_catalog[entry].table_id == cpht_tableref_shared_table_id(h->shared_tableref);
 	LWLockRelease(cpht_control->catalog_lock);
 
 	if (lost)
 	{
-		NameData	lost_name = cpht_catalog[h->shared_entry].name;
-		bool		durable = cpht_catalog[h->shared_entry].durable;
+		NameData	lost_name = cpht_catalog[entry].name;
+		bool		durable = cpht_catalog[entry].durable;
 
 		if (drop_lost(h))
 		{
@@ -458,7 +460,7 @@ cpht_shared_drop(PG_FUNCTION_ARGS)
 	cpht_remote_drop(&ref);
 	log_table_event(name, ref.durable, false);
 	cpht_catalog_row_dropped(name);
-	h->shared_entry = -1;
+	cpht_tableref_shared_forget(h->shared_tableref);
 	PG_RETURN_VOID();
 }
 

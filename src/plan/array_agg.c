@@ -60,6 +60,7 @@
 #include "utils/syscache.h"
 
 #include "plan/plan.h"
+#include "plan/plan_util.h"
 #include "session/session.h"
 
 /* The array functions whose keys argument is rewritten, by C symbol. */
@@ -512,7 +513,7 @@ fuse(FuncExpr *f, Fuse *w)
 	Node	   *handle;
 	Aggref	   *agg;
 	int32		value;
-	CphtHandle *h;
+	CphtHandleEntry *h;
 	Oid			fused;
 	TargetEntry *key;
 
@@ -525,7 +526,7 @@ fuse(FuncExpr *f, Fuse *w)
 		return NULL;
 	/* a shared table this session has open: the parallel plan's condition */
 	if (!cpht_plan_handle(handle, w->params, &value) ||
-		(h = cpht_shared_lookup(value)) == NULL || h->shared_entry < 0)
+		(h = cpht_shared_lookup(value)) == NULL || cpht_tableref_shared_entry(h->shared_tableref) < 0)
 		return NULL;
 	fused = fused_aggregate(f->funcid, exprType(handle));
 	if (!OidIsValid(fused))

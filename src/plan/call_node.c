@@ -32,6 +32,7 @@
 
 #include "api/api.h"
 #include "plan/plan.h"
+#include "plan/plan_util.h"
 #include "stream/stream.h"
 
 #define NODE_NAME "cpht call"
@@ -45,8 +46,8 @@ typedef struct CallState
 	CustomScanState css;
 	bool		done;			/* the one row was returned */
 	bool		ran;
-	CphtStreamTotals before;
-	CphtStreamTotals after;
+	CphtBatchStreamTotals before;
+	CphtBatchStreamTotals after;
 } CallState;
 
 /* Whether expr is a call of cpht_insert_new or cpht_fop_relation. */
@@ -172,9 +173,9 @@ call_exec(CustomScanState *node)
 		return NULL;
 	st->done = true;
 	ResetExprContext(econtext);
-	cpht_stream_totals(&st->before);
+	cpht_batch_stream_totals(&st->before);
 	slot = ExecProject(node->ss.ps.ps_ProjInfo);
-	cpht_stream_totals(&st->after);
+	cpht_batch_stream_totals(&st->after);
 	st->ran = true;
 	return slot;
 }

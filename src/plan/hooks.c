@@ -5,7 +5,7 @@
  *
  * The aggregate is PARALLEL SAFE so that a scan of a large staging table
  * can feed a shared table from several workers (partial states combined
- * by the leader: stream/batches.c).  Three things make that correct:
+ * by the leader: stream/fop_agg.c).  Three things make that correct:
  *
  * Which queries.  A session's private table lives in its backend (or is
  * owned by it in the cpht worker), where parallel workers cannot reach
@@ -56,6 +56,7 @@
 #include "utils/syscache.h"
 
 #include "plan/plan.h"
+#include "plan/plan_util.h"
 #include "stream/stream.h"
 #include "guc.h"
 #include "session/session.h"
@@ -64,24 +65,6 @@
 
 static planner_hook_type prev_planner = NULL;
 static ExecutorStart_hook_type prev_executor_start = NULL;
-
-bool
-cpht_function_is(Oid funcid, PGFunction fn)
-{
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
-	bool		is_c;
-	FmgrInfo	finfo;
-
-	if (!HeapTupleIsValid(tup))
-		return false;
-	is_c = ((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId;
-	ReleaseSysCache(tup);
-	/* only a C function can be ours; fmgr_info of others is not needed */
-	if (!is_c)
-		return false;
-	fmgr_info(funcid, &finfo);
-	return finfo.fn_addr == fn;
-}
 
 /* Whether an aggregate is cpht_fop_agg or cpht_fop_new_agg, which write
  * their table from parallel workers alike, whatever schema holds it: its
@@ -108,39 +91,6 @@ typedef struct PlanCheck
 	bool		refuse;			/* a cpht_fop_agg that must not go parallel */
 } PlanCheck;
 
-bool
-cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value)
-{
-	if (IsA(expr, Const))
-	{
-		Const	   *c = (Const *) expr;
-
-		if (c->constisnull || c->consttype != type)
-			return false;
-		*value = c->constvalue;
-		return true;
-	}
-	if (IsA(expr, Param) && ((Param *) expr)->paramkind == PARAM_EXTERN && params != NULL)
-	{
-		Param	   *p = (Param *) expr;
-		ParamExternData workspace;
-		ParamExternData *prm;
-
-		if (p->paramid <= 0 || p->paramid > params->numParams)
-			return false;
-		prm = params->paramFetch != NULL ?
-			params->paramFetch(params, p->paramid, false, &workspace) :
-			&params->params[p->paramid - 1];
-		/* only a value the plan is made for (a custom plan's) */
-		if (prm == NULL || prm->isnull || prm->ptype != type ||
-			(prm->pflags & PARAM_FLAG_CONST) == 0)
-			return false;
-		*value = prm->value;
-		return true;
-	}
-	return false;
-}
-
 static bool
 plan_check_walker(Node *node, PlanCheck *check)
 {
@@ -152,12 +102,12 @@ plan_check_walker(Node *node, PlanCheck *check)
 	{
 		Aggref	   *agg = (Aggref *) node;
 		int32		handle;
-		CphtHandle *h;
+		CphtHandleEntry *h;
 
 		if (list_length(agg->args) < 1 ||
 			!cpht_plan_handle((Node *) ((TargetEntry *) linitial(agg->args))->expr,
 							  check->params, &handle) ||
-			(h = cpht_shared_lookup(handle)) == NULL || h->shared_entry < 0)
+			(h = cpht_shared_lookup(handle)) == NULL || cpht_tableref_shared_entry(h->shared_tableref) < 0)
 		{
 			check->refuse = true;
 			return true;
@@ -292,7 +242,7 @@ leader_writes_walker(Node *node, LeaderWrites *w)
 	{
 		FuncExpr   *f = (FuncExpr *) node;
 		int32		handle;
-		CphtHandle *h;
+		CphtHandleEntry *h;
 
 		w->any = true;
 		if (list_length(f->args) < 1 ||
@@ -373,12 +323,13 @@ publish_shared_tables(void)
 	initStringInfo(&buf);
 	for (int i = 0; i < n; i++)
 	{
-		CphtHandle *h = cpht_handles_shared(handles[i]);
+		CphtHandleEntry *h = cpht_handles_shared(handles[i]);
 
-		if (h == NULL || h->shared_entry < 0)
+		if (h == NULL || cpht_tableref_shared_entry(h->shared_tableref) < 0)
 			continue;
 		appendStringInfo(&buf, "%s%d:%d:" UINT64_FORMAT, buf.len > 0 ? "," : "",
-						 h->handle, h->shared_entry, h->shared_table_id);
+						 h->handle, cpht_tableref_shared_entry(h->shared_tableref),
+						 cpht_tableref_shared_table_id(h->shared_tableref));
 		transactional |= h->transactional;
 	}
 	(void) set_config_option(CPHT_LEADER_SETTING, buf.data, PGC_SUSET, PGC_S_SESSION,

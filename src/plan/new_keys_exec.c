@@ -191,7 +191,7 @@ take_new_keys(RelFeed *f, const uint64 *keys, const uint64 *tids,
 static void
 count_sent(NewKeysState *ns)
 {
-	Stream	   *st = ns->feed.stream;
+	CphtBatchStream *st = ns->feed.stream;
 	uint64		us_total,
 				keys,
 				fresh,

@@ -36,6 +36,7 @@
 
 #include "api/api.h"
 #include "plan/plan.h"
+#include "plan/plan_util.h"
 #include "plan/new_keys.h"
 #include "session/session.h"
 #include "stream/stream.h"
@@ -138,7 +139,7 @@ new_keys_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *
 	int32		handle;
 	Datum		relid_d,
 				column_d;
-	CphtHandle *h;
+	CphtHandleEntry *h;
 	Relation	scanned;
 	int			workers = 0;
 	int			rls;
@@ -186,7 +187,7 @@ new_keys_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *
 		!cpht_plan_constant(lthird(call->args), params, NAMEOID, &column_d))
 		return;
 	h = cpht_shared_lookup(handle);
-	if (h == NULL || h->shared_entry < 0)
+	if (h == NULL || cpht_tableref_shared_entry(h->shared_tableref) < 0)
 		return;
 
 	/* as the planner locks the relations it plans a scan of */

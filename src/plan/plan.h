@@ -24,14 +24,6 @@
  * the leader's handles (from _PG_init). */
 extern void cpht_parallel_init(void);
 
-/* Whether funcid is the C function fn of this library, whatever schema
- * holds its SQL declaration. */
-extern bool cpht_function_is(Oid funcid, PGFunction fn);
-
-/* The value of type that expr has for every row, where the plan can tell:
- * a constant, or a parameter a custom plan is made for. */
-extern bool cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value);
-
 /*
  * array_agg.c: array_agg(bigint) handed to an array function of cpht is
  * planned as cpht_array_agg(bigint), which runs in parallel workers.

@@ -13,25 +13,22 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "memcap.h"
 #include "session/session.h"
 
 /* entries[h - 1] is private handle h; entries are never removed, only
  * emptied. */
-static CphtHandle *entries = NULL;
+static CphtHandleEntry *entries = NULL;
 static int32 nentries = 0;
 static int32 maxentries = 0;
 static bool exit_callback_registered = false;
-
-/* Slot memory of the live tables (entries whose table is set), kept as
- * tables come and go so that checking the memory cap costs nothing. */
-static uint64 live_bytes = 0;
 
 /* Shared tables this session registered, by handle: their numbers are
  * sparse (table ids), and an entry never moves once made. */
 typedef struct SharedSlot
 {
 	int32		handle;			/* hash key */
-	CphtHandle	entry;
+	CphtHandleEntry entry;
 } SharedSlot;
 
 static HTAB *shared_slots = NULL;
@@ -67,35 +64,35 @@ cpht_handles_reserve(void)
 	{
 		maxentries = 16;
 		entries = MemoryContextAllocZero(TopMemoryContext,
-										 sizeof(CphtHandle) * maxentries);
+										 sizeof(CphtHandleEntry) * maxentries);
 	}
 	else
 	{
 		int32		newmax = Min(maxentries * 2, CPHT_SHARED_HANDLE_BASE - 1);
 
-		entries = repalloc_huge(entries, sizeof(CphtHandle) * (Size) newmax);
+		entries = repalloc_huge(entries, sizeof(CphtHandleEntry) * (Size) newmax);
 		memset(entries + maxentries, 0,
-			   sizeof(CphtHandle) * (Size) (newmax - maxentries));
+			   sizeof(CphtHandleEntry) * (Size) (newmax - maxentries));
 		maxentries = newmax;
 	}
 }
 
 int32
-cpht_handles_add(const CphtHandle *entry)
+cpht_handles_add(const CphtHandleEntry *entry)
 {
-	CphtHandle *slot;
+	CphtHandleEntry *slot;
 
 	Assert(nentries < maxentries);
 	slot = &entries[nentries++];
 	*slot = *entry;
 	slot->handle = nentries;
 	if (slot->table != NULL)
-		live_bytes += slot->bytes;
+		cpht_memory_tables_changed((int64) slot->bytes);
 	return slot->handle;
 }
 
-CphtHandle *
-cpht_handles_add_shared(const CphtHandle *entry)
+CphtHandleEntry *
+cpht_handles_add_shared(const CphtHandleEntry *entry)
 {
 	SharedSlot *slot;
 	bool		found;
@@ -133,7 +130,7 @@ not_in_parallel_worker(int32 handle)
 			 errhint("Mark functions that use cpht tables PARALLEL RESTRICTED or PARALLEL UNSAFE.")));
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_handles_get(int32 handle)
 {
 	if (cpht_handle_is_shared(handle))
@@ -167,10 +164,10 @@ cpht_handles_get(int32 handle)
 	return &entries[handle - 1];
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_handles_use(int32 handle)
 {
-	CphtHandle *h;
+	CphtHandleEntry *h;
 
 	if (!cpht_handle_is_shared(handle))
 		return cpht_handles_get(handle);
@@ -182,7 +179,7 @@ cpht_handles_use(int32 handle)
 	return cpht_shared_resolve(handle, false);
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_handles_shared(int32 handle)
 {
 	SharedSlot *slot;
@@ -193,7 +190,7 @@ cpht_handles_shared(int32 handle)
 	return slot ? &slot->entry : NULL;
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_handles_next(int32 after)
 {
 	int32		h;
@@ -206,7 +203,7 @@ cpht_handles_next(int32 after)
 	return NULL;
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_handles_entry(int32 handle)
 {
 	if (handle < 1 || handle > nentries)
@@ -214,32 +211,28 @@ cpht_handles_entry(int32 handle)
 	return &entries[handle - 1];
 }
 
-uint64
-cpht_handles_total_bytes(void)
-{
-	return live_bytes;
-}
-
 void
-cpht_handles_set_table(CphtHandle *entry, CphtTable  *table)
+cpht_handles_set_table(CphtHandleEntry *entry, CphtTableRef *table)
 {
+	/* the slot memory of live tables (entries whose table is set) counts
+	 * against cpht.max_memory */
 	if (entry->table != NULL)
-		live_bytes -= entry->bytes;
+		cpht_memory_tables_changed(-(int64) entry->bytes);
 	entry->table = table;
 	if (table != NULL)
-		live_bytes += entry->bytes;
+		cpht_memory_tables_changed((int64) entry->bytes);
 }
 
 void
 cpht_handles_drop(int32 handle)
 {
-	CphtHandle *entry = cpht_handles_get(handle);
-	CphtTable  *table = entry->table;
+	CphtHandleEntry *entry = cpht_handles_get(handle);
+	CphtTableRef *table = entry->table;
 
 	/* Forget the table first: should destroy ever fail to return, the
 	 * handle must not point at freed memory. */
 	cpht_handles_set_table(entry, NULL);
-	cpht_access_destroy(table);
+	cpht_tableref_destroy(table);
 }
 
 int
@@ -250,12 +243,12 @@ cpht_handles_drop_all(void)
 
 	for (h = 0; h < nentries; h++)
 	{
-		CphtTable  *table = entries[h].table;
+		CphtTableRef *table = entries[h].table;
 
 		if (table != NULL)
 		{
 			cpht_handles_set_table(&entries[h], NULL);
-			cpht_access_destroy(table);
+			cpht_tableref_destroy(table);
 			dropped++;
 		}
 	}

@@ -2,8 +2,8 @@
  * session/session.h — the door of session/: the tables this session has
  * open, by handle.  handles.c keeps the registry, txn.c makes private
  * tables transactional, shared_handles.c keeps this session's handles of
- * shared tables.  For api/, plan/ and stream/ (and the memory cap); below
- * it, tableref/ reaches tables wherever they live.
+ * shared tables.  For api/, plan/ and stream/; below it, tableref/ reaches
+ * tables wherever they live.
  *
  * handles.c: the session's registry of tables.
  *
@@ -37,9 +37,13 @@ cpht_handle_is_shared(int32 handle)
 	return handle >= CPHT_SHARED_HANDLE_BASE;
 }
 
-typedef struct CphtHandle
+/*
+ * The session's entry for one handle (the handle itself is the int32): the
+ * table it names, private or shared, and what the session knows of it.
+ */
+typedef struct CphtHandleEntry
 {
-	CphtTable  *table;			/* NULL once dropped */
+	CphtTableRef *table;			/* NULL once dropped */
 	int32		handle;
 	cpht_kind	kind;
 	cpht_device device;
@@ -52,12 +56,11 @@ typedef struct CphtHandle
 	/* A shared table lives in the cpht worker (shared_handles.c), table is
 	 * NULL: */
 	bool		shared;
-	int32		shared_entry;	/* its catalog index, -1 once dropped here */
-	uint64		shared_table_id;
-	uint64		shared_generation;	/* the cpht worker's generation when
-									 * opened (protocol.h) */
-	CphtTable  *shared_access;	/* the operations on it (tableref/tableref.h) */
-} CphtHandle;
+	CphtTableRef *shared_tableref;	/* its reference: which table, checked
+									 * before each operation
+									 * (cpht_tableref_shared_entry and
+									 * _table_id, tableref/tableref.h) */
+} CphtHandleEntry;
 
 /* Makes room for one more table; call before creating it, so that
  * registering the created table cannot fail and leak it. */
@@ -65,17 +68,17 @@ extern void cpht_handles_reserve(void);
 
 /* Registers a created table (after cpht_handles_reserve) and returns its
  * handle. */
-extern int32 cpht_handles_add(const CphtHandle *entry);
+extern int32 cpht_handles_add(const CphtHandleEntry *entry);
 
 /* Registers a shared table under its handle (entry->handle, in the shared
  * range) and returns the registered entry, which stays where it is for
  * the session's life. */
-extern CphtHandle *cpht_handles_add_shared(const CphtHandle *entry);
+extern CphtHandleEntry *cpht_handles_add_shared(const CphtHandleEntry *entry);
 
 /* The live table of a private handle; ERROR if unknown, dropped or shared
  * (0A000 in a parallel worker, which has no private tables).  The pointer
  * is valid until the next cpht_handles_reserve(). */
-extern CphtHandle *cpht_handles_get(int32 handle);
+extern CphtHandleEntry *cpht_handles_get(int32 handle);
 
 /*
  * The entry of a live private table's handle or of a shared table's
@@ -85,34 +88,32 @@ extern CphtHandle *cpht_handles_get(int32 handle);
  * catalog (cpht_shared_resolve), except in a parallel worker, which
  * reaches only the shared tables its leader handed over (0A000).
  */
-extern CphtHandle *cpht_handles_use(int32 handle);
+extern CphtHandleEntry *cpht_handles_use(int32 handle);
 
 /* The table the operations of tableref/tableref.h work on, of cpht_handles_use's
  * entry. */
-static inline CphtTable *
-cpht_handle_table(const CphtHandle *h)
+static inline CphtTableRef *
+cpht_handle_table(const CphtHandleEntry *h)
 {
-	return h->shared ? h->shared_access : h->table;
+	return h->shared ? h->shared_tableref : h->table;
 }
 
 /* The entry of a shared table's handle this session registered (dropped or
  * not), or NULL when it has not registered it. */
-extern CphtHandle *cpht_handles_shared(int32 handle);
+extern CphtHandleEntry *cpht_handles_shared(int32 handle);
 
 /* Live private tables in handle order: pass 0 first, then the previous handle;
  * returns NULL after the last. */
-extern CphtHandle *cpht_handles_next(int32 after);
+extern CphtHandleEntry *cpht_handles_next(int32 after);
 
 /* The entry of a handle whatever its state (NULL if never created): for
  * txn.c, which takes tables out of and back into entries. */
-extern CphtHandle *cpht_handles_entry(int32 handle);
+extern CphtHandleEntry *cpht_handles_entry(int32 handle);
 
-/* Bytes of slot memory all live tables of the session hold. */
-extern uint64 cpht_handles_total_bytes(void);
-
-/* Points an entry at its table, or at none (NULL), keeping the total of
- * cpht_handles_total_bytes(); every change of entry->table goes through it. */
-extern void cpht_handles_set_table(CphtHandle *entry, CphtTable *table);
+/* Points an entry at its table, or at none (NULL), telling the memory cap
+ * (memcap.h) of the slot memory that came or went; every change of
+ * entry->table goes through it. */
+extern void cpht_handles_set_table(CphtHandleEntry *entry, CphtTableRef *table);
 
 extern void cpht_handles_drop(int32 handle);
 extern int	cpht_handles_drop_all(void);
@@ -128,17 +129,14 @@ extern void cpht_txn_init(void);
 
 /* Call before any operation that may change the table: remembers where the
  * current subtransaction's changes start in the table's undo log. */
-extern void cpht_txn_before_write(CphtHandle *h);
+extern void cpht_txn_before_write(CphtHandleEntry *h);
 
 /* A table was created: it disappears if the creating transaction aborts. */
-extern void cpht_txn_created(CphtHandle *h);
+extern void cpht_txn_created(CphtHandleEntry *h);
 
 /* Drops a table transactionally: the handle is gone at once, the memory is
  * freed at commit, and an abort brings the table back. */
 extern void cpht_txn_drop(int32 handle);
-
-/* Bytes of tables dropped by the current transaction, not yet freed. */
-extern uint64 cpht_txn_pending_drop_bytes(void);
 
 /*
  * shared_handles.c: this session's handles of shared tables, and what
@@ -150,25 +148,15 @@ extern uint64 cpht_txn_pending_drop_bytes(void);
  * The session's entry for the shared table of catalog entry `entry` (*e a
  * copy of it), registered under the table's handle if it was not yet.
  */
-extern CphtHandle *cpht_shared_register(int32 entry, const CphtCatalogEntry *e);
-
-/* ERROR 42501 unless the current role has the privileges of owner. */
-extern void cpht_shared_check_privileges(const char *name, Oid owner);
-
-/* ERROR 58000: the table of e was lost with a cpht worker that exited. */
-extern void cpht_shared_lost_error(const CphtCatalogEntry *e);
+extern CphtHandleEntry *cpht_shared_register(int32 entry, const CphtCatalogEntry *e);
 
 /*
- * The shared table of a handle, usable by the current role: ERROR 42704
- * when it was dropped, 58000 when it was lost, 42501 when the role may not
- * use it.  *name and *owner (when not NULL) get its name and owner.
+ * The shared table of a handle, usable by the current role
+ * (cpht_tableref_shared_check of its reference): ERROR 42704 when it was
+ * dropped, 58000 when it was lost, 42501 when the role may not use it.
+ * *name and *owner (when not NULL) get its name and owner.
  */
 extern CphtSharedRef cpht_shared_ref(int32 handle, char *name, Oid *owner);
-
-/* A batch call on a shared table's handle (cpht_remote_call after the
- * checks of cpht_shared_ref). */
-extern uint64 cpht_shared_call(int32 handle, CphtCall call, const uint64 *keys,
-							   uint64 n, uint8 *status);
 
 /*
  * The entry of shared handle `handle`, which this session has not
@@ -177,12 +165,12 @@ extern uint64 cpht_shared_call(int32 handle, CphtCall call, const uint64 *keys,
  * worker before the running one gave it), 42501 when the role may not use
  * it; with missing_ok NULL instead of either.
  */
-extern CphtHandle *cpht_shared_resolve(int32 handle, bool missing_ok);
+extern CphtHandleEntry *cpht_shared_resolve(int32 handle, bool missing_ok);
 
 /* The entry of a shared handle, registered now if it was not (NULL when it
  * names no shared table the role may use, and in a parallel worker for one
  * the leader did not hand over): for the planner, which must not raise. */
-extern CphtHandle *cpht_shared_lookup(int32 handle);
+extern CphtHandleEntry *cpht_shared_lookup(int32 handle);
 
 
 /* Whether handle names a shared table of this database that the current

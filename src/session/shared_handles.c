@@ -1,8 +1,9 @@
 /*
  * shared_handles.c — this session's handles of shared tables (cpht in
  * shared_preload_libraries): registering them, resolving a handle this
- * session has not opened, checking a handle before each call, and the
- * leader's handles in parallel workers.  The SQL functions that create,
+ * session has not opened, checking a handle (through its reference, whose
+ * check is tableref/shared_table.c's), and the leader's handles in
+ * parallel workers.  The SQL functions that create,
  * open, drop and give away shared tables are in api/shared.c.
  *
  * cpht_create(..., name => 'x') creates a table in the cpht worker that
@@ -58,49 +59,17 @@ cpht_shared_open_handles(const int32 **handles)
 	return nshared;
 }
 
-/* How often a cpht worker started: a handle of an older worker's table
- * does not reach the table a later one restored. */
-static uint64
-worker_generation(void)
-{
-	uint64		generation;
-
-	SpinLockAcquire(&cpht_control->mutex);
-	generation = cpht_control->generation;
-	SpinLockRelease(&cpht_control->mutex);
-	return generation;
-}
-
-/* ERROR for handle, opened before the cpht worker restarted; durable_name
- * names the durable table when it is known. */
-static void
-restarted_error(int32 handle, const char *durable_name)
-{
-	if (durable_name == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_SYSTEM_ERROR),
-				 errmsg("cpht table %d was opened before the cpht worker restarted", handle),
-				 errdetail("Handles of shared tables do not outlive the cpht worker; a durable table is restored by the new worker and reached through a new handle."),
-				 errhint("Open the table again with cpht_open().")));
-	ereport(ERROR,
-			(errcode(ERRCODE_SYSTEM_ERROR),
-			 errmsg("cpht table %d was opened before the cpht worker restarted", handle),
-			 errdetail("Durable shared table \"%s\" is restored by the new worker and reached through a new handle.",
-					   durable_name),
-			 errhint("Open the table again with cpht_open('%s').", durable_name)));
-}
-
 /*
  * The session's entry for the shared table of catalog entry `entry` (*e a
  * copy of it), registered under the table's handle if it was not yet.
  * The handle is the table's id in the shared range (session.h), the same
  * number in every session.
  */
-CphtHandle *
+CphtHandleEntry *
 cpht_shared_register(int32 entry, const CphtCatalogEntry *e)
 {
-	CphtHandle	h;
-	CphtHandle *registered;
+	CphtHandleEntry h;
+	CphtHandleEntry *registered;
 
 	if (e->table_id == 0 || e->table_id > CPHT_MAX_SHARED_TABLE_ID)
 		ereport(ERROR,
@@ -123,114 +92,25 @@ cpht_shared_register(int32 entry, const CphtCatalogEntry *e)
 	memset(&h, 0, sizeof(h));
 	h.handle = CPHT_SHARED_HANDLE_BASE + (int32) e->table_id;
 	h.shared = true;
-	h.shared_entry = entry;
-	h.shared_table_id = e->table_id;
-	h.shared_generation = worker_generation();
 	h.kind = e->kind;
 	h.device = e->device;
 	h.key_bits = e->key_bits;
 	h.transactional = e->transactional;
 	h.capacity = e->capacity;
 	h.bytes = e->bytes;
-	h.shared_access = cpht_access_shared(0);
-	cpht_access_set_handle(h.shared_access, h.handle);
+	h.shared_tableref = cpht_tableref_shared(h.handle, entry, e->table_id);
 	registered = cpht_handles_add_shared(&h);
 	shared_handles[nshared++] = h.handle;
 	return registered;
 }
 
-void
-cpht_shared_check_privileges(const char *name, Oid owner)
-{
-	if (!has_privs_of_role(GetUserId(), owner))
-	{
-		char	   *role = GetUserNameFromId(owner, true);
-
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for shared cpht table \"%s\"", name),
-				 role ?
-				 errdetail("Only role \"%s\", its members and superusers may use it.", role) :
-				 errdetail("Its owner role was dropped: only superusers may use it.")));
-	}
-}
-
-void
-cpht_shared_lost_error(const CphtCatalogEntry *e)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_SYSTEM_ERROR),
-			 errmsg("shared cpht table \"%s\" was lost", NameStr(e->name)),
-			 errdetail("Its memory was in a cpht worker that exited: %s.", e->lost_reason),
-			 errhint("Create it again with cpht_create(..., name => %s).", quote_literal_cstr(NameStr(e->name)))));
-}
-
 CphtSharedRef
 cpht_shared_ref(int32 handle, char *name, Oid *owner)
 {
-	CphtHandle *h = cpht_handles_use(handle);
-	CphtCatalogEntry copy;
-	CphtSharedRef ref;
+	CphtHandleEntry *h = cpht_handles_use(handle);
 
 	Assert(h->shared);
-	if (h->shared_entry < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("cpht table %d does not exist", handle),
-				 errdetail("It was dropped.")));
-
-	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
-	copy = cpht_catalog[h->shared_entry];
-	LWLockRelease(cpht_control->catalog_lock);
-
-	if (copy.table_id == h->shared_table_id &&
-		cpht_ddl_drop_pending(h->shared_entry, h->shared_table_id))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("cpht table %d does not exist", handle),
-				 errdetail("This transaction dropped shared table \"%s\"; a rollback keeps it.",
-						   NameStr(copy.name))));
-	if (copy.table_id != h->shared_table_id ||
-		(copy.state != CPHT_ENTRY_LIVE && copy.state != CPHT_ENTRY_LOST))
-	{
-		/*
-		 * The worker that held the table exited.  A durable table is back
-		 * under a new table id (ids are never reused while the server
-		 * runs), reached by opening it again; any other was lost, and the
-		 * catalog entry may hold another table by now.
-		 */
-		if (worker_generation() != h->shared_generation)
-			restarted_error(handle, NULL);
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("cpht table %d does not exist", handle),
-				 errdetail("The shared table it named was dropped.")));
-	}
-	/* a durable table whose worker exited comes back under a new id */
-	if (copy.state == CPHT_ENTRY_LOST && copy.durable)
-		restarted_error(handle, NameStr(copy.name));
-	if (copy.state == CPHT_ENTRY_LOST)
-		cpht_shared_lost_error(&copy);
-	cpht_shared_check_privileges(NameStr(copy.name), copy.owner);
-
-	if (name)
-		strlcpy(name, NameStr(copy.name), NAMEDATALEN);
-	if (owner)
-		*owner = copy.owner;
-	ref.entry = h->shared_entry;
-	ref.table_id = h->shared_table_id;
-	ref.transactional = copy.transactional;
-	ref.durable = copy.durable;
-	return ref;
-}
-
-uint64
-cpht_shared_call(int32 handle, CphtCall call, const uint64 *keys, uint64 n,
-				 uint8 *status)
-{
-	CphtSharedRef ref = cpht_shared_ref(handle, NULL, NULL);
-
-	return cpht_remote_call(&ref, handle, call, keys, n, status);
+	return cpht_tableref_shared_check(h->shared_tableref, name, owner);
 }
 
 void
@@ -257,7 +137,7 @@ cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id)
  * never reused while the server runs).  The table must be of this
  * database and usable by the current role, as for cpht_open.
  */
-CphtHandle *
+CphtHandleEntry *
 cpht_shared_resolve(int32 handle, bool missing_ok)
 {
 	uint64		table_id = (uint64) (handle - CPHT_SHARED_HANDLE_BASE);
@@ -294,7 +174,7 @@ cpht_shared_resolve(int32 handle, bool missing_ok)
 		/* ids grow with every table: one below the running worker's
 		 * first was given by a worker before it */
 		if (table_id != 0 && table_id < first_id)
-			restarted_error(handle, NULL);
+			cpht_shared_restarted_error(handle, NULL);
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("cpht table %d does not exist", handle),
@@ -346,10 +226,10 @@ cpht_shared_name(int32 handle, char *name)
 	return found && has_privs_of_role(GetUserId(), owner);
 }
 
-CphtHandle *
+CphtHandleEntry *
 cpht_shared_lookup(int32 handle)
 {
-	CphtHandle *h = cpht_handles_shared(handle);
+	CphtHandleEntry *h = cpht_handles_shared(handle);
 
 	if (h == NULL && cpht_handle_is_shared(handle) && !IsParallelWorker())
 		h = cpht_shared_resolve(handle, true);

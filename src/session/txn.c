@@ -32,6 +32,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "memcap.h"
 #include "session/session.h"
 
 typedef struct Savepoint
@@ -46,7 +47,7 @@ typedef struct TxnTable
 	int32		handle;
 	SubTransactionId created;	/* creating subxact, while not committed */
 	SubTransactionId dropped;	/* dropping subxact, while not committed */
-	CphtTable  *dropped_table;	/* the table while its drop is pending */
+	CphtTableRef *dropped_table;	/* the table while its drop is pending */
 	int			depth;
 	int			cap;
 	Savepoint  *stack;
@@ -66,7 +67,16 @@ static MemoryContext txn_cxt = NULL;
 static HTAB *touched = NULL;
 static Touch **levels = NULL;	/* levels[l]: nesting level l (1 = top) */
 static int	nlevels = 0;
+/* Slot memory of tables dropped by the transaction and not freed yet: it
+ * still counts against cpht.max_memory (memcap.c), as it did live. */
 static uint64 pending_drop_bytes = 0;
+
+static void
+pending_drop_add(int64 delta)
+{
+	pending_drop_bytes += (uint64) delta;	/* modulo 2^64: a negative delta subtracts */
+	cpht_memory_tables_changed(delta);
+}
 
 /* Lists up to nesting level l exist. */
 static void
@@ -145,7 +155,7 @@ txn_touch(int32 handle)
 }
 
 void
-cpht_txn_before_write(CphtHandle *h)
+cpht_txn_before_write(CphtHandleEntry *h)
 {
 	SubTransactionId cur = GetCurrentSubTransactionId();
 	TxnTable   *e;
@@ -166,12 +176,12 @@ cpht_txn_before_write(CphtHandle *h)
 			: MemoryContextAlloc(txn_cxt, sizeof(Savepoint) * e->cap);
 	}
 	e->stack[e->depth].subid = cur;
-	e->stack[e->depth].position = cpht_access_log_position(h->table);
+	e->stack[e->depth].position = cpht_tableref_log_position(h->table);
 	e->depth++;
 }
 
 void
-cpht_txn_created(CphtHandle *h)
+cpht_txn_created(CphtHandleEntry *h)
 {
 	txn_touch(h->handle)->created = GetCurrentSubTransactionId();
 }
@@ -179,32 +189,26 @@ cpht_txn_created(CphtHandle *h)
 void
 cpht_txn_drop(int32 handle)
 {
-	CphtHandle *h = cpht_handles_get(handle);
+	CphtHandleEntry *h = cpht_handles_get(handle);
 	TxnTable   *e = txn_touch(handle);
 
 	e->dropped = GetCurrentSubTransactionId();
 	e->dropped_table = h->table;
-	pending_drop_bytes += h->bytes;
+	pending_drop_add((int64) h->bytes);
 	cpht_handles_set_table(h, NULL);	/* the handle is gone from now on */
-}
-
-uint64
-cpht_txn_pending_drop_bytes(void)
-{
-	return pending_drop_bytes;
 }
 
 /* A pending drop is undone: the handle works again. */
 static void
 undo_drop(TxnTable *e)
 {
-	CphtHandle *h = cpht_handles_entry(e->handle);
+	CphtHandleEntry *h = cpht_handles_entry(e->handle);
 
 	if (e->dropped_table == NULL)
 		return;
 	if (h)
 	{
-		pending_drop_bytes -= h->bytes;
+		pending_drop_add(-(int64) h->bytes);
 		cpht_handles_set_table(h, e->dropped_table);
 	}
 	e->dropped_table = NULL;
@@ -216,22 +220,22 @@ undo_drop(TxnTable *e)
 static void
 destroy_entry_table(TxnTable *e)
 {
-	CphtHandle *h = cpht_handles_entry(e->handle);
-	CphtTable  *t = e->dropped_table ? e->dropped_table : h ? h->table : NULL;
+	CphtHandleEntry *h = cpht_handles_entry(e->handle);
+	CphtTableRef *t = e->dropped_table ? e->dropped_table : h ? h->table : NULL;
 
 	if (h && e->dropped_table)
-		pending_drop_bytes -= h->bytes;
+		pending_drop_add(-(int64) h->bytes);
 	else if (h)
 		cpht_handles_set_table(h, NULL);
 	e->dropped_table = NULL;
-	cpht_access_destroy(t);
+	cpht_tableref_destroy(t);
 }
 
 /* The live table of an entry, whether or not a drop is pending. */
-static CphtTable *
+static CphtTableRef *
 entry_table(TxnTable *e)
 {
-	CphtHandle *h = cpht_handles_entry(e->handle);
+	CphtHandleEntry *h = cpht_handles_entry(e->handle);
 
 	return e->dropped_table ? e->dropped_table : h ? h->table : NULL;
 }
@@ -241,18 +245,18 @@ entry_table(TxnTable *e)
 static void
 rollback_entry(TxnTable *e, uint64 position)
 {
-	CphtTable  *t = entry_table(e);
+	CphtTableRef *t = entry_table(e);
 	cpht_status rc;
 
 	if (t == NULL)
 		return;
-	rc = cpht_access_rollback_to(t, position);
+	rc = cpht_tableref_rollback_to(t, position);
 	if (rc != CPHT_OK)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("cpht table %d could not be rolled back and was dropped", e->handle),
-				 errdetail("%s", cpht_access_error(t))));
+				 errdetail("%s", cpht_tableref_error(t))));
 		destroy_entry_table(e);
 	}
 }
@@ -267,7 +271,7 @@ abort_sub_entry(TxnTable *e, SubTransactionId mySubid)
 		undo_drop(e);
 	if (e->created == mySubid)
 	{
-		CphtHandle *h = cpht_handles_entry(e->handle);
+		CphtHandleEntry *h = cpht_handles_entry(e->handle);
 
 		if (h)
 			h->rolled_back = true;
@@ -348,7 +352,7 @@ txn_reset(void)
 	touched = NULL;
 	levels = NULL;
 	nlevels = 0;
-	pending_drop_bytes = 0;
+	pending_drop_add(-(int64) pending_drop_bytes);
 	if (txn_cxt)
 		MemoryContextReset(txn_cxt);
 }
@@ -369,12 +373,12 @@ at_xact_event(XactEvent event, void *arg)
 			hash_seq_init(&scan, touched);
 			while ((e = hash_seq_search(&scan)) != NULL)
 			{
-				CphtTable  *t = entry_table(e);
+				CphtTableRef *t = entry_table(e);
 
 				if (e->dropped_table)
 					destroy_entry_table(e);
 				else if (t)
-					cpht_access_truncate_log(t, 0);
+					cpht_tableref_truncate_log(t, 0);
 			}
 			txn_reset();
 			break;
@@ -390,7 +394,7 @@ at_xact_event(XactEvent event, void *arg)
 				undo_drop(e);
 				if (e->created != InvalidSubTransactionId)
 				{
-					CphtHandle *h = cpht_handles_entry(e->handle);
+					CphtHandleEntry *h = cpht_handles_entry(e->handle);
 
 					if (h)
 						h->rolled_back = true;

@@ -1,28 +1,22 @@
 /*
- * batches.c — find-or-put over any number of rows.
+ * batches.c — the stream of batches: find-or-put over any number of rows.
  *
  * An array is limited to about 2^26 bigints (array_agg's state passes the
- * 1 GB allocation limit while doubling), so large ingests stream instead:
+ * 1 GB allocation limit while doubling), so large ingests stream instead,
+ * through a CphtBatchStream: the aggregates cpht_fop_agg (fop_agg.c) and
+ * cpht_fop_new_agg (fop_new_agg.c), the set-returning cpht_fop_rows
+ * (api/fop_rows.c), and a relation's key column (relfeed.c).
  *
- *   cpht_fop_agg(handle, key)  aggregate: sends the keys in batches of
- *       cpht.batch_size and returns how many were new;
- *   cpht_fop_rows(handle, NULL::rowtype, query, key_column)  runs the query
- *       through a cursor and returns the rows whose key was new, each new
- *       key's row exactly once, so that
- *       INSERT INTO t SELECT * FROM cpht_fop_rows(h, NULL::t, 'SELECT ...')
- *       loads only new rows.
+ * The stream overlaps the table's work with the executor: batch k runs on a
+ * helper thread (and on the GPU for GPU tables) while batch k+1 is collected
+ * (the kernels' cpht_stream_start / cpht_stream_finish); a table in the
+ * cpht worker or a shared table runs each batch when it is handed over
+ * instead (tableref/call_stream.c).  The stream copies each batch, so a
+ * batch in flight never points into memory the executor frees on an error;
+ * the next call on the table waits for it.
  *
- * Both overlap the table's work with the executor: batch k runs on a helper
- * thread (and on the GPU for GPU tables) while batch k+1 is collected
- * (cpht_stream_start / cpht_stream_finish); a table in the cpht worker or a
- * shared table runs each batch when it is handed over instead (tableref/call_stream.c).
- * The stream copies each batch, so a batch in flight never points into memory the executor frees on an
- * error; the next call on the table waits for it.
- *
- * This file holds the stream shared by both and the aggregate; api/fop_rows.c
- * holds cpht_fop_rows.  Settings are read once, when a stream opens: a
- * query may change them while it runs, and every buffer is sized from the
- * values read then.
+ * Settings are read once, when a stream opens: a query may change them
+ * while it runs, and every buffer is sized from the values read then.
  */
 #include "postgres.h"
 
@@ -40,7 +34,7 @@
 #include "stream/stream.h"
 
 void
-cpht_stream_check_key(uint64 key, int key_bits)
+cpht_check_key(uint64 key, int key_bits)
 {
 	if (key_bits > 0 && key_bits < 64 && (key >> key_bits) != 0)
 		ereport(ERROR,
@@ -60,20 +54,20 @@ cpht_stream_check_key(uint64 key, int key_bits)
 static void
 stream_close_callback(void *arg)
 {
-	Stream	   *st = arg;
+	CphtBatchStream *st = arg;
 
 	if (st->stream != NULL)
-		cpht_access_stream_close(st->stream);
+		cpht_tableref_stream_close(st->stream);
 	st->stream = NULL;
 	cpht_memory_release(st->reserved);
 	st->reserved = 0;
 }
 
-Stream *
-cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
+CphtBatchStream *
+cpht_batch_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 {
-	Stream	   *st = MemoryContextAllocZero(cxt, sizeof(Stream));
-	CphtHandle *h;
+	CphtBatchStream *st = MemoryContextAllocZero(cxt, sizeof(CphtBatchStream));
+	CphtHandleEntry *h;
 	uint64		bytes;
 
 	/* a parallel worker reaches the leader's shared table by its handle */
@@ -98,7 +92,7 @@ cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 	st->closer.arg = st;
 	MemoryContextRegisterResetCallback(cxt, &st->closer);
 
-	st->stream = cpht_access_stream_open(cpht_handle_table(h));
+	st->stream = cpht_tableref_stream_open(cpht_handle_table(h));
 	if (st->stream == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -107,33 +101,33 @@ cpht_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per_key)
 }
 
 void
-cpht_stream_reserve(Stream *st, uint64 bytes, const char *what)
+cpht_batch_stream_reserve(CphtBatchStream *st, uint64 bytes, const char *what)
 {
 	cpht_memory_reserve(bytes, what);
 	st->reserved += bytes;
 }
 
 void
-cpht_stream_release(Stream *st, uint64 bytes)
+cpht_batch_stream_release(CphtBatchStream *st, uint64 bytes)
 {
 	Assert(bytes <= st->reserved);
 	cpht_memory_release(bytes);
 	st->reserved -= bytes;
 }
 
-/* every stream's batches in this backend (cpht_stream_totals) */
-static CphtStreamTotals totals;
+/* every stream's batches in this backend (cpht_batch_stream_totals) */
+static CphtBatchStreamTotals totals;
 
 void
-cpht_stream_totals(CphtStreamTotals *out)
+cpht_batch_stream_totals(CphtBatchStreamTotals *out)
 {
 	*out = totals;
 }
 
 uint64
-cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
+cpht_batch_stream_swap(CphtBatchStream *st, const uint64 *keys, int n, const uint8 **status, size_t *nstatus)
 {
-	CphtHandle *h;
+	CphtHandleEntry *h;
 	uint64		inserted = 0;
 	const uint8 *done;
 	size_t		got;
@@ -144,14 +138,14 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 	h = cpht_handles_use(st->handle);
 	cpht_txn_before_write(h);
 	cpht_memory_sync();
-	cpht_check_status(cpht_access_stream_finish(st->stream, &done, &got, &inserted),
-					  st->handle, cpht_access_error(cpht_handle_table(h)));
+	cpht_check_status(cpht_tableref_stream_finish(st->stream, &done, &got, &inserted),
+					  st->handle, cpht_tableref_error(cpht_handle_table(h)));
 	if (got > 0)
 	{
 		cpht_call_times one;
 
 		/* the table's last call is the batch just collected */
-		cpht_access_call_times(cpht_handle_table(h), &one);
+		cpht_tableref_call_times(cpht_handle_table(h), &one);
 		cpht_call_times_add(&st->times, &one);
 		st->batches++;
 		st->keys += got;
@@ -167,13 +161,13 @@ cpht_stream_swap(Stream *st, const uint64 *keys, int n, const uint8 **status, si
 		*nstatus = got;
 	}
 	if (n > 0)
-		cpht_check_status(cpht_access_stream_start(st->stream, keys, (size_t) n),
-						  st->handle, cpht_access_error(cpht_handle_table(h)));
+		cpht_check_status(cpht_tableref_stream_start(st->stream, keys, (size_t) n),
+						  st->handle, cpht_tableref_error(cpht_handle_table(h)));
 	return inserted;
 }
 
 void
-cpht_stream_report(Stream *st, const char *fn)
+cpht_batch_stream_report(CphtBatchStream *st, const char *fn)
 {
 	const cpht_call_times *t = &st->times;
 
@@ -185,172 +179,4 @@ cpht_stream_report(Stream *st, const char *fn)
 			 errdetail("Inside the table calls: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms, growing the table %d times %.3f ms, widening its keys %d times %.3f ms.",
 					   t->stage_in, t->wait, t->copy_out, t->undo_log,
 					   t->grows, t->grow, t->widens, t->widen)));
-}
-
-/* ---- cpht_fop_agg ------------------------------------------------------- */
-
-typedef struct FopAggState
-{
-	Stream	   *stream;
-	int			n;				/* keys collected, < stream->batch_keys */
-	uint64		inserted;
-	uint64	   *keys;			/* stream->batch_keys of them */
-} FopAggState;
-
-PG_FUNCTION_INFO_V1(cpht_fop_agg_step);
-Datum
-cpht_fop_agg_step(PG_FUNCTION_ARGS)
-{
-	MemoryContext aggcontext;
-	FopAggState *state;
-
-	if (!AggCheckCallContext(fcinfo, &aggcontext))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cpht_fop_agg_step called in a non-aggregate context")));
-
-	if (PG_ARGISNULL(0))
-	{
-		if (PG_ARGISNULL(1))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("handle must not be null")));
-		state = MemoryContextAllocZero(aggcontext, sizeof(FopAggState));
-		state->stream = cpht_stream_begin(aggcontext, PG_GETARG_INT32(1), sizeof(uint64));
-		state->keys = MemoryContextAllocHuge(aggcontext, sizeof(uint64) * state->stream->batch_keys);
-	}
-	else
-	{
-		state = (FopAggState *) PG_GETARG_POINTER(0);
-		if (PG_ARGISNULL(1))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("handle must not be null")));
-		if (PG_GETARG_INT32(1) != state->stream->handle)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("cpht_fop_agg must get the same handle in every row of a group")));
-	}
-
-	/* Like count(key), the aggregate skips NULL keys. */
-	if (!PG_ARGISNULL(2))
-	{
-		uint64		key = (uint64) PG_GETARG_INT64(2);
-
-		cpht_stream_check_key(key, state->stream->key_bits);
-		state->keys[state->n++] = key;
-		if (state->n == state->stream->batch_keys)
-		{
-			state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
-			state->n = 0;
-		}
-	}
-	PG_RETURN_POINTER(state);
-}
-
-/*
- * Sends a state's last partial batch and collects it: afterwards every key
- * the state saw is in the table and counted in inserted.  A state combined
- * from parallel workers' counts has no stream.
- */
-static void
-fop_agg_flush(FopAggState *state)
-{
-	if (state->stream == NULL)
-		return;
-	state->inserted += cpht_stream_swap(state->stream, state->keys, state->n, NULL, NULL);
-	state->n = 0;
-	state->inserted += cpht_stream_swap(state->stream, NULL, 0, NULL, NULL);
-	cpht_stream_report(state->stream, "cpht_fop_agg");
-}
-
-PG_FUNCTION_INFO_V1(cpht_fop_agg_final);
-Datum
-cpht_fop_agg_final(PG_FUNCTION_ARGS)
-{
-	FopAggState *state;
-
-	if (PG_ARGISNULL(0))
-		PG_RETURN_INT64(0);		/* no rows at all */
-	state = (FopAggState *) PG_GETARG_POINTER(0);
-	fop_agg_flush(state);
-	PG_RETURN_INT64((int64) state->inserted);
-}
-
-/*
- * Parallel aggregation (the planner allows it for shared tables only:
- * parallel.c).  A worker's partial state is serialized when its rows are
- * done: its keys are sent to the table then, so what goes to the leader is
- * only the count of new keys.  Workers share the leader's transaction, so
- * a key two workers both meet is new for exactly one of them, and the sum
- * of the counts is the serial answer.
- */
-PG_FUNCTION_INFO_V1(cpht_fop_agg_serialize);
-Datum
-cpht_fop_agg_serialize(PG_FUNCTION_ARGS)
-{
-	FopAggState *state = (FopAggState *) PG_GETARG_POINTER(0);
-	bytea	   *out;
-
-	if (!AggCheckCallContext(fcinfo, NULL))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cpht_fop_agg_serialize called in a non-aggregate context")));
-	fop_agg_flush(state);
-	out = palloc(VARHDRSZ + sizeof(int64));
-	SET_VARSIZE(out, VARHDRSZ + sizeof(int64));
-	memcpy(VARDATA(out), &state->inserted, sizeof(int64));
-	PG_RETURN_BYTEA_P(out);
-}
-
-PG_FUNCTION_INFO_V1(cpht_fop_agg_deserialize);
-Datum
-cpht_fop_agg_deserialize(PG_FUNCTION_ARGS)
-{
-	bytea	   *in = PG_GETARG_BYTEA_PP(0);
-	FopAggState *state;
-
-	if (!AggCheckCallContext(fcinfo, NULL))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cpht_fop_agg_deserialize called in a non-aggregate context")));
-	if (VARSIZE_ANY_EXHDR(in) != sizeof(int64))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-				 errmsg("invalid cpht_fop_agg partial state of %d bytes",
-						(int) VARSIZE_ANY_EXHDR(in))));
-	state = palloc0(sizeof(FopAggState));
-	memcpy(&state->inserted, VARDATA_ANY(in), sizeof(int64));
-	PG_RETURN_POINTER(state);
-}
-
-/*
- * Not strict: the state is internal, so a first state must be copied into
- * the aggregate's context here (the deserialized one lives in a per-tuple
- * context).  A state with a stream of its own (partial aggregation in one
- * process, without serialization) is flushed first.
- */
-PG_FUNCTION_INFO_V1(cpht_fop_agg_combine);
-Datum
-cpht_fop_agg_combine(PG_FUNCTION_ARGS)
-{
-	MemoryContext aggcontext;
-	FopAggState *state = PG_ARGISNULL(0) ? NULL : (FopAggState *) PG_GETARG_POINTER(0);
-	FopAggState *other = PG_ARGISNULL(1) ? NULL : (FopAggState *) PG_GETARG_POINTER(1);
-
-	if (!AggCheckCallContext(fcinfo, &aggcontext))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cpht_fop_agg_combine called in a non-aggregate context")));
-	if (other == NULL)
-	{
-		if (state == NULL)
-			PG_RETURN_NULL();
-		PG_RETURN_POINTER(state);
-	}
-	fop_agg_flush(other);
-	if (state == NULL)
-		state = MemoryContextAllocZero(aggcontext, sizeof(FopAggState));
-	state->inserted += other->inserted;
-	PG_RETURN_POINTER(state);
 }

@@ -38,7 +38,7 @@
 
 typedef struct FopNewAggState
 {
-	Stream	   *stream;			/* NULL: combined from workers' results */
+	CphtBatchStream *stream;	/* NULL: combined from workers' results */
 	MemoryContext cxt;			/* the aggregate's, where the arrays grow */
 	uint64	   *batch[2];		/* batch_keys each */
 	int			filling;		/* the batch being filled */
@@ -67,8 +67,8 @@ news_room(FopNewAggState *s, uint64 more)
 				 errmsg("too many new keys for one cpht_fop_new_agg result")));
 	capacity = Max(want, Max(s->capacity * 2, 1024));
 	if (s->stream != NULL)
-		cpht_stream_reserve(s->stream, (capacity - s->capacity) * sizeof(uint64),
-							"cpht_fop_new_agg new keys");
+		cpht_batch_stream_reserve(s->stream, (capacity - s->capacity) * sizeof(uint64),
+								  "cpht_fop_new_agg new keys");
 	s->news = s->news == NULL
 		? MemoryContextAllocHuge(s->cxt, capacity * sizeof(uint64))
 		: repalloc_huge(s->news, capacity * sizeof(uint64));
@@ -87,7 +87,7 @@ swap(FopNewAggState *s)
 	const uint64 *collected = s->batch[1 - s->filling];
 	uint64		inserted;
 
-	inserted = cpht_stream_swap(s->stream, s->batch[s->filling], s->n, &status, &nstatus);
+	inserted = cpht_batch_stream_swap(s->stream, s->batch[s->filling], s->n, &status, &nstatus);
 	if (nstatus != (size_t) s->sent)
 		elog(ERROR, "cpht_fop_new_agg collected %zu statuses for a batch of %d keys", nstatus, s->sent);
 	if (inserted > 0)
@@ -110,7 +110,7 @@ flush(FopNewAggState *s)
 		return;
 	swap(s);					/* the last partial batch */
 	swap(s);					/* its answer */
-	cpht_stream_report(s->stream, "cpht_fop_new_agg");
+	cpht_batch_stream_report(s->stream, "cpht_fop_new_agg");
 }
 
 PG_FUNCTION_INFO_V1(cpht_fop_new_agg_step);
@@ -133,7 +133,7 @@ cpht_fop_new_agg_step(PG_FUNCTION_ARGS)
 		s = MemoryContextAllocZero(aggcontext, sizeof(FopNewAggState));
 		s->cxt = aggcontext;
 		/* two batches of keys the state holds, next to the stream's own */
-		s->stream = cpht_stream_begin(aggcontext, PG_GETARG_INT32(1), 2 * sizeof(uint64));
+		s->stream = cpht_batch_stream_begin(aggcontext, PG_GETARG_INT32(1), 2 * sizeof(uint64));
 		s->batch[0] = MemoryContextAllocHuge(aggcontext, sizeof(uint64) * s->stream->batch_keys);
 		s->batch[1] = MemoryContextAllocHuge(aggcontext, sizeof(uint64) * s->stream->batch_keys);
 	}
@@ -154,7 +154,7 @@ cpht_fop_new_agg_step(PG_FUNCTION_ARGS)
 	{
 		uint64		key = (uint64) PG_GETARG_INT64(2);
 
-		cpht_stream_check_key(key, s->stream->key_bits);
+		cpht_check_key(key, s->stream->key_bits);
 		s->batch[s->filling][s->n++] = key;
 		if (s->n == s->stream->batch_keys)
 			swap(s);

@@ -40,7 +40,7 @@ cpht_relfeed_begin(RelFeed *f, int32 handle, bool with_tids, bool null_keys_fail
 	f->take = take;
 	f->arg = arg;
 	/* Settings are read here, once: the relation's scan may not change them. */
-	f->stream = cpht_stream_begin(CurrentMemoryContext, handle, 2 * sizeof(uint64) * row_words);
+	f->stream = cpht_batch_stream_begin(CurrentMemoryContext, handle, 2 * sizeof(uint64) * row_words);
 	for (int b = 0; b < 2; b++)
 	{
 		f->keys[b] = MemoryContextAllocHuge(CurrentMemoryContext,
@@ -61,8 +61,8 @@ feed_swap(RelFeed *f)
 	size_t		nstatus;
 	int			prev = 1 - f->cur;
 
-	f->inserted += cpht_stream_swap(f->stream, f->keys[f->cur], f->n,
-									f->take ? &status : NULL, &nstatus);
+	f->inserted += cpht_batch_stream_swap(f->stream, f->keys[f->cur], f->n,
+										  f->take ? &status : NULL, &nstatus);
 	if (f->take && nstatus > 0)
 		f->take(f, f->keys[prev], f->with_tids ? f->tids[prev] : NULL, status, nstatus);
 	f->cur = prev;
@@ -97,7 +97,7 @@ cpht_relfeed_put(RelFeed *f, const uint64 *rows, int n)
 		}
 		if (key_bits > 0 && key_bits < 64)
 			for (int i = 0; i < take; i++)
-				cpht_stream_check_key(keys[i], key_bits);
+				cpht_check_key(keys[i], key_bits);
 		f->n += take;
 		n -= take;
 		if (f->n == f->stream->batch_keys)
@@ -140,7 +140,7 @@ cpht_feed_leader_sink(LeaderSink *ls, RelFeed *f)
 void
 cpht_feed_prepare_writes(int32 handle)
 {
-	CphtHandle *h = cpht_handles_use(handle);
+	CphtHandleEntry *h = cpht_handles_use(handle);
 
 	if (!h->shared || !cpht_shared_ref(handle, NULL, NULL).transactional ||
 		RecoveryInProgress())

@@ -1,14 +1,12 @@
 /*
  * stream/stream.h — the door of stream/: keys into a table in batches.
- * batches.c holds the stream of batches and the cpht_fop_agg aggregate;
- * a relation's key column is fed into a stream by relfeed.c (the feed),
- * relation.c (which relation, column and route), heap_feed.c (our own
- * parallel heap scan) and query_feed.c (a query); progress.c reports long
- * calls.  For api/ and plan/.
- *
- * batches.c: find-or-put over streams of rows instead of one array: the
- * cpht_fop_agg aggregate (batches.c) and the cpht_fop_rows set-returning
- * function (api/fop_rows.c), and the stream of batches both send.
+ * batches.c holds the stream of batches (CphtBatchStream); the aggregates
+ * cpht_fop_agg (fop_agg.c) and cpht_fop_new_agg (fop_new_agg.c) send their
+ * keys through one, and so does the cpht_fop_rows set-returning function
+ * (api/fop_rows.c); a relation's key column is fed into a stream by
+ * relfeed.c (the feed), relation.c (which relation, column and route),
+ * heap_feed.c (our own parallel heap scan) and query_feed.c (a query);
+ * progress.c reports long calls.  For api/ and plan/.
  */
 #ifndef CPHT_STREAM_H
 #define CPHT_STREAM_H
@@ -25,65 +23,68 @@
 /*
  * One stream of batches into a table, with the settings it was opened
  * with: however a query changes cpht.batch_size or cpht.batch_memory while
- * it runs, a stream keeps these.
+ * it runs, a stream keeps these.  It holds the memory it counts against
+ * cpht.max_memory and runs over the table's own stream of the placement
+ * (tableref's CphtTableRefStream, which for a table in this backend is the
+ * kernels' cpht_stream).
  */
-typedef struct Stream
+typedef struct CphtBatchStream
 {
 	int32		handle;
 	int			key_bits;
 	int			batch_keys;		/* cpht.batch_size when opened */
 	uint64		batch_bytes;	/* cpht.batch_memory when opened, in bytes */
 	uint64		reserved;		/* bytes counted against cpht.max_memory */
-	CphtAccessStream *stream;
+	CphtTableRefStream *stream;
 	MemoryContextCallback closer;
 	/* cpht.trace: the table calls of the batches collected so far */
 	uint64		batches;
 	uint64		keys;
 	cpht_call_times times;
-} Stream;
+} CphtBatchStream;
 
 /*
  * Opens a stream into a handle's table (private or shared), living as long as cxt.  Counts against
  * cpht.max_memory (53400 beyond it) the kernels' batch buffers and
  * caller_bytes_per_key for each key of a batch that the caller holds.
  */
-extern Stream *cpht_stream_begin(MemoryContext cxt, int32 handle,
-								 uint64 caller_bytes_per_key);
+extern CphtBatchStream *cpht_batch_stream_begin(MemoryContext cxt, int32 handle,
+												uint64 caller_bytes_per_key);
 
 /* Counts more of the caller's memory against cpht.max_memory, or gives it
  * back; whatever is still counted is given back when the stream closes. */
-extern void cpht_stream_reserve(Stream *st, uint64 bytes, const char *what);
-extern void cpht_stream_release(Stream *st, uint64 bytes);
+extern void cpht_batch_stream_reserve(CphtBatchStream *st, uint64 bytes, const char *what);
+extern void cpht_batch_stream_release(CphtBatchStream *st, uint64 bytes);
 
 /*
  * Hands a batch of n keys (0 <= n <= batch_keys) to the table and collects
  * the stream's previous one: its per-key status through status and nstatus
  * when asked for, and how many keys it inserted as the result.
  */
-extern uint64 cpht_stream_swap(Stream *st, const uint64 *keys, int n,
-							   const uint8 **status, size_t *nstatus);
+extern uint64 cpht_batch_stream_swap(CphtBatchStream *st, const uint64 *keys, int n,
+									 const uint8 **status, size_t *nstatus);
 
 /*
  * What every stream of this backend sent so far: keys, the new ones, the
  * time in the table's calls (ms).  plan/call_node.c's EXPLAIN ANALYZE
  * takes the difference over a call.
  */
-typedef struct CphtStreamTotals
+typedef struct CphtBatchStreamTotals
 {
 	uint64		keys;
 	uint64		new_keys;
 	double		table_ms;
-} CphtStreamTotals;
+} CphtBatchStreamTotals;
 
-extern void cpht_stream_totals(CphtStreamTotals *out);
+extern void cpht_batch_stream_totals(CphtBatchStreamTotals *out);
 
 /* cpht.trace: a NOTICE summing the table calls of a stream's batches. */
-extern void cpht_stream_report(Stream *st, const char *fn);
+extern void cpht_batch_stream_report(CphtBatchStream *st, const char *fn);
 
 /* Rejects a key outside the table's key_bits, as the array functions do. */
-extern void cpht_stream_check_key(uint64 key, int key_bits);
+extern void cpht_check_key(uint64 key, int key_bits);
 
-/* The transition function of the cpht_fop_agg aggregate (batches.c): the
+/* The transition function of the cpht_fop_agg aggregate (fop_agg.c): the
  * planner hook (plan/hooks.c) recognises the aggregate by it. */
 extern PGDLLEXPORT Datum cpht_fop_agg_step(PG_FUNCTION_ARGS);
 /* fop_new_agg.c: the step of cpht_fop_new_agg, which the planner hooks
@@ -118,7 +119,7 @@ typedef void (*RelFeedTake) (RelFeed *f, const uint64 *keys, const uint64 *tids,
  */
 struct RelFeed
 {
-	Stream	   *stream;
+	CphtBatchStream *stream;
 	bool		with_tids;		/* rows are (key, tid) rather than keys */
 	bool		null_keys_fail; /* a NULL key is 22004 rather than skipped */
 	uint64	   *keys[2];
@@ -201,7 +202,7 @@ extern void cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column,
  * extensions).  begin: false, reporting nothing, when the backend reports
  * a command already (this call's caller, or COPY); rel, where not NULL,
  * is the relation read, whose row estimate is the keys known.  Every batch
- * of a stream counts its keys and new keys (cpht_stream_swap).  end(began)
+ * of a stream counts its keys and new keys (cpht_batch_stream_swap).  end(began)
  * with begin's result; an abort ends the report too.
  */
 #define CPHT_PROGRESS_COMMAND 0x6370	/* "cp" */

@@ -1,12 +1,12 @@
 /*
- * call_stream.c — the stream of find-or-put batches (cpht_access_stream_*)
+ * call_stream.c — the stream of find-or-put batches (cpht_tableref_stream_*)
  * of a table in the cpht worker, a private one (worker_private.c) or a
  * shared one (shared_table.c): each batch runs as one call of its
  * placement when it is started, and its statuses wait until the next
  * finish hands them out.  Two buffers keep the statuses handed out at one
  * finish readable while the next batch runs.
  *
- * The buffers are malloc'd, as the stream itself is (cpht_access_stream_open);
+ * The buffers are malloc'd, as the stream itself is (cpht_tableref_stream_open);
  * running out of memory growing one raises 53200.
  */
 #include "postgres.h"
@@ -14,13 +14,13 @@
 #include "tableref/tableref_internal.h"
 
 bool
-cpht_call_stream_open(CphtAccessStream *s)
+cpht_call_stream_open(CphtTableRefStream *s)
 {
 	return true;
 }
 
 cpht_status
-cpht_call_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n)
+cpht_call_stream_start(CphtTableRefStream *s, const uint64 *keys, size_t n)
 {
 	int			b;
 	cpht_status st;
@@ -51,7 +51,7 @@ cpht_call_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n)
 }
 
 cpht_status
-cpht_call_stream_finish(CphtAccessStream *s, const uint8 **status, size_t *n,
+cpht_call_stream_finish(CphtTableRefStream *s, const uint8 **status, size_t *n,
 						uint64 *inserted)
 {
 	*status = s->pending ? s->status[s->ready] : NULL;
@@ -62,7 +62,7 @@ cpht_call_stream_finish(CphtAccessStream *s, const uint8 **status, size_t *n,
 }
 
 void
-cpht_call_stream_close(CphtAccessStream *s)
+cpht_call_stream_close(CphtTableRefStream *s)
 {
 	free(s->status[0]);
 	free(s->status[1]);

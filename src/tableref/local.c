@@ -3,7 +3,7 @@
  * call of the kernels (cpht_table.h) on the table this backend holds.
  *
  * The kernels return their status and keep the message of a failed call,
- * which cpht_access_error() hands on; nothing here raises but the refusal
+ * which cpht_tableref_error() hands on; nothing here raises but the refusal
  * to create a GPU table in a backend of a server that preloads cpht (only
  * the cpht worker may initialise CUDA).  The kernels count their own
  * memory against cpht.max_memory (memcap.c).
@@ -13,7 +13,7 @@
 #include "tableref/tableref_internal.h"
 
 static cpht_status
-local_create(const cpht_params *params, bool logging, CphtTable *t, char *errbuf,
+local_create(const cpht_params *params, bool logging, CphtTableRef *t, char *errbuf,
 			 size_t errlen)
 {
 	cpht_status st;
@@ -27,26 +27,26 @@ local_create(const cpht_params *params, bool logging, CphtTable *t, char *errbuf
 }
 
 static void
-local_destroy(CphtTable *t)
+local_destroy(CphtTableRef *t)
 {
 	cpht_table_destroy(t->local);
 }
 
 static bool
-local_lost(const CphtTable *t)
+local_lost(const CphtTableRef *t)
 {
 	/* this backend holds it as long as it runs */
 	return false;
 }
 
 static uint64
-local_slot_bytes(CphtTable *t, uint64 created_bytes)
+local_slot_bytes(CphtTableRef *t, uint64 created_bytes)
 {
 	return cpht_table_slot_bytes(t->local);
 }
 
 static cpht_status
-local_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n, uint8 *status,
+local_call(CphtTableRef *t, CphtCall call, const uint64 *keys, size_t n, uint8 *status,
 		   uint64 *value)
 {
 	switch (call)
@@ -65,13 +65,13 @@ local_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n, uint8 *sta
 }
 
 static uint64
-local_count(CphtTable *t)
+local_count(CphtTableRef *t)
 {
 	return cpht_table_count(t->local);
 }
 
 static cpht_status
-local_rebuild(CphtTable *t, uint64 *removed)
+local_rebuild(CphtTableRef *t, uint64 *removed)
 {
 	cpht_stats	before;
 	cpht_status st;
@@ -86,13 +86,13 @@ local_rebuild(CphtTable *t, uint64 *removed)
 }
 
 static cpht_status
-local_stats(CphtTable *t, cpht_stats *out)
+local_stats(CphtTableRef *t, cpht_stats *out)
 {
 	return cpht_table_stats(t->local, out);
 }
 
 static cpht_status
-local_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max, CphtScanPiece *piece)
+local_scan(CphtTableRef *t, uint64 *position, uint64 *keys, size_t max, CphtScanPiece *piece)
 {
 	cpht_status st;
 
@@ -104,57 +104,57 @@ local_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max, CphtScanPie
 }
 
 static const char *
-local_error(const CphtTable *t)
+local_error(const CphtTableRef *t)
 {
 	return cpht_table_error(t->local);
 }
 
 static void
-local_call_times(const CphtTable *t, cpht_call_times *out)
+local_call_times(const CphtTableRef *t, cpht_call_times *out)
 {
 	cpht_table_call_times(t->local, out);
 }
 
 static uint64
-local_log_position(CphtTable *t)
+local_log_position(CphtTableRef *t)
 {
 	return cpht_table_log_position(t->local);
 }
 
 static cpht_status
-local_rollback_to(CphtTable *t, uint64 position)
+local_rollback_to(CphtTableRef *t, uint64 position)
 {
 	return cpht_table_rollback_to(t->local, position);
 }
 
 static void
-local_truncate_log(CphtTable *t, uint64 position)
+local_truncate_log(CphtTableRef *t, uint64 position)
 {
 	cpht_table_truncate_log(t->local, position);
 }
 
 /* The kernels' own stream: a batch runs while the caller reads the next. */
 static bool
-local_stream_open(CphtAccessStream *s)
+local_stream_open(CphtTableRefStream *s)
 {
 	s->local = cpht_stream_open(s->table->local);
 	return s->local != NULL;
 }
 
 static cpht_status
-local_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n)
+local_stream_start(CphtTableRefStream *s, const uint64 *keys, size_t n)
 {
 	return cpht_stream_start(s->local, keys, n);
 }
 
 static cpht_status
-local_stream_finish(CphtAccessStream *s, const uint8 **status, size_t *n, uint64 *inserted)
+local_stream_finish(CphtTableRefStream *s, const uint8 **status, size_t *n, uint64 *inserted)
 {
 	return cpht_stream_finish(s->local, status, n, inserted);
 }
 
 static void
-local_stream_close(CphtAccessStream *s)
+local_stream_close(CphtTableRefStream *s)
 {
 	cpht_stream_close(s->local);
 }

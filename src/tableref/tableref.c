@@ -29,7 +29,7 @@ cpht_forbid_cuda_here(const char *what)
 }
 
 cpht_device
-cpht_access_choose_device(void)
+cpht_tableref_choose_device(void)
 {
 	char		reason[CPHT_TEXT_LEN];
 
@@ -62,7 +62,7 @@ cpht_access_choose_device(void)
 }
 
 void
-cpht_access_gpu_room(int *count, uint64 *free_bytes)
+cpht_tableref_gpu_room(int *count, uint64 *free_bytes)
 {
 	char		name[CPHT_TEXT_LEN];
 	uint64		total = 0;
@@ -80,17 +80,17 @@ cpht_access_gpu_room(int *count, uint64 *free_bytes)
 }
 
 bool
-cpht_access_in_worker(const cpht_params *params)
+cpht_tableref_in_worker(const cpht_params *params)
 {
 	return cpht_control != NULL &&
 		(params->device == CPHT_DEVICE_GPU || cpht_placement_setting == CPHT_PLACEMENT_WORKER);
 }
 
 cpht_status
-cpht_access_create(const cpht_params *params, bool in_worker, bool logging,
-				   CphtTable **out, char *errbuf, size_t errlen)
+cpht_tableref_create(const cpht_params *params, bool in_worker, bool logging,
+					 CphtTableRef **out, char *errbuf, size_t errlen)
 {
-	CphtTable  *t = MemoryContextAllocZero(TopMemoryContext, sizeof(CphtTable));
+	CphtTableRef *t = MemoryContextAllocZero(TopMemoryContext, sizeof(CphtTableRef));
 	cpht_status st;
 
 	*out = NULL;
@@ -115,23 +115,13 @@ cpht_access_create(const cpht_params *params, bool in_worker, bool logging,
 }
 
 void
-cpht_access_set_handle(CphtTable *t, int32 handle)
+cpht_tableref_set_handle(CphtTableRef *t, int32 handle)
 {
 	t->handle = handle;
-}
-
-CphtTable *
-cpht_access_shared(int32 handle)
-{
-	CphtTable  *t = MemoryContextAllocZero(TopMemoryContext, sizeof(CphtTable));
-
-	t->ops = &cpht_shared_routine;
-	t->handle = handle;
-	return t;
 }
 
 void
-cpht_access_destroy(CphtTable *t)
+cpht_tableref_destroy(CphtTableRef *t)
 {
 	if (t == NULL)
 		return;
@@ -140,110 +130,110 @@ cpht_access_destroy(CphtTable *t)
 }
 
 const char *
-cpht_access_placement(const CphtTable *t)
+cpht_tableref_placement(const CphtTableRef *t)
 {
 	return t->ops->placement;
 }
 
 uint64
-cpht_access_slot_bytes(CphtTable *t, uint64 created_bytes)
+cpht_tableref_slot_bytes(CphtTableRef *t, uint64 created_bytes)
 {
 	return t->ops->slot_bytes(t, created_bytes);
 }
 
 bool
-cpht_access_lost(const CphtTable *t)
+cpht_tableref_lost(const CphtTableRef *t)
 {
 	return t->ops->lost(t);
 }
 
 cpht_status
-cpht_access_find_or_put(CphtTable *t, const uint64 *keys, size_t n, uint8 *status)
+cpht_tableref_find_or_put(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *status)
 {
 	return t->ops->call(t, CPHT_CALL_FOP, keys, n, status, NULL);
 }
 
 cpht_status
-cpht_access_find(CphtTable *t, const uint64 *keys, size_t n, uint8 *found)
+cpht_tableref_find(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *found)
 {
 	return t->ops->call(t, CPHT_CALL_FIND, keys, n, found, NULL);
 }
 
 cpht_status
-cpht_access_put(CphtTable *t, const uint64 *keys, size_t n, uint64 *inserted)
+cpht_tableref_put(CphtTableRef *t, const uint64 *keys, size_t n, uint64 *inserted)
 {
 	return t->ops->call(t, CPHT_CALL_PUT, keys, n, NULL, inserted);
 }
 
 cpht_status
-cpht_access_erase(CphtTable *t, const uint64 *keys, size_t n, uint8 *present)
+cpht_tableref_erase(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *present)
 {
 	return t->ops->call(t, CPHT_CALL_ERASE, keys, n, present, NULL);
 }
 
 uint64
-cpht_access_count(CphtTable *t)
+cpht_tableref_count(CphtTableRef *t)
 {
 	return t->ops->count(t);
 }
 
 cpht_status
-cpht_access_rebuild(CphtTable *t, uint64 *removed)
+cpht_tableref_rebuild(CphtTableRef *t, uint64 *removed)
 {
 	*removed = 0;
 	return t->ops->rebuild(t, removed);
 }
 
 cpht_status
-cpht_access_stats(CphtTable *t, cpht_stats *out)
+cpht_tableref_stats(CphtTableRef *t, cpht_stats *out)
 {
 	return t->ops->stats(t, out);
 }
 
 cpht_status
-cpht_access_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max,
-				 CphtScanPiece *piece)
+cpht_tableref_scan(CphtTableRef *t, uint64 *position, uint64 *keys, size_t max,
+				   CphtScanPiece *piece)
 {
 	memset(piece, 0, sizeof(*piece));
 	return t->ops->scan(t, position, keys, max, piece);
 }
 
 const char *
-cpht_access_error(const CphtTable *t)
+cpht_tableref_error(const CphtTableRef *t)
 {
 	return t->ops->error(t);
 }
 
 void
-cpht_access_call_times(const CphtTable *t, cpht_call_times *out)
+cpht_tableref_call_times(const CphtTableRef *t, cpht_call_times *out)
 {
 	t->ops->call_times(t, out);
 }
 
 uint64
-cpht_access_log_position(CphtTable *t)
+cpht_tableref_log_position(CphtTableRef *t)
 {
 	return t->ops->log_position(t);
 }
 
 cpht_status
-cpht_access_rollback_to(CphtTable *t, uint64 position)
+cpht_tableref_rollback_to(CphtTableRef *t, uint64 position)
 {
 	return t->ops->rollback_to(t, position);
 }
 
 void
-cpht_access_truncate_log(CphtTable *t, uint64 position)
+cpht_tableref_truncate_log(CphtTableRef *t, uint64 position)
 {
 	t->ops->truncate_log(t, position);
 }
 
 /* ---- streams ------------------------------------------------------------ */
 
-CphtAccessStream *
-cpht_access_stream_open(CphtTable *t)
+CphtTableRefStream *
+cpht_tableref_stream_open(CphtTableRef *t)
 {
-	CphtAccessStream *s = calloc(1, sizeof(CphtAccessStream));
+	CphtTableRefStream *s = calloc(1, sizeof(CphtTableRefStream));
 
 	if (s == NULL)
 		return NULL;
@@ -257,19 +247,19 @@ cpht_access_stream_open(CphtTable *t)
 }
 
 cpht_status
-cpht_access_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n)
+cpht_tableref_stream_start(CphtTableRefStream *s, const uint64 *keys, size_t n)
 {
 	return s->table->ops->stream_start(s, keys, n);
 }
 
 cpht_status
-cpht_access_stream_finish(CphtAccessStream *s, const uint8 **status, size_t *n, uint64 *inserted)
+cpht_tableref_stream_finish(CphtTableRefStream *s, const uint8 **status, size_t *n, uint64 *inserted)
 {
 	return s->table->ops->stream_finish(s, status, n, inserted);
 }
 
 void
-cpht_access_stream_close(CphtAccessStream *s)
+cpht_tableref_stream_close(CphtTableRefStream *s)
 {
 	if (s == NULL)
 		return;

@@ -4,23 +4,31 @@
  * shared memory).  The SQL functions, transactions and introspection call
  * these instead of the kernels, so both placements run the same code and
  * raise the same errors: every operation returns the kernels' status and
- * leaves their message in cpht_access_error(), as cpht_table.h does.
+ * leaves their message in cpht_tableref_error(), as cpht_table.h does.
  *
  * A table lives in the worker when cpht is preloaded and it goes to the
  * GPU (only the worker initialises CUDA), or when cpht.placement = worker.
- * A shared table (session/shared_handles.c) is reached through the same operations:
- * its calls check the role's privileges and raise their own errors, as
- * shared tables always did, so its operations return only CPHT_OK.
- * A worker table is lost when the worker that holds it exits; using it
+ * A shared table (shared_table.c) is reached through the same operations:
+ * its calls check the reference against the shared catalog and the role's
+ * privileges and raise their own errors, as shared tables always did, so
+ * its operations return only CPHT_OK.
+ * A table in the worker is lost when the worker that holds it exits; using it
  * then fails with 58000 naming it, and dropping it only forgets it.
  */
-#ifndef CPHT_ACCESS_H
-#define CPHT_ACCESS_H
+#ifndef CPHT_TABLEREF_H
+#define CPHT_TABLEREF_H
 
 #include "cpht_table.h"
+#include "client/client.h"
 #include "guc.h"
 
-typedef struct CphtTable CphtTable;
+/*
+ * A reference to one table, wherever it lives, with the routine of its
+ * placement (tableref_internal.h).  Not the kernels' struct cpht_table: a
+ * table in this backend holds one of those, a table in the worker only its
+ * id there.
+ */
+typedef struct CphtTableRef CphtTableRef;
 
 /* cpht.placement and its values: guc.h */
 
@@ -30,56 +38,88 @@ typedef struct CphtTable CphtTable;
  * backend probes the GPU itself, only when the setting allows it.  ERROR
  * 55000 for cpht.device = gpu without a usable GPU.
  */
-extern cpht_device cpht_access_choose_device(void);
+extern cpht_device cpht_tableref_choose_device(void);
 
 /*
  * The GPUs a new GPU table may use: how many, and the room of the first
  * (its free memory now; preloaded, when the cpht worker started).  Call
- * only after cpht_access_choose_device chose the GPU.
+ * only after cpht_tableref_choose_device chose the GPU.
  */
-extern void cpht_access_gpu_room(int *count, uint64 *free_bytes);
+extern void cpht_tableref_gpu_room(int *count, uint64 *free_bytes);
 
 /* Whether a new private table with these parameters goes to the worker. */
-extern bool cpht_access_in_worker(const cpht_params *params);
+extern bool cpht_tableref_in_worker(const cpht_params *params);
 
 /*
  * Creates a table (in the worker when in_worker), with its undo log on
  * when logging; CPHT_OK with *out set, or a status with the message in
  * errbuf.  A worker's ERROR (it is not running) is raised.
  */
-extern cpht_status cpht_access_create(const cpht_params *params, bool in_worker, bool logging,
-									  CphtTable **out, char *errbuf, size_t errlen);
+extern cpht_status cpht_tableref_create(const cpht_params *params, bool in_worker, bool logging,
+										CphtTableRef **out, char *errbuf, size_t errlen);
 
 /* Names the table in errors (its handle, once it has one). */
-extern void cpht_access_set_handle(CphtTable *t, int32 handle);
+extern void cpht_tableref_set_handle(CphtTableRef *t, int32 handle);
 
-/* The table of a shared table's handle (allocated once per handle). */
-extern CphtTable *cpht_access_shared(int32 handle);
+/*
+ * Shared tables (shared_table.c).  The reference of the shared table at
+ * catalog index entry with this table id, for handle (allocated once per
+ * handle, by session/shared_handles.c); it keeps the cpht worker it was
+ * opened under, so that a table a later worker restored under a new id is
+ * not reached through it.
+ */
+extern CphtTableRef *cpht_tableref_shared(int32 handle, int32 entry, uint64 table_id);
+
+/* Its catalog index (-1 once this session dropped the table) and table id. */
+extern int32 cpht_tableref_shared_entry(const CphtTableRef *t);
+extern uint64 cpht_tableref_shared_table_id(const CphtTableRef *t);
+
+/* This session dropped the table: the reference reaches nothing any more. */
+extern void cpht_tableref_shared_forget(CphtTableRef *t);
+
+/*
+ * The shared table of a reference, usable by the current role: ERROR 42704
+ * when it was dropped, 58000 when it was lost or opened before the cpht
+ * worker restarted, 42501 when the role may not use it.  *name and *owner
+ * (when not NULL) get its name and owner.  Every operation on a shared
+ * table checks this first.
+ */
+extern CphtSharedRef cpht_tableref_shared_check(CphtTableRef *t, char *name, Oid *owner);
+
+/* ERROR 42501 unless the current role has the privileges of owner. */
+extern void cpht_shared_check_privileges(const char *name, Oid owner);
+
+/* ERROR 58000: the table of e was lost with a cpht worker that exited. */
+extern void cpht_shared_lost_error(const CphtCatalogEntry *e);
+
+/* ERROR 58000 for handle, opened before the cpht worker restarted;
+ * durable_name names the durable table when it is known. */
+extern void cpht_shared_restarted_error(int32 handle, const char *durable_name) pg_attribute_noreturn();
 
 /* Frees the table; never raises (it runs in transaction callbacks and at
  * exit): a worker that cannot be asked frees it when the backend leaves. */
-extern void cpht_access_destroy(CphtTable *t);
+extern void cpht_tableref_destroy(CphtTableRef *t);
 
 /* "backend" or "worker". */
-extern const char *cpht_access_placement(const CphtTable *t);
+extern const char *cpht_tableref_placement(const CphtTableRef *t);
 
 /* Bytes of slot memory the table has now (it grows); created_bytes until
  * a table in the worker has answered a call. */
-extern uint64 cpht_access_slot_bytes(CphtTable *t, uint64 created_bytes);
+extern uint64 cpht_tableref_slot_bytes(CphtTableRef *t, uint64 created_bytes);
 
 /* Whether the table lived in a cpht worker that exited. */
-extern bool cpht_access_lost(const CphtTable *t);
+extern bool cpht_tableref_lost(const CphtTableRef *t);
 
-extern cpht_status cpht_access_find_or_put(CphtTable *t, const uint64 *keys, size_t n, uint8 *status);
-extern cpht_status cpht_access_find(CphtTable *t, const uint64 *keys, size_t n, uint8 *found);
-extern cpht_status cpht_access_put(CphtTable *t, const uint64 *keys, size_t n, uint64 *inserted);
-extern cpht_status cpht_access_erase(CphtTable *t, const uint64 *keys, size_t n, uint8 *present);
-extern uint64 cpht_access_count(CphtTable *t);
+extern cpht_status cpht_tableref_find_or_put(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *status);
+extern cpht_status cpht_tableref_find(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *found);
+extern cpht_status cpht_tableref_put(CphtTableRef *t, const uint64 *keys, size_t n, uint64 *inserted);
+extern cpht_status cpht_tableref_erase(CphtTableRef *t, const uint64 *keys, size_t n, uint8 *present);
+extern uint64 cpht_tableref_count(CphtTableRef *t);
 /* Rebuilds; *removed gets the tombstones that were in the table. */
-extern cpht_status cpht_access_rebuild(CphtTable *t, uint64 *removed);
-extern cpht_status cpht_access_stats(CphtTable *t, cpht_stats *out);
-extern const char *cpht_access_error(const CphtTable *t);
-extern void cpht_access_call_times(const CphtTable *t, cpht_call_times *out);
+extern cpht_status cpht_tableref_rebuild(CphtTableRef *t, uint64 *removed);
+extern cpht_status cpht_tableref_stats(CphtTableRef *t, cpht_stats *out);
+extern const char *cpht_tableref_error(const CphtTableRef *t);
+extern void cpht_tableref_call_times(const CphtTableRef *t, cpht_call_times *out);
 
 /*
  * A piece of an export (cpht_table_scan_keys): at most max keys from
@@ -98,27 +138,27 @@ typedef struct CphtScanPiece
 	uint64		count;
 } CphtScanPiece;
 
-extern cpht_status cpht_access_scan(CphtTable *t, uint64 *position, uint64 *keys,
-									size_t max, CphtScanPiece *piece);
+extern cpht_status cpht_tableref_scan(CphtTableRef *t, uint64 *position, uint64 *keys,
+									  size_t max, CphtScanPiece *piece);
 
 /* The undo log (session/txn.c).  rollback_to and truncate_log never raise: they
  * run in transaction callbacks; a worker that cannot be asked makes
  * rollback_to fail (CPHT_ERR_DEVICE, with the reason). */
-extern uint64 cpht_access_log_position(CphtTable *t);
-extern cpht_status cpht_access_rollback_to(CphtTable *t, uint64 position);
-extern void cpht_access_truncate_log(CphtTable *t, uint64 position);
+extern uint64 cpht_tableref_log_position(CphtTableRef *t);
+extern cpht_status cpht_tableref_rollback_to(CphtTableRef *t, uint64 position);
+extern void cpht_tableref_truncate_log(CphtTableRef *t, uint64 position);
 
 /*
  * Streams of find-or-put batches (cpht_stream_* of cpht_table.h).  A
- * worker table runs each batch when it is started and hands its statuses
+ * table in the worker runs each batch when it is started and hands its statuses
  * out at the next finish.
  */
-typedef struct CphtAccessStream CphtAccessStream;
+typedef struct CphtTableRefStream CphtTableRefStream;
 
-extern CphtAccessStream *cpht_access_stream_open(CphtTable *t);	/* NULL: out of memory */
-extern cpht_status cpht_access_stream_start(CphtAccessStream *s, const uint64 *keys, size_t n);
-extern cpht_status cpht_access_stream_finish(CphtAccessStream *s, const uint8 **status,
-											 size_t *n, uint64 *inserted);
-extern void cpht_access_stream_close(CphtAccessStream *s);
+extern CphtTableRefStream *cpht_tableref_stream_open(CphtTableRef *t);	/* NULL: out of memory */
+extern cpht_status cpht_tableref_stream_start(CphtTableRefStream *s, const uint64 *keys, size_t n);
+extern cpht_status cpht_tableref_stream_finish(CphtTableRefStream *s, const uint8 **status,
+											   size_t *n, uint64 *inserted);
+extern void cpht_tableref_stream_close(CphtTableRefStream *s);
 
-#endif							/* CPHT_ACCESS_H */
+#endif							/* CPHT_TABLEREF_H */

@@ -22,7 +22,7 @@
 #include "memcap.h"
 
 static void
-account(CphtTable *t, int64 delta)
+account(CphtTableRef *t, int64 delta)
 {
 	if (delta != 0)
 	{
@@ -33,7 +33,7 @@ account(CphtTable *t, int64 delta)
 
 /* Whether the worker that holds the table still runs. */
 static bool
-alive(const CphtTable *t, char *reason, size_t len)
+alive(const CphtTableRef *t, char *reason, size_t len)
 {
 	uint64		generation;
 	int			pid;
@@ -49,7 +49,7 @@ alive(const CphtTable *t, char *reason, size_t len)
 }
 
 static void
-check_alive(const CphtTable *t)
+check_alive(const CphtTableRef *t)
 {
 	char		reason[CPHT_TEXT_LEN];
 
@@ -64,7 +64,7 @@ check_alive(const CphtTable *t)
 }
 
 static cpht_status
-take_status(CphtTable *t, const CphtReply *rep)
+take_status(CphtTableRef *t, const CphtReply *rep)
 {
 	if (rep->table_bytes != 0)
 		t->slot_bytes = rep->table_bytes;
@@ -74,13 +74,13 @@ take_status(CphtTable *t, const CphtReply *rep)
 }
 
 static bool
-worker_lost(const CphtTable *t)
+worker_lost(const CphtTableRef *t)
 {
 	return !alive(t, NULL, 0);
 }
 
 static cpht_status
-worker_create(const cpht_params *params, bool logging, CphtTable *t, char *errbuf,
+worker_create(const cpht_params *params, bool logging, CphtTableRef *t, char *errbuf,
 			  size_t errlen)
 {
 	CphtRequest *req;
@@ -110,7 +110,7 @@ worker_create(const cpht_params *params, bool logging, CphtTable *t, char *errbu
 }
 
 static void
-worker_destroy(CphtTable *t)
+worker_destroy(CphtTableRef *t)
 {
 	/* its bytes are no longer this session's, whatever happens next */
 	cpht_memory_worker_delta(-t->memory);
@@ -132,7 +132,7 @@ worker_destroy(CphtTable *t)
 }
 
 static cpht_status
-worker_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n, uint8 *status,
+worker_call(CphtTableRef *t, CphtCall call, const uint64 *keys, size_t n, uint8 *status,
 			uint64 *value)
 {
 	CphtReply	rep;
@@ -148,14 +148,14 @@ worker_call(CphtTable *t, CphtCall call, const uint64 *keys, size_t n, uint8 *st
 }
 
 static uint64
-worker_count(CphtTable *t)
+worker_count(CphtTableRef *t)
 {
 	check_alive(t);
 	return cpht_remote_private(CPHT_OP_COUNT, t->remote_id, PG_UINT64_MAX, 0)->value;
 }
 
 static cpht_status
-worker_rebuild(CphtTable *t, uint64 *removed)
+worker_rebuild(CphtTableRef *t, uint64 *removed)
 {
 	CphtReply  *rep;
 
@@ -167,7 +167,7 @@ worker_rebuild(CphtTable *t, uint64 *removed)
 }
 
 static cpht_status
-worker_stats(CphtTable *t, cpht_stats *out)
+worker_stats(CphtTableRef *t, cpht_stats *out)
 {
 	CphtReply  *rep;
 
@@ -178,7 +178,7 @@ worker_stats(CphtTable *t, cpht_stats *out)
 }
 
 static cpht_status
-worker_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max, CphtScanPiece *piece)
+worker_scan(CphtTableRef *t, uint64 *position, uint64 *keys, size_t max, CphtScanPiece *piece)
 {
 	CphtReply	rep;
 
@@ -196,7 +196,7 @@ worker_scan(CphtTable *t, uint64 *position, uint64 *keys, size_t max, CphtScanPi
 }
 
 static uint64
-worker_log_position(CphtTable *t)
+worker_log_position(CphtTableRef *t)
 {
 	check_alive(t);
 	return cpht_remote_private(CPHT_OP_LOG_POSITION, t->remote_id, PG_UINT64_MAX, 0)->value;
@@ -204,7 +204,7 @@ worker_log_position(CphtTable *t)
 
 /* rollback_to and truncate_log run in transaction callbacks: no ERROR. */
 static cpht_status
-worker_rollback_to(CphtTable *t, uint64 position)
+worker_rollback_to(CphtTableRef *t, uint64 position)
 {
 	char		reason[CPHT_TEXT_LEN];
 	cpht_status st = CPHT_ERR_DEVICE;
@@ -242,7 +242,7 @@ worker_rollback_to(CphtTable *t, uint64 position)
 }
 
 static void
-worker_truncate_log(CphtTable *t, uint64 position)
+worker_truncate_log(CphtTableRef *t, uint64 position)
 {
 	if (!cpht_client_can_send() || !alive(t, NULL, 0))
 		return;
@@ -262,20 +262,20 @@ worker_truncate_log(CphtTable *t, uint64 position)
 }
 
 static uint64
-worker_slot_bytes(CphtTable *t, uint64 created_bytes)
+worker_slot_bytes(CphtTableRef *t, uint64 created_bytes)
 {
 	/* as of its last reply; none yet: what it was created with */
 	return t->slot_bytes != 0 ? t->slot_bytes : created_bytes;
 }
 
 static const char *
-worker_error(const CphtTable *t)
+worker_error(const CphtTableRef *t)
 {
 	return t->error;
 }
 
 static void
-worker_call_times(const CphtTable *t, cpht_call_times *out)
+worker_call_times(const CphtTableRef *t, cpht_call_times *out)
 {
 	*out = t->times;
 }

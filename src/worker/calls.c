@@ -89,7 +89,7 @@ lose_after_failed_undo(CphtSlot *slot, cpht_table *t, const char *what)
 	ereport(WARNING, (errmsg("shared cpht table lost: %s", reason)));
 	slot->rep.value = 0;
 	cpht_worker_reply_status(&slot->rep, CPHT_ERR_DEVICE, reason);
-	cpht_worker_table_lose(slot->req.entry, reason);
+	cpht_worker_shared_lose(slot->req.entry, reason);
 }
 
 /* The kernels' batch operation, with the slot's cancel flag as their
@@ -415,7 +415,7 @@ cpht_worker_op_call(CphtSlot *slot, int s)
 	if (req->nkeys > 0)
 		run_shared_budgeted(slot, s, t, &pc);
 	if (req->call != CPHT_CALL_FIND)
-		cpht_worker_table_written(req, t);
+		cpht_worker_shared_written(req, t);
 }
 
 void
@@ -443,7 +443,7 @@ cpht_worker_op_stream(CphtSlot *slot, int s)
 		elog(ERROR, "cpht stream of no keys");
 	run_shared_budgeted(slot, s, t, &pc);
 	if (req->call != CPHT_CALL_FIND)
-		cpht_worker_table_written(req, t);
+		cpht_worker_shared_written(req, t);
 }
 
 /*

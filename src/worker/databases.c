@@ -73,12 +73,12 @@ drop_database(Oid dboid, bool orphan)
 		table_id = e->table_id;
 		durable = e->durable;
 		/* a lost table has nothing left but its name */
-		if (state != CPHT_ENTRY_LIVE || cpht_worker_table(i, table_id) == NULL)
+		if (state != CPHT_ENTRY_LIVE || cpht_worker_shared_table(i, table_id) == NULL)
 			e->state = CPHT_ENTRY_FREE;
 		LWLockRelease(ctl->catalog_lock);
 
-		if (state == CPHT_ENTRY_LIVE && cpht_worker_table(i, table_id) != NULL)
-			cpht_worker_table_drop(i);
+		if (state == CPHT_ENTRY_LIVE && cpht_worker_shared_table(i, table_id) != NULL)
+			cpht_worker_shared_drop(i);
 		dropped++;
 		if (orphan)
 			ereport(LOG,

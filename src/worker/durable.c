@@ -215,7 +215,7 @@ cpht_durable_poll(void)
 		/* like every shared table, for undoing a call canceled late */
 		for (int i = 0; i < cpht_control->max_tables; i++)
 		{
-			cpht_table *t = durable[i].live ? cpht_worker_table(i, cpht_catalog[i].table_id) : NULL;
+			cpht_table *t = durable[i].live ? cpht_worker_shared_table(i, cpht_catalog[i].table_id) : NULL;
 
 			if (t != NULL)
 				cpht_table_set_logging(t, 1);

@@ -210,7 +210,7 @@ durable_install(cpht_table *t, Oid dboid, const NameData *name, Oid owner, int32
 		e->create_lsn = create_lsn;
 		e->create_xid = InvalidTransactionId;
 		pg_atomic_write_u64(&e->count, cpht_table_count(t));
-		cpht_worker_table_install(entry, id, t, transactional);
+		cpht_worker_shared_install(entry, id, t, transactional);
 		e->state = CPHT_ENTRY_LIVE;
 	}
 	LWLockRelease(ctl->catalog_lock);

@@ -235,7 +235,7 @@ replay_record(XLogReaderState *reader)
 				cpht_snapshot_path(path, sizeof(path), cpht_catalog[entry].dboid,
 								   cpht_catalog[entry].create_lsn);
 				durable_unlink_after_catalog(path);
-				cpht_worker_table_drop(entry);
+				cpht_worker_shared_drop(entry);
 				/* dropped, not failed: the catalog forgets it */
 				if ((entry = durable_failed_index(((const xl_cpht_drop *) data)->table)) >= 0)
 				{
@@ -275,18 +275,18 @@ replay_record(XLogReaderState *reader)
 						ereport(WARNING,
 								(errmsg("cpht worker could not replay durable shared table \"%s\"", NameStr(e->name)),
 								 errdetail("%s", reason)));
-						cpht_worker_table_lose(entry, reason);
+						cpht_worker_shared_lose(entry, reason);
 						break;
 					}
 					if (o != XID_COMMITTED)
 						break;
 				}
-				t = cpht_worker_table(entry, e->table_id);
+				t = cpht_worker_shared_table(entry, e->table_id);
 				if (!durable_apply_keys(t, NameStr(e->name), info == XLOG_CPHT_ERASE,
 								(const uint64 *) (data + sizeof(xl_cpht_keys)),
 								(XLogRecGetDataLen(reader) - sizeof(xl_cpht_keys)) / sizeof(uint64)))
 				{
-					cpht_worker_table_lose(entry, "its changes in WAL could not be replayed");
+					cpht_worker_shared_lose(entry, "its changes in WAL could not be replayed");
 					break;
 				}
 				durable[entry].changed = true;
@@ -300,7 +300,7 @@ lose_all(const char *reason)
 {
 	for (int i = 0; i < cpht_control->max_tables; i++)
 		if (durable[i].live)
-			cpht_worker_table_lose(i, reason);
+			cpht_worker_shared_lose(i, reason);
 }
 
 /*

@@ -135,7 +135,7 @@ void
 durable_write_first_snapshot(int entry)
 {
 	CphtCatalogEntry *e = &cpht_catalog[entry];
-	cpht_table *t = cpht_worker_table(entry, e->table_id);
+	cpht_table *t = cpht_worker_shared_table(entry, e->table_id);
 	MemoryContext cxt = CurrentMemoryContext;
 	XLogRecPtr	lsn = GetXLogInsertRecPtr();
 
@@ -176,7 +176,7 @@ void
 durable_write_pending_file(int entry, XLogRecPtr lsn)
 {
 	CphtCatalogEntry *e = &cpht_catalog[entry];
-	cpht_table *t = cpht_worker_table(entry, e->table_id);
+	cpht_table *t = cpht_worker_shared_table(entry, e->table_id);
 	MemoryContext cxt = CurrentMemoryContext;
 
 	if (t == NULL || !TransactionIdIsValid(e->create_xid))

@@ -476,7 +476,7 @@ durable_restore_all(bool on_standby)
 				 errdetail("The WAL from %X/%X on, which it needs, was removed, and no later snapshot round in the WAL there is says that its file is still exact.",
 						   LSN_FORMAT_ARGS(durable[i].current_lsn)),
 				 errhint("The replication slot \"%s\" keeps that WAL; was it dropped or invalidated (max_slot_wal_keep_size)? A base backup holds the table only if a snapshot round ran while it was taken.", SLOT_NAME)));
-		cpht_worker_table_lose(i, reason);
+		cpht_worker_shared_lose(i, reason);
 	}
 	if (files > 0)
 		ereport(LOG, (errmsg("cpht worker restored durable shared tables from %d snapshot files", files)));

@@ -300,7 +300,7 @@ snapshot_round(RoundMode mode, bool clean)
 
 		if (!durable[i].live)
 			continue;
-		t = cpht_worker_table(i, e->table_id);
+		t = cpht_worker_shared_table(i, e->table_id);
 		if (t == NULL)
 			continue;
 		/* its .pending file while its creation is open; then its first one */
@@ -408,7 +408,7 @@ durable_standby_round(XLogRecPtr at)
 
 		if (!durable[i].live)
 			continue;
-		t = cpht_worker_table(i, e->table_id);
+		t = cpht_worker_shared_table(i, e->table_id);
 		if (t == NULL)
 			continue;
 		pos = XLogRecPtrIsInvalid(durable[i].replayed_lsn) ? at : durable[i].replayed_lsn;

@@ -169,7 +169,7 @@ cpht_worker_main(Datum arg)
 	 */
 	cpht_set_interrupt_check(cpht_worker_interrupt);
 
-	cpht_worker_tables_init();
+	cpht_worker_shared_init();
 	cpht_worker_serve_init();
 	cpht_durable_init();
 	cpht_private_init();

@@ -16,9 +16,9 @@
  * undo log or transfer buffers.  During a request on a private table it
  * weighs the growth against what the backend's cpht.max_memory leaves
  * (the request's memory_budget) and answers the net bytes taken or given
- * back in the reply, so the backend counts its worker tables' undo logs as
- * its own.  A write on a shared table runs under a budget too, set by
- * quota.c from its owner's cap and cpht.max_shared_memory
+ * back in the reply, so the backend counts the undo logs of its tables
+ * held here as its own.  A write on a shared table runs under a budget
+ * too, set by quota.c from its owner's cap and cpht.max_shared_memory
  * (cpht_worker_budget_on); its bytes count against no session.
  */
 #include "postgres.h"
@@ -28,6 +28,7 @@
 #include "utils/memutils.h"
 
 #include "cpht_table.h"
+#include "memcap.h"
 #include "shmem/protocol.h"
 #include "worker/worker_internal.h"
 
@@ -45,10 +46,15 @@ static HTAB *privates = NULL;
 static int *slot_tables = NULL; /* private tables per slot */
 static int *slot_pid = NULL;	/* their owner */
 
-/* The memory budget of the request being served (see above). */
+/*
+ * The memory budget of the request being served (see above): the net bytes
+ * the kernels and the worker's own allocations took since the request began
+ * (memcap.h's counter, the one the session's cap counts with), and while
+ * budget_on, the most that count may reach.
+ */
+static CphtMemCounter budget_taken;
 static bool budget_on = false;
-static int64 budget_left = 0;
-static int64 budget_delta = 0;
+static int64 budget_limit = PG_INT64_MAX;
 static int64 budget_refused = 0;	/* what the last refusal asked for */
 
 static void
@@ -63,26 +69,31 @@ publish_counts(int delta_tables, int64 delta_bytes)
 /*
  * The kernels' memory hook in the worker.  Only the worker's thread runs
  * kernels' memory requests here (its tables have no streams), but the
- * counters are read and written with atomics all the same.
+ * count is an atomic one all the same.
  */
 static int
 worker_memory_hook(int64_t delta)
 {
-	if (delta > 0 && __atomic_load_n(&budget_on, __ATOMIC_RELAXED))
-	{
-		int64		left = __atomic_load_n(&budget_left, __ATOMIC_RELAXED);
+	bool		on = __atomic_load_n(&budget_on, __ATOMIC_RELAXED);
 
-		if (delta > left)
-		{
-			__atomic_store_n(&budget_refused, delta, __ATOMIC_RELAXED);
-			return 0;
-		}
-		__atomic_fetch_sub(&budget_left, delta, __ATOMIC_RELAXED);
+	if (!cpht_memcounter_add(&budget_taken, delta, on ? budget_limit : PG_INT64_MAX))
+	{
+		__atomic_store_n(&budget_refused, delta, __ATOMIC_RELAXED);
+		return 0;
 	}
-	else if (delta < 0 && __atomic_load_n(&budget_on, __ATOMIC_RELAXED))
-		__atomic_fetch_add(&budget_left, -delta, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&budget_delta, delta, __ATOMIC_RELAXED);
 	return 1;
+}
+
+/* The limit of a budget of left bytes more than the request took so far
+ * (PG_INT64_MAX, none, where that passes an int64). */
+static int64
+limit_from(uint64 left)
+{
+	int64		taken = cpht_memcounter_read(&budget_taken);
+
+	if (left >= (uint64) PG_INT64_MAX || (taken > 0 && (int64) left > PG_INT64_MAX - taken))
+		return PG_INT64_MAX;
+	return taken + (int64) left;
 }
 
 void
@@ -101,22 +112,23 @@ cpht_private_init(void)
 	cpht_control->private_tables = 0;
 	cpht_control->private_bytes = 0;
 	SpinLockRelease(&cpht_control->mutex);
+	cpht_memcounter_init(&budget_taken);
 	cpht_set_memory_hook(worker_memory_hook);
 }
 
 void
 cpht_private_request_begin(const CphtRequest *req)
 {
-	budget_delta = 0;
+	cpht_memcounter_init(&budget_taken);
 	budget_refused = 0;
 	budget_on = req->private_table && req->memory_budget != PG_UINT64_MAX;
-	budget_left = req->memory_budget > (uint64) PG_INT64_MAX ? PG_INT64_MAX : (int64) req->memory_budget;
+	budget_limit = limit_from(req->memory_budget);
 }
 
 void
 cpht_worker_budget_on(uint64 left)
 {
-	budget_left = left > (uint64) PG_INT64_MAX ? PG_INT64_MAX : (int64) left;
+	budget_limit = limit_from(left);
 	budget_refused = 0;
 	budget_on = true;
 }
@@ -142,10 +154,10 @@ cpht_worker_budget_refused(void)
 int64
 cpht_private_request_end(void)
 {
-	int64		delta = budget_delta;
+	int64		delta = cpht_memcounter_read(&budget_taken);
 
 	budget_on = false;
-	budget_delta = 0;
+	cpht_memcounter_init(&budget_taken);
 	return delta;
 }
 

@@ -113,7 +113,7 @@ static uint64
 table_bytes(int i)
 {
 	CphtCatalogEntry *e = &cpht_catalog[i];
-	cpht_table *t = cpht_worker_table(i, e->table_id);
+	cpht_table *t = cpht_worker_shared_table(i, e->table_id);
 
 	/* the catalog's bytes follow a table's growth after each write; the
 	 * table itself has them even after an abort's undo grew it */

@@ -39,7 +39,7 @@ static uint64 *table_ids = NULL;
 static uint64 first_table_id = 0;
 
 void
-cpht_worker_tables_init(void)
+cpht_worker_shared_init(void)
 {
 	CphtControl *ctl = cpht_control;
 
@@ -112,7 +112,7 @@ cpht_worker_request_table(const CphtRequest *req)
 }
 
 void
-cpht_worker_table_written(const CphtRequest *req, cpht_table *t)
+cpht_worker_shared_written(const CphtRequest *req, cpht_table *t)
 {
 	uint64		bytes;
 
@@ -311,7 +311,7 @@ cpht_worker_op_create_commit(CphtSlot *slot)
 {
 	const CphtRequest *req = &slot->req;
 
-	if (cpht_worker_table(req->entry, req->table_id) == NULL)
+	if (cpht_worker_shared_table(req->entry, req->table_id) == NULL)
 		return;
 	LWLockAcquire(cpht_control->catalog_lock, LW_EXCLUSIVE);
 	cpht_catalog[req->entry].create_xid = InvalidTransactionId;
@@ -338,7 +338,7 @@ drop_abandoned(Oid dboid, const NameData *name)
 		LWLockRelease(cpht_control->catalog_lock);
 		if (TransactionIdIsValid(xid) && tables[i] != NULL &&
 			!TransactionIdIsInProgress(xid) && !TransactionIdDidCommit(xid))
-			cpht_worker_table_drop(i);
+			cpht_worker_shared_drop(i);
 	}
 }
 
@@ -359,7 +359,7 @@ cpht_worker_op_drop(CphtSlot *slot)
 }
 
 cpht_table *
-cpht_worker_table(int entry, uint64 table_id)
+cpht_worker_shared_table(int entry, uint64 table_id)
 {
 	if (entry < 0 || entry >= cpht_control->max_tables || table_ids[entry] != table_id)
 		return NULL;
@@ -367,7 +367,7 @@ cpht_worker_table(int entry, uint64 table_id)
 }
 
 void
-cpht_worker_table_install(int entry, uint64 table_id, cpht_table *t, bool transactional)
+cpht_worker_shared_install(int entry, uint64 table_id, cpht_table *t, bool transactional)
 {
 	tables[entry] = t;
 	table_ids[entry] = table_id;
@@ -377,7 +377,7 @@ cpht_worker_table_install(int entry, uint64 table_id, cpht_table *t, bool transa
 }
 
 void
-cpht_worker_table_drop(int entry)
+cpht_worker_shared_drop(int entry)
 {
 	cpht_table *t = tables[entry];
 
@@ -392,7 +392,7 @@ cpht_worker_table_drop(int entry)
 }
 
 void
-cpht_worker_table_lose(int entry, const char *reason)
+cpht_worker_shared_lose(int entry, const char *reason)
 {
 	cpht_table *t = tables[entry];
 

@@ -15,7 +15,7 @@
 
 /* registry.c, at start: the worker's table registry; shared tables a previous worker
  * held are marked lost, since their memory died with it. */
-extern void cpht_worker_tables_init(void);
+extern void cpht_worker_shared_init(void);
 
 /* dispatch.c: at start, the requests' memory context; serving every
  * submitted request (one pass over the submission bitmap); taking slot s's
@@ -109,12 +109,13 @@ extern void cpht_quota_refused(uint64 needed) pg_attribute_noreturn();
 extern void cpht_worker_device_lost(const char *reason) pg_attribute_noreturn();
 
 /*
- * registry.c: the shared tables the worker holds.  request_table: the live
- * table a request names (a private one of the slot served, or a shared
- * one); ERROR when it is gone, lost, opened before this worker started or
- * being restored.  op_create, op_drop, op_alter_owner serve those
- * requests; table_written: after a write, the catalog's count and bytes of
- * the table.
+ * registry.c: the shared tables the worker holds, by catalog index (the
+ * cpht_worker_shared_* functions; a backend's private tables held here are
+ * private.c's).  request_table: the live table a request names (a private
+ * one of the slot served, or a shared one); ERROR when it is gone, lost,
+ * opened before this worker started or being restored.  op_create, op_drop,
+ * op_alter_owner serve those requests; shared_written: after a write, the
+ * catalog's count and bytes of the table.
  */
 struct cpht_table;
 extern struct cpht_table *cpht_worker_request_table(const CphtRequest *req);
@@ -122,21 +123,21 @@ extern void cpht_worker_op_create(CphtSlot *slot);
 extern void cpht_worker_op_drop(CphtSlot *slot);
 extern void cpht_worker_op_alter_owner(CphtSlot *slot);
 extern void cpht_worker_op_create_commit(CphtSlot *slot);
-extern void cpht_worker_table_written(const CphtRequest *req, struct cpht_table *t);
+extern void cpht_worker_shared_written(const CphtRequest *req, struct cpht_table *t);
 
-/* The live table at a catalog index with that id, or NULL (xacts.c). */
-extern struct cpht_table *cpht_worker_table(int entry, uint64 table_id);
+/* The live shared table at a catalog index with that id, or NULL. */
+extern struct cpht_table *cpht_worker_shared_table(int entry, uint64 table_id);
 
-/* Marks a table lost for every session and frees it: its state cannot be
+/* Marks a shared table lost for every session and frees it: its state cannot be
  * trusted any more (an undo failed). */
-extern void cpht_worker_table_lose(int entry, const char *reason);
+extern void cpht_worker_shared_lose(int entry, const char *reason);
 
-/* durable_restore.c: a table restored from its snapshot or created from WAL goes
+/* durable_restore.c: a shared table restored from its snapshot or created from WAL goes
  * live at catalog index entry with this id (catalog fields set by the
  * caller, under the catalog lock); a DROP record drops one. */
-extern void cpht_worker_table_install(int entry, uint64 table_id, struct cpht_table *t,
-									  bool transactional);
-extern void cpht_worker_table_drop(int entry);
+extern void cpht_worker_shared_install(int entry, uint64 table_id, struct cpht_table *t,
+									   bool transactional);
+extern void cpht_worker_shared_drop(int entry);
 
 /*
  * databases.c: the shared tables of dropped databases and of databases

@@ -291,7 +291,7 @@ cpht_xacts_after_call(const CphtRequest *req, cpht_table *t, CphtCall call,
 static void
 publish_count(int entry)
 {
-	cpht_table *t = cpht_worker_table(entry, cpht_table_xacts[entry].table_id);
+	cpht_table *t = cpht_worker_shared_table(entry, cpht_table_xacts[entry].table_id);
 
 	if (t != NULL)
 		pg_atomic_write_u64(&cpht_catalog[entry].count,
@@ -313,7 +313,7 @@ undo_from(XactTable *tt, uint64 from)
 	if (tt->entry < 0 || from >= tt->n)
 		return;
 	tx = &cpht_table_xacts[tt->entry];
-	t = cpht_worker_table(tt->entry, tx->table_id);
+	t = cpht_worker_shared_table(tt->entry, tx->table_id);
 	Assert(t != NULL);
 	st = cpht_table_undo(t, tt->keys + from, tt->where + from, tt->n - from);
 	for (uint64 i = from; i < tt->n; i++)
@@ -340,7 +340,7 @@ undo_from(XactTable *tt, uint64 from)
 				 cpht_table_error(t));
 		ereport(WARNING,
 				(errmsg("shared cpht table lost: %s", reason)));
-		cpht_worker_table_lose(tt->entry, reason);
+		cpht_worker_shared_lose(tt->entry, reason);
 	}
 }
 
@@ -363,7 +363,7 @@ forget(XactTable *tt)
 				pending_remove(&tx->map, tt->keys[i]);
 		}
 		tx->held_deletes -= tt->deletes;
-		cpht_table_hold_deletes(cpht_worker_table(tt->entry, tx->table_id), -(int64) tt->deletes);
+		cpht_table_hold_deletes(cpht_worker_shared_table(tt->entry, tx->table_id), -(int64) tt->deletes);
 		dlist_delete(&tt->table_node);
 	}
 	xact_table_free_lists(tt);

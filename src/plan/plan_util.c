@@ -1,0 +1,67 @@
+/*
+ * plan_util.c — what the planner integration of plan/ asks of a query
+ * tree in several places: whether a function is one of ours, and the value
+ * an expression has for every row.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
+#include "fmgr.h"
+#include "nodes/params.h"
+#include "nodes/primnodes.h"
+#include "utils/syscache.h"
+
+#include "plan/plan_util.h"
+
+bool
+cpht_function_is(Oid funcid, PGFunction fn)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+	bool		is_c;
+	FmgrInfo	finfo;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	is_c = ((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId;
+	ReleaseSysCache(tup);
+	/* only a C function can be ours; fmgr_info of others is not needed */
+	if (!is_c)
+		return false;
+	fmgr_info(funcid, &finfo);
+	return finfo.fn_addr == fn;
+}
+
+bool
+cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value)
+{
+	if (IsA(expr, Const))
+	{
+		Const	   *c = (Const *) expr;
+
+		if (c->constisnull || c->consttype != type)
+			return false;
+		*value = c->constvalue;
+		return true;
+	}
+	if (IsA(expr, Param) && ((Param *) expr)->paramkind == PARAM_EXTERN && params != NULL)
+	{
+		Param	   *p = (Param *) expr;
+		ParamExternData workspace;
+		ParamExternData *prm;
+
+		if (p->paramid <= 0 || p->paramid > params->numParams)
+			return false;
+		prm = params->paramFetch != NULL ?
+			params->paramFetch(params, p->paramid, false, &workspace) :
+			&params->params[p->paramid - 1];
+		/* only a value the plan is made for (a custom plan's) */
+		if (prm == NULL || prm->isnull || prm->ptype != type ||
+			(prm->pflags & PARAM_FLAG_CONST) == 0)
+			return false;
+		*value = prm->value;
+		return true;
+	}
+	return false;
+}

@@ -1,0 +1,23 @@
+/*
+ * plan/plan_util.h — private to plan/: the helpers of plan_util.c that the
+ * planner hooks (hooks.c), the custom scans and the array_agg rewrite
+ * share.
+ */
+#ifndef CPHT_PLAN_UTIL_H
+#define CPHT_PLAN_UTIL_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "nodes/params.h"
+#include "nodes/nodes.h"
+
+/* Whether funcid is the C function fn of this library, whatever schema
+ * holds its SQL declaration. */
+extern bool cpht_function_is(Oid funcid, PGFunction fn);
+
+/* The value of type that expr has for every row, where the plan can tell:
+ * a constant, or a parameter a custom plan is made for. */
+extern bool cpht_plan_constant(Node *expr, ParamListInfo params, Oid type, Datum *value);
+
+#endif							/* CPHT_PLAN_UTIL_H */
