@@ -25,6 +25,13 @@
  * on and the one being filled; a batch's status names the keys of the batch
  * sent before it) and the new keys so far, all counted against
  * cpht.max_memory; the result is limited as any array is (1 GB).
+ *
+ * Copies.  The new keys cross from the workers to the leader as the
+ * partial state, a bytea made in place in front of a worker's keys; the
+ * leader reads each one where it lies in the tuple it received, copies its
+ * keys once into a part of their own, and the final function copies the
+ * parts once into a result sized exactly: no array of the leader grows by
+ * copying, and no key is copied element by element.
  */
 #include "postgres.h"
 
@@ -36,20 +43,48 @@
 #include "errors.h"
 #include "stream/stream.h"
 
+/*
+ * The new keys sit NEWS_HEAD bytes into their buffer: a bytea's header fits
+ * right before them, so a worker's state is serialized where it lies (the
+ * partial state is the new keys as a bytea, with no copy made for it).
+ */
+#define NEWS_HEAD	MAXALIGN(VARHDRSZ)
+
+/* The result's header: a one-dimensional bigint[] without NULLs. */
+#define RESULT_HEAD	ARR_OVERHEAD_NONULLS(1)
+
 typedef struct FopNewAggState
 {
-	CphtBatchStream *stream;	/* NULL: combined from workers' results */
+	CphtBatchStream *stream;	/* NULL: combined from workers' results, or
+								 * deserialized */
 	MemoryContext cxt;			/* the aggregate's, where the arrays grow */
 	uint64	   *batch[2];		/* batch_keys each */
 	int			filling;		/* the batch being filled */
 	int			n;				/* its keys */
 	int			sent;			/* keys of the other one, sent and not
 								 * collected */
-	uint64	   *news;			/* the new keys so far */
+	char	   *buf;			/* NEWS_HEAD bytes, then capacity keys */
+	uint64	   *news;			/* the new keys so far: buf + NEWS_HEAD */
 	uint64		nnew;
 	uint64		capacity;
-	uint64		reserved;		/* bytes of news counted (without a stream:
-								 * nothing is counted) */
+
+	/*
+	 * Deserialized: the partial state's keys where they lie, in the input
+	 * tuple (valid while it is combined); unaligned where the bytea has a
+	 * short header.
+	 */
+	const char *view;
+
+	/*
+	 * Combined: each other state's keys, copied once into a part of exactly
+	 * their size (no array grows by copying), and the sum of their counts.
+	 * The final function sizes the result once and copies each part once.
+	 */
+	uint64	  **parts;
+	uint64	   *part_keys;
+	int			nparts;
+	int			maxparts;
+	uint64		parts_total;
 } FopNewAggState;
 
 /* Room for more new keys: the array doubles, counted against cpht.max_memory. */
@@ -61,7 +96,7 @@ news_room(FopNewAggState *s, uint64 more)
 
 	if (want <= s->capacity)
 		return;
-	if (want > MaxAllocHugeSize / sizeof(uint64))
+	if (want > (MaxAllocHugeSize - NEWS_HEAD) / sizeof(uint64))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("too many new keys for one cpht_fop_new_agg result")));
@@ -69,9 +104,10 @@ news_room(FopNewAggState *s, uint64 more)
 	if (s->stream != NULL)
 		cpht_batch_stream_reserve(s->stream, (capacity - s->capacity) * sizeof(uint64),
 								  "cpht_fop_new_agg new keys");
-	s->news = s->news == NULL
-		? MemoryContextAllocHuge(s->cxt, capacity * sizeof(uint64))
-		: repalloc_huge(s->news, capacity * sizeof(uint64));
+	s->buf = s->buf == NULL
+		? MemoryContextAllocHuge(s->cxt, NEWS_HEAD + capacity * sizeof(uint64))
+		: repalloc_huge(s->buf, NEWS_HEAD + capacity * sizeof(uint64));
+	s->news = (uint64 *) (s->buf + NEWS_HEAD);
 	s->capacity = capacity;
 }
 
@@ -92,10 +128,26 @@ swap(FopNewAggState *s)
 		elog(ERROR, "cpht_fop_new_agg collected %zu statuses for a batch of %d keys", nstatus, s->sent);
 	if (inserted > 0)
 	{
-		news_room(s, inserted);
+		uint64	   *news;
+		uint64		nnew = s->nnew;
+
+		/*
+		 * Without a branch per key (new and seen keys mix at random): every
+		 * key is written at the next free place, which only a new key
+		 * takes; one place more than the new keys is room for the last
+		 * write.
+		 */
+		news_room(s, inserted + 1);
+		news = s->news;
 		for (size_t i = 0; i < nstatus; i++)
-			if (status[i] == CPHT_PUT)
-				s->news[s->nnew++] = collected[i];
+		{
+			news[nnew] = collected[i];
+			nnew += (status[i] == CPHT_PUT);
+		}
+		if (nnew - s->nnew != inserted)
+			elog(ERROR, "cpht_fop_new_agg found " UINT64_FORMAT " new keys in a batch the table counted " UINT64_FORMAT " in",
+				 nnew - s->nnew, inserted);
+		s->nnew = nnew;
 	}
 	s->sent = s->n;
 	s->n = 0;
@@ -162,32 +214,71 @@ cpht_fop_new_agg_step(PG_FUNCTION_ARGS)
 	PG_RETURN_POINTER(s);
 }
 
+/*
+ * The keys a state holds, its own and its parts', as one bigint[] sized
+ * once: each key is copied once, from where it lies into the result.
+ */
 PG_FUNCTION_INFO_V1(cpht_fop_new_agg_final);
 Datum
 cpht_fop_new_agg_final(PG_FUNCTION_ARGS)
 {
 	FopNewAggState *s;
 	ArrayType  *result;
+	uint64		total;
+	Size		bytes;
+	char	   *to;
 
 	/* no rows: NULL, as cpht_fop_new of array_agg over no rows */
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	s = (FopNewAggState *) PG_GETARG_POINTER(0);
 	flush(s);
-	if (s->nnew > (uint64) MaxArraySize)
+	total = s->nnew + s->parts_total;
+	if (total > (uint64) MaxArraySize ||
+		total > (MaxAllocSize - RESULT_HEAD) / sizeof(uint64))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("too many new keys for one array: " UINT64_FORMAT, s->nnew),
+				 errmsg("too many new keys for one array: " UINT64_FORMAT, total),
 				 errhint("Use cpht_fop_new_relation, which returns the new keys as rows.")));
-	result = construct_array((Datum *) s->news, (int) s->nnew, INT8OID, sizeof(int64),
-							 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	/* as construct_array of no element */
+	if (total == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
+
+	/*
+	 * In the current (output) context: nodeAgg copies a final value that
+	 * lies elsewhere, so the result is made here rather than grown in the
+	 * aggregate's context.
+	 */
+	bytes = RESULT_HEAD + total * sizeof(uint64);
+	result = (ArrayType *) palloc(bytes);
+	memset(result, 0, RESULT_HEAD);
+	SET_VARSIZE(result, bytes);
+	result->ndim = 1;
+	result->dataoffset = 0;		/* no NULLs */
+	result->elemtype = INT8OID;
+	ARR_DIMS(result)[0] = (int) total;
+	ARR_LBOUND(result)[0] = 1;
+	to = ARR_DATA_PTR(result);
+	if (s->nnew > 0)
+	{
+		memcpy(to, s->view != NULL ? s->view : (const char *) s->news,
+			   s->nnew * sizeof(uint64));
+		to += s->nnew * sizeof(uint64);
+	}
+	for (int i = 0; i < s->nparts; i++)
+	{
+		memcpy(to, s->parts[i], s->part_keys[i] * sizeof(uint64));
+		to += s->part_keys[i] * sizeof(uint64);
+	}
+	Assert(to == (char *) result + bytes);
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
 /*
  * Parallel aggregation (planned only over shared tables: plan/hooks.c).  A
  * worker's keys are all in the table once its state is serialized; the
- * leader gets its new keys.
+ * leader gets its new keys: the partial state is a bytea of the new keys
+ * (native order, 8 bytes each), made in place in front of them.
  */
 PG_FUNCTION_INFO_V1(cpht_fop_new_agg_serialize);
 Datum
@@ -202,18 +293,32 @@ cpht_fop_new_agg_serialize(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cpht_fop_new_agg_serialize called in a non-aggregate context")));
 	flush(s);
+	if (s->parts != NULL || s->view != NULL)
+		elog(ERROR, "cpht_fop_new_agg_serialize called on a combined or deserialized state");
 	bytes = s->nnew * sizeof(uint64);
 	if (bytes > MaxAllocSize - VARHDRSZ)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("too many new keys in one parallel worker of cpht_fop_new_agg: " UINT64_FORMAT, s->nnew)));
-	out = palloc(VARHDRSZ + bytes);
+	if (s->buf == NULL)
+	{
+		out = palloc(VARHDRSZ);
+		SET_VARSIZE(out, VARHDRSZ);
+		PG_RETURN_BYTEA_P(out);
+	}
+
+	/*
+	 * The header goes right before the keys, in the state's own buffer: the
+	 * state is done with (READ_WRITE final function, and a serialized state
+	 * takes no more rows), and lives as long as the aggregate, longer than
+	 * the tuple that carries the bytea.
+	 */
+	out = (bytea *) (s->buf + NEWS_HEAD - VARHDRSZ);
 	SET_VARSIZE(out, VARHDRSZ + bytes);
-	if (bytes > 0)
-		memcpy(VARDATA(out), s->news, bytes);
 	PG_RETURN_BYTEA_P(out);
 }
 
+/* A read-only view of the partial state: the keys stay in the input tuple. */
 PG_FUNCTION_INFO_V1(cpht_fop_new_agg_deserialize);
 Datum
 cpht_fop_new_agg_deserialize(PG_FUNCTION_ARGS)
@@ -232,19 +337,16 @@ cpht_fop_new_agg_deserialize(PG_FUNCTION_ARGS)
 				 errmsg("invalid cpht_fop_new_agg partial state of %zu bytes", bytes)));
 	s = palloc0(sizeof(FopNewAggState));
 	s->cxt = CurrentMemoryContext;
-	s->nnew = s->capacity = bytes / sizeof(uint64);
-	if (bytes > 0)
-	{
-		s->news = palloc(bytes);
-		memcpy(s->news, VARDATA_ANY(in), bytes);
-	}
+	s->nnew = bytes / sizeof(uint64);
+	s->view = VARDATA_ANY(in);
 	PG_RETURN_POINTER(s);
 }
 
 /*
  * Not strict: the state is internal, so the first one is made in the
  * aggregate's context here (a deserialized one lives in a per-tuple
- * context).  A state with a stream of its own is flushed first.
+ * context).  A state with a stream of its own is flushed first.  The other
+ * state's keys are copied once, into a part of their own; nothing grows.
  */
 PG_FUNCTION_INFO_V1(cpht_fop_new_agg_combine);
 Datum
@@ -253,6 +355,8 @@ cpht_fop_new_agg_combine(PG_FUNCTION_ARGS)
 	MemoryContext aggcontext;
 	FopNewAggState *s = PG_ARGISNULL(0) ? NULL : (FopNewAggState *) PG_GETARG_POINTER(0);
 	FopNewAggState *other = PG_ARGISNULL(1) ? NULL : (FopNewAggState *) PG_GETARG_POINTER(1);
+	const char *from;
+	uint64	   *part;
 
 	if (!AggCheckCallContext(fcinfo, &aggcontext))
 		ereport(ERROR,
@@ -265,16 +369,33 @@ cpht_fop_new_agg_combine(PG_FUNCTION_ARGS)
 		PG_RETURN_POINTER(s);
 	}
 	flush(other);
+	if (other->parts != NULL)
+		elog(ERROR, "cpht_fop_new_agg_combine called with a combined state to add");
 	if (s == NULL)
 	{
 		s = MemoryContextAllocZero(aggcontext, sizeof(FopNewAggState));
 		s->cxt = aggcontext;
 	}
-	if (other->nnew > 0)
+	if (other->nnew == 0)
+		PG_RETURN_POINTER(s);
+	if (s->nparts == s->maxparts)
 	{
-		news_room(s, other->nnew);
-		memcpy(s->news + s->nnew, other->news, other->nnew * sizeof(uint64));
-		s->nnew += other->nnew;
+		int			more = Max(8, s->maxparts * 2);
+
+		s->parts = s->parts == NULL
+			? MemoryContextAlloc(aggcontext, more * sizeof(uint64 *))
+			: repalloc(s->parts, more * sizeof(uint64 *));
+		s->part_keys = s->part_keys == NULL
+			? MemoryContextAlloc(aggcontext, more * sizeof(uint64))
+			: repalloc(s->part_keys, more * sizeof(uint64));
+		s->maxparts = more;
 	}
+	from = other->view != NULL ? other->view : (const char *) other->news;
+	part = MemoryContextAllocHuge(aggcontext, other->nnew * sizeof(uint64));
+	memcpy(part, from, other->nnew * sizeof(uint64));
+	s->parts[s->nparts] = part;
+	s->part_keys[s->nparts] = other->nnew;
+	s->nparts++;
+	s->parts_total += other->nnew;
 	PG_RETURN_POINTER(s);
 }

@@ -10,7 +10,7 @@
 -- answer, FILTER, NULL keys and empty input, and a private table's call
 -- left as it was.
 BEGIN;
-SELECT plan(32);
+SELECT plan(35);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -123,6 +123,11 @@ SELECT ok((SELECT cpht_array_agg(id) FROM aa_src WHERE pos < 0) IS NULL AND
 		  (SELECT cpht_fop(:h_par, array_agg(id)) FROM aa_src WHERE pos < 0) IS NULL,
 		  'empty input: NULL, and the function of NULL is NULL');
 
+-- An array's keys in order: their count and the md5 of their text.
+CREATE FUNCTION pg_temp.sorted(a bigint[]) RETURNS text LANGUAGE sql AS $$
+	SELECT count(*) || ' ' || md5(coalesce(array_agg(k ORDER BY k)::text, '')) FROM unnest(a) k
+$$;
+
 -- a transactional shared table: the leader writes in parallel mode (its
 -- transaction id assigned before), and a rollback undoes the keys
 CREATE FUNCTION pg_temp.shared_tests() RETURNS SETOF text LANGUAGE plpgsql AS $$
@@ -132,7 +137,7 @@ DECLARE
 	r text;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 8);
+		RETURN NEXT skip(why, 11);
 		RETURN;
 	END IF;
 	PERFORM pg_temp.connect('a');
@@ -182,6 +187,34 @@ BEGIN
 		'22004', NULL, 'a NULL key is an error, as a NULL element of the array is');
 	RETURN NEXT is((SELECT v FROM dblink('a', format('SELECT cpht_count(%s)', h)) AS t(v bigint)),
 				   100::bigint, 'the statement that failed stored nothing more (transactional table)');
+
+	-- The fused answer key for key against the unfused call (an array_agg
+	-- with ORDER BY is not rewritten), each in a transaction rolled back:
+	-- every even id seen before, each id on several pages so in several
+	-- workers, the leader a participant or not.  Then a second call in the
+	-- same transaction: every key seen, an empty array (not NULL).
+	PERFORM pg_temp.remote('a', format(
+		'SELECT cpht_put(%s, array_agg(DISTINCT id ORDER BY id)) FROM aa_shared_src WHERE id %% 2 = 0', h));
+	PERFORM dblink_exec('a', 'BEGIN');
+	r := (SELECT pg_temp.sorted(v) FROM dblink('a', format(
+		'SELECT cpht_fop_new(%s, array_agg(id)) FROM aa_shared_src', h)) AS t(v bigint[]));
+	RETURN NEXT is(r || ' ' || (SELECT v FROM dblink('a', format(
+		'SELECT coalesce(cardinality(cpht_fop_new(%s, array_agg(id))), -1) FROM aa_shared_src', h)) AS t(v text)),
+		(SELECT pg_temp.sorted(array_agg(DISTINCT id)) FROM aa_src WHERE id % 2 = 1 AND id > 100) || ' 0',
+		'the fused answer: the ids that were new, each once, and then an empty array');
+	PERFORM dblink_exec('a', 'ROLLBACK');
+	PERFORM dblink_exec('a', 'BEGIN');
+	RETURN NEXT is((SELECT pg_temp.sorted(v) FROM dblink('a', format(
+		'SELECT cpht_fop_new(%s, (SELECT array_agg(id ORDER BY id) FROM aa_shared_src))', h)) AS t(v bigint[])),
+		r, 'the unfused call gives the same keys');
+	PERFORM dblink_exec('a', 'ROLLBACK');
+	PERFORM dblink_exec('a', 'SET parallel_leader_participation = off');
+	PERFORM dblink_exec('a', 'BEGIN');
+	RETURN NEXT is((SELECT pg_temp.sorted(v) FROM dblink('a', format(
+		'SELECT cpht_fop_new(%s, array_agg(id)) FROM aa_shared_src', h)) AS t(v bigint[])),
+		r, 'and so does the fused one with the workers alone');
+	PERFORM dblink_exec('a', 'ROLLBACK');
+	PERFORM dblink_exec('a', 'RESET parallel_leader_participation');
 	PERFORM pg_temp.remote('a', format('SELECT cpht_drop(%s)', h));
 	PERFORM dblink_exec('a', 'DROP TABLE aa_shared_src');
 	PERFORM dblink_disconnect('a');
