@@ -46,42 +46,63 @@ gpu_half16(unsigned pair, int shift)
 /* ---- a tile of W consecutive lanes of a warp ---------------------------- */
 
 /*
- * A tile of two or more lanes is cooperative_groups' static tile: ballot
+ * A tile of four or more lanes is cooperative_groups' static tile: ballot
  * (bit r set when the predicate holds at tile rank r), any, shfl by tile
- * rank, thread_rank().  Side by side on an H200 its kernels ran at 0.99-1.01x
- * the hand-written tile they replaced (test/bench/gpu-results.md,
- * "cooperative_groups").  A one-lane tile (16-byte buckets of 16-bit slots)
- * is gpu_lane_tile below: cooperative_groups' one-thread tile still issues
- * the vote and shuffle instructions, and those kernels ran at 0.59-0.88x.
- * A kernel makes its tile once with gpu_tile_make; device functions take
- * it by reference (templates on the tile's type where they serve any W).
+ * rank, thread_rank().  Tiles of one and two lanes (16- and 32-byte
+ * buckets) are gpu_small_tile below, which keeps the lane mask in a
+ * register and skips the instructions a one-lane tile does not need: side
+ * by side on an H200 (test/bench/gpu-results.md, "cooperative_groups")
+ * cooperative_groups' tiles ran at 0.99-1.01x the hand-written ones from
+ * four lanes up, but at 0.59-0.88x for the one-lane tile (16-bit 8/4
+ * iceberg, whose one-thread tile still votes and shuffles) and 0.95x for
+ * the two-lane tile's put of the 32-bit 8/4 iceberg.  A kernel makes its
+ * tile once with gpu_tile_make; device functions take it by reference
+ * (templates on the tile's type where they serve any W).
  */
-struct gpu_lane_tile
+template <unsigned W>
+struct gpu_small_tile
 {
-	__device__ __forceinline__ unsigned thread_rank() const
+	unsigned	mask;			/* the tile's lanes within the warp */
+	int			base;			/* warp lane of the tile's rank 0 */
+	int			rank;			/* my rank in the tile */
+
+	__device__ __forceinline__ gpu_small_tile()
 	{
-		return 0;
+		int			lane = (int) (threadIdx.x & 31);
+
+		base = lane & ~(int) (W - 1);
+		rank = lane & (int) (W - 1);
+		mask = ((1u << W) - 1) << base;
 	}
 
+	__device__ __forceinline__ unsigned thread_rank() const
+	{
+		return (unsigned) rank;
+	}
+
+	/* Bit r set when the predicate holds at tile rank r. */
 	__device__ __forceinline__ unsigned ballot(bool p) const
 	{
-		return p ? 1u : 0u;
+		if (W == 1)
+			return p ? 1u : 0u;
+		return (__ballot_sync(mask, p) >> base) & ((1u << W) - 1);
 	}
 
 	__device__ __forceinline__ bool any(bool p) const
 	{
-		return p;
+		return ballot(p) != 0;
 	}
 
 	template <class T>
 	__device__ __forceinline__ T shfl(T v, int src) const
 	{
-		(void) src;
-		return v;
+		if (W == 1)
+			return v;
+		return __shfl_sync(mask, v, src, W);
 	}
 };
 
-template <unsigned W>
+template <unsigned W, bool SMALL = (W <= 2)>
 struct gpu_tile_of
 {
 	typedef cooperative_groups::thread_block_tile<W> type;
@@ -92,14 +113,14 @@ struct gpu_tile_of
 	}
 };
 
-template <>
-struct gpu_tile_of<1>
+template <unsigned W>
+struct gpu_tile_of<W, true>
 {
-	typedef gpu_lane_tile type;
+	typedef gpu_small_tile<W> type;
 
 	static __device__ __forceinline__ type make()
 	{
-		return gpu_lane_tile();
+		return gpu_small_tile<W>();
 	}
 };
 
