@@ -1,18 +1,32 @@
 /*
  * bench_keys.cuh — the benchmark inputs, generated on the device: unique
  * keys, the find-or-put batches and the queries of gpu_bench.cu, shared
- * with cuco_bench.cu so that both time the same keys.
+ * with cuco_bench.cu so that both time the same keys; and CK, which ends
+ * a benchmark at its first CUDA error.
  */
 #ifndef CPHT_BENCH_KEYS_CUH
 #define CPHT_BENCH_KEYS_CUH
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "table/layout.h"
 
 #ifndef KEY_BITS
 #define KEY_BITS 37
 #endif
+
+/* A CUDA runtime call that must succeed: a benchmark stops at its first error. */
+#define CK(call) \
+	do { \
+		cudaError_t e_ = (call); \
+		if (e_ != cudaSuccess) \
+		{ \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+			exit(1); \
+		} \
+	} while (0)
 
 /* ---- key generation (device) ------------------------------------------ */
 

@@ -6,26 +6,15 @@ operation (lowest, median and highest over its fills and hit shares).
     test/bench/compare-ab.py OUT_DIR        (the folder ab-gpu.sh wrote)
 """
 import collections
-import csv
 import glob
 import os
 import statistics
 import sys
 
+from gpu_bench_csv import load_medians
 
-def load(prefix):
-    d = collections.defaultdict(list)
-    for p in glob.glob(prefix + '-*.csv'):
-        for r in csv.DictReader(open(p)):
-            if r['table'] == 'ceiling' or r['ok'] != '1':
-                continue
-            k = (r['table'], r['slot_bits'], r['bucket'], r['mode'], r['op'], r['pos'], r['fill'])
-            d[k].append(float(r['gkeys_s']))
-    return {k: statistics.median(v) for k, v in d.items()}
-
-
-base = load(os.path.join(sys.argv[1], 'base'))
-new = load(os.path.join(sys.argv[1], 'new'))
+base = load_medians(glob.glob(os.path.join(sys.argv[1], 'base-*.csv')))
+new = load_medians(glob.glob(os.path.join(sys.argv[1], 'new-*.csv')))
 groups = collections.defaultdict(list)
 for k in base:
     if k in new and base[k] > 0:

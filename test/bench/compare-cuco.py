@@ -8,21 +8,9 @@ of a cuco_bench CSV of the same run (same keys, same machine).
 Medians over every row of a point (the files may hold several rounds); rows
 whose check failed (ok != 1, e.g. a put past a table's capacity) are left out.
 """
-import collections
-import csv
-import statistics
 import sys
 
-
-def load(paths):
-    d = collections.defaultdict(list)
-    for p in paths:
-        for r in csv.DictReader(open(p)):
-            if r['table'] == 'ceiling' or r['ok'] != '1':
-                continue
-            k = (r['table'], r['slot_bits'], r['bucket'], r['mode'], r['op'], r['pos'], r['fill'])
-            d[k].append(float(r['gkeys_s']))
-    return {k: statistics.median(v) for k, v in d.items()}
+from gpu_bench_csv import load_medians
 
 
 def best(rows, name):
@@ -34,8 +22,8 @@ def best(rows, name):
     return b
 
 
-cuco = best(load(sys.argv[1:2]), lambda k: k[0])
-ours = best(load(sys.argv[2:]), lambda k: '%s %s-bit %s %s' % (k[0], k[1], k[2], k[3]))
+cuco = best(load_medians(sys.argv[1:2]), lambda k: k[0])
+ours = best(load_medians(sys.argv[2:]), lambda k: '%s %s-bit %s %s' % (k[0], k[1], k[2], k[3]))
 print('| op | hits | fill | cpht (G keys/s) | configuration | cuCollections | variant | ratio |')
 print('|---|---|---|---|---|---|---|---|')
 for p in sorted(cuco):

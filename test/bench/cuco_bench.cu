@@ -67,16 +67,6 @@ struct identity
 #define SLOTS ((uint64_t) 1 << 27)
 #define QUERIES ((uint64_t) 1 << 26)
 
-#define CK(call) \
-	do { \
-		cudaError_t e_ = (call); \
-		if (e_ != cudaSuccess) \
-		{ \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-			exit(1); \
-		} \
-	} while (0)
-
 static cudaEvent_t ev0,
 			ev1;
 static int	failures = 0;

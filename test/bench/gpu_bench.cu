@@ -47,16 +47,6 @@
 #define SECONDARY_SLOTS ((uint64_t) 1 << 24)
 #define QUERIES ((uint64_t) 1 << 26)
 
-#define CK(call) \
-	do { \
-		cudaError_t e_ = (call); \
-		if (e_ != cudaSuccess) \
-		{ \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-			exit(1); \
-		} \
-	} while (0)
-
 #define TRY(call) \
 	do { \
 		cpht_status s_ = (call); \
