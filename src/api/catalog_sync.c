@@ -230,7 +230,7 @@ cpht_catalog_sync(PG_FUNCTION_ARGS)
 			continue;
 		values[0] = CStringGetTextDatum(NameStr(e.name));
 		values[1] = ObjectIdGetDatum(e.owner);
-		values[2] = CStringGetTextDatum(e.kind == CPHT_CUCKOO ? "cuckoo" : "iceberg");
+		values[2] = CStringGetTextDatum(cpht_kind_name(e.kind));
 		values[3] = Int64GetDatum(e.capacity);
 		values[4] = Int32GetDatum(e.key_bits);
 		nulls[4] = e.key_bits == 0 ? 'n' : ' ';
