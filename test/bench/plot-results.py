@@ -15,6 +15,11 @@ Writes each figure as PNG and SVG:
   kernels-lookups-vs-paper, kernels-inserts-vs-paper
                          the GPU kernels against the compact-hashing
                          paper's code on the same H100
+  kernels-vs-cucollections-h200
+                         the GPU kernels against cuCollections' static_set
+                         on the same keys, in one run (H200)
+  shards-speedup-h100    one find-or-put of 200M keys on a table sharded
+                         over 2 and 4 GPUs, against one GPU (H100s)
 
 A point is the median of the repetitions its CSV names (its reps column); where several CSVs
 hold the same pattern at the same row count, the first listed below wins.
@@ -23,6 +28,7 @@ series a figure.
 """
 import csv
 import os
+import re
 import sys
 import textwrap
 
@@ -139,6 +145,85 @@ def paper_figure(out_dir, name, title, note, rows, series):
     save(fig, out_dir, name)
 
 
+def shard_medians(name):
+    """{(case, path): (one GPU ms, sharded ms)} from the "median, ..." lines
+    that test/bench/shard_bench.c prints last."""
+    out = {}
+    pat = re.compile(r"median, all (new|found):\s+1 GPU ([0-9.]+) ms, (\d+) shards (routed|host path) ([0-9.]+) ms")
+    with open(os.path.join(RESULTS, name)) as f:
+        for line in f:
+            m = pat.match(line.strip())
+            if m:
+                out[(m.group(1), m.group(4))] = (float(m.group(2)), float(m.group(5)))
+    if not out:
+        sys.exit(f"plot-results: no median lines in {name}")
+    return out
+
+
+def shards_figure(out_dir):
+    runs = {2: shard_medians("shard-bench-2xh100-2026-11-28-final-pinned.txt"),
+            4: shard_medians("shard-bench-4xh100-2026-11-28-pinned.txt")}
+    fig, ax = plt.subplots(figsize=(9, 5))
+    gpus = [1, 2, 4]
+    ax.plot(gpus, gpus, ":", color="grey", linewidth=1.5, label="as many times one GPU as GPUs")
+    series = [(("found", "routed"), "routed on the GPUs, keys all found", COLOURS[0], "-"),
+              (("new", "routed"), "routed on the GPUs, keys all new", COLOURS[1], "-"),
+              (("found", "host path"), "split on the host, keys all found", NATIVE_COLOURS[0], "--"),
+              (("new", "host path"), "split on the host, keys all new", NATIVE_COLOURS[1], "--")]
+    for key, label, colour, style in series:
+        ys = [1.0] + [runs[n][key][0] / runs[n][key][1] for n in (2, 4)]
+        ax.plot(gpus, ys, style, color=colour, marker="o", markersize=5, linewidth=2, label=label)
+    ax.plot([2, 4], [1.8, 3.4], "x", color="black", markersize=9, label="target (all new and all found)")
+    ax.set_xticks(gpus)
+    ax.set_xlabel("GPUs (NVIDIA H100 80GB HBM3, NVLink)")
+    ax.set_ylabel("speed-up over one GPU")
+    ax.set_ylim(bottom=0)
+    ax.set_title("A find-or-put of 200M keys on a table sharded over the GPUs", fontsize=12, loc="left")
+    ax.grid(True, alpha=0.35)
+    caption(fig, ax, "2026-11-28, medians of 5 side by side with one GPU in the same run, keys and answers "
+            "in registered host memory (shard_bench 200000000 N 5 64 gpu pinned). Data: "
+            "test/bench/results/shard-bench-2xh100-2026-11-28-final-pinned.txt, "
+            "shard-bench-4xh100-2026-11-28-pinned.txt (see docs/sharding.md).")
+    save(fig, out_dir, "shards-speedup-h100")
+
+
+def cuco_figure(out_dir):
+    sys.path.insert(0, HERE)
+    from gpu_bench_csv import load_medians
+
+    cuco = load_medians([os.path.join(RESULTS, "cuco-h200-2026-11-28.csv")])
+    ours = load_medians([os.path.join(RESULTS, "gpu-ab-h200-2026-11-28-main.csv")])
+
+    def best(rows, op, pos):
+        b = {}
+        for k, v in rows.items():
+            if k[4] == op and k[5] == pos:
+                b[float(k[6])] = max(b.get(float(k[6]), 0.0), v)
+        return sorted(b.items())
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for i, (op, pos, label) in enumerate([("fop50", "-", "find-or-put, half the keys new"),
+                                          ("put", "-", "insert into an empty table"),
+                                          ("find", "0.5", "find, half the queries hits")]):
+        for rows, style, marker, who in ((ours, "-", "o", "cpht"), (cuco, "--", "s", "cuCollections")):
+            pts = best(rows, op, pos)
+            if not pts:
+                sys.exit(f"plot-results: no points for {op} {pos} in kernels-vs-cucollections-h200")
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, style, color=COLOURS[i], marker=marker, markersize=5 if who == "cpht" else 4,
+                    linewidth=2 if who == "cpht" else 1.5, label=f"{label}: {who}")
+    ax.set_xlabel("table fill after the operation (fraction of slots)")
+    ax.set_ylabel("throughput, G keys/s")
+    ax.set_ylim(bottom=0)
+    ax.set_title("GPU kernels against cuCollections' static_set, same keys, one run", fontsize=12, loc="left")
+    ax.grid(True, alpha=0.35)
+    caption(fig, ax, "NVIDIA H200, 2026-11-28: at each fill cpht's best configuration of the run (0.3-0.5 GiB "
+            "of slots) against cuCollections' best probing (1 GiB of 8-byte slots); 2^27 slots, keys uniform "
+            "in [0, 2^37) already on the GPU, medians. Data: test/bench/results/cuco-h200-2026-11-28.csv, "
+            "gpu-ab-h200-2026-11-28-main.csv (see test/bench/gpu-results.md).")
+    save(fig, out_dir, "kernels-vs-cucollections-h200")
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "docs", "figures")
     os.makedirs(out_dir, exist_ok=True)
@@ -222,6 +307,8 @@ def main():
         [(("iceberg", "fop", "0"), "iceberg find-or-put from empty"),
          (("iceberg", "put", "-"), "iceberg put"),
          (("cuckoo", "put", "-"), "cuckoo put")])
+    cuco_figure(out_dir)
+    shards_figure(out_dir)
 
 
 if __name__ == "__main__":
