@@ -18,6 +18,7 @@
 #include "worker/worker.h"
 #include "client/client.h"
 #include "cpht_table.h"
+#include "api/api.h"
 #include "plan/plan.h"
 #include "memcap.h"
 #include "shmem/protocol.h"
@@ -72,6 +73,18 @@ _PG_init(void)
 	 * (shmem/shmem.c) */
 	cpht_shmem_init();
 
+	/* the functions of api/ the planner recognises in queries (plan/ does
+	 * not include api/), then the planner's hooks and nodes */
+	{
+		CphtPlanEntryPoints entry = {
+			.fop_new_relation = cpht_fop_new_relation,
+			.table_in = cpht_table_in,
+			.insert_new = cpht_insert_new,
+			.fop_relation = cpht_fop_relation,
+		};
+
+		cpht_plan_set_entry_points(&entry);
+	}
 	/* cpht_fop_agg over shared tables in parallel workers */
 	cpht_parallel_init();
 	cpht_new_keys_init();

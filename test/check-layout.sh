@@ -132,8 +132,6 @@ LEAVES="guc.h errors.h memcap.h"
 # "file header": includes that go against the layers, known and kept
 # (docs/layout.md says why); a header only in its door's own folder list.
 SRC_EXCEPTIONS="
-src/plan/new_keys_planner.c api/api.h
-src/plan/call_node.c api/api.h
 "
 for f in $src_files; do
 	rel=${f#src/}

@@ -1,10 +1,11 @@
 /*
  * api/api.h — the door of api/: the SQL-callable functions (one file per
  * family) are reached by PostgreSQL through the extension's scripts, not
- * by other folders.  The only entry points another folder names are
- * declared here: plan/ recognises a call of one in a query (by the C
- * function behind a pg_proc entry), and never calls it.  Everything else
- * of api/ is private to the folder.
+ * by other folders.  The only entry points another file names are
+ * declared here, for _PG_init (cpht.c), which hands them to plan/
+ * (cpht_plan_set_entry_points): the planner recognises a call of one in a
+ * query by the C function behind a pg_proc entry, and never calls it.
+ * Everything else of api/ is private to the folder.
  */
 #ifndef CPHT_API_H
 #define CPHT_API_H

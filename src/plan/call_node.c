@@ -30,7 +30,6 @@
 #include "portability/instr_time.h"
 #include "tcop/tcopprot.h"
 
-#include "api/api.h"
 #include "plan/plan.h"
 #include "plan/plan_util.h"
 #include "stream/stream.h"
@@ -59,8 +58,8 @@ is_long_call(Expr *expr)
 	if (!IsA(expr, FuncExpr))
 		return false;
 	f = (FuncExpr *) expr;
-	return cpht_function_is(f->funcid, cpht_insert_new) ||
-		cpht_function_is(f->funcid, cpht_fop_relation);
+	return cpht_function_is(f->funcid, cpht_plan_entry.insert_new) ||
+		cpht_function_is(f->funcid, cpht_plan_entry.fop_relation);
 }
 
 static bool

@@ -10,8 +10,8 @@
  * relation's policies do not bind the role, on the role (dependsOnRole).
  * Locking: the relation is opened with AccessShareLock while planning, as
  * the planner locks what it plans to scan, and the lock is kept to the end
- * of the transaction.  This is the file of plan/ that includes api/api.h
- * (docs/layout.md): it compares function addresses, never calls them.
+ * of the transaction.  It tells api/'s functions by the addresses _PG_init
+ * handed to plan/ (cpht_plan_entry), and never calls them.
  */
 #include "postgres.h"
 
@@ -34,7 +34,6 @@
 #include "utils/rls.h"
 #include "utils/syscache.h"
 
-#include "api/api.h"
 #include "plan/plan.h"
 #include "plan/plan_util.h"
 #include "plan/new_keys.h"
@@ -50,7 +49,7 @@ static CustomPathMethods new_keys_path_methods;
 bool
 cpht_is_fop_new_relation(Oid funcid)
 {
-	return cpht_function_is(funcid, cpht_fop_new_relation);
+	return cpht_function_is(funcid, cpht_plan_entry.fop_new_relation);
 }
 
 /* Whether type is cpht_table (api/names.c), whatever schema holds it: its
@@ -65,13 +64,13 @@ is_table_type(Oid type)
 		return false;
 	typinput = ((Form_pg_type) GETSTRUCT(tup))->typinput;
 	ReleaseSysCache(tup);
-	return cpht_function_is(typinput, cpht_table_in);
+	return cpht_function_is(typinput, cpht_plan_entry.table_in);
 }
 
 /*
- * Here, with the other recognition of api/'s functions (the one file of
- * plan/ that includes api/api.h), for hooks.c too: a cpht_table holds the
- * handle of the table it names, the same number in every session.
+ * Here, with the other recognition of api/'s functions, for hooks.c too: a
+ * cpht_table holds the handle of the table it names, the same number in
+ * every session.
  */
 bool
 cpht_plan_handle(Node *expr, ParamListInfo params, int32 *handle)

@@ -25,6 +25,22 @@
 extern void cpht_parallel_init(void);
 
 /*
+ * The SQL functions of api/ that plan/ recognises in a query, by the C
+ * function behind their pg_proc entries (plan_util.c's cpht_function_is).
+ * _PG_init hands them over before it installs the hooks, so that plan/
+ * includes nothing of the layer above it; plan/ never calls them.
+ */
+typedef struct CphtPlanEntryPoints
+{
+	PGFunction	fop_new_relation;	/* planned as the "cpht new keys" node */
+	PGFunction	table_in;		/* the cpht_table type's input function */
+	PGFunction	insert_new;		/* explained as the "cpht call" node */
+	PGFunction	fop_relation;	/* likewise */
+} CphtPlanEntryPoints;
+
+extern void cpht_plan_set_entry_points(const CphtPlanEntryPoints *entry);
+
+/*
  * array_agg.c: array_agg(bigint) handed to an array function of cpht is
  * planned as cpht_array_agg(bigint), which runs in parallel workers.
  */

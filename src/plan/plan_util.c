@@ -15,6 +15,14 @@
 
 #include "plan/plan_util.h"
 
+CphtPlanEntryPoints cpht_plan_entry;
+
+void
+cpht_plan_set_entry_points(const CphtPlanEntryPoints *entry)
+{
+	cpht_plan_entry = *entry;
+}
+
 bool
 cpht_function_is(Oid funcid, PGFunction fn)
 {
@@ -22,8 +30,12 @@ cpht_function_is(Oid funcid, PGFunction fn)
 	bool		is_c;
 	FmgrInfo	finfo;
 
-	if (!HeapTupleIsValid(tup))
+	if (fn == NULL || !HeapTupleIsValid(tup))
+	{
+		if (HeapTupleIsValid(tup))
+			ReleaseSysCache(tup);
 		return false;
+	}
 	is_c = ((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId;
 	ReleaseSysCache(tup);
 	/* only a C function can be ours; fmgr_info of others is not needed */

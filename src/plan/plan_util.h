@@ -12,9 +12,14 @@
 #include "nodes/params.h"
 #include "nodes/nodes.h"
 
+#include "plan/plan.h"
+
 /* Whether funcid is the C function fn of this library, whatever schema
  * holds its SQL declaration. */
 extern bool cpht_function_is(Oid funcid, PGFunction fn);
+
+/* api/'s functions as _PG_init handed them over (cpht_plan_set_entry_points). */
+extern CphtPlanEntryPoints cpht_plan_entry;
 
 /* The value of type that expr has for every row, where the plan can tell:
  * a constant, or a parameter a custom plan is made for. */
