@@ -66,7 +66,7 @@ endif
 PG_CPPFLAGS += -Isrc -Ikernels -std=gnu11
 SHLIB_LINK += -lpthread
 
-EXTRA_CLEAN = results regression.diffs regression.out test/unit/*.bin test/bench/*.bin kernels/*/*.o
+EXTRA_CLEAN = results regression.diffs regression.out test/unit/*.bin test/bench/*/*.bin kernels/*/*.o
 
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Debian's PGXS emits LLVM bitcode for JIT; with CUDA objects (and no clang
@@ -154,4 +154,4 @@ plots:
 	/usr/bin/python3 test/bench/plot-results.py
 
 bench-cpu:
-	test/bench/run-cpu-bench.sh
+	test/bench/kernels/run-cpu-bench.sh

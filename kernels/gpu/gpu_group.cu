@@ -240,7 +240,7 @@ gpu_group_bits(const cpht_table *t, size_t n, int inserts)
 
 	/*
 	 * The automatic rule follows what the H100 measurements showed
-	 * (test/bench/gpu-results.md): grouping paid only for batches that
+	 * (test/bench/kernels/gpu-results.md): grouping paid only for batches that
 	 * insert, on primary buckets one lane reads (16 bytes or less), with at
 	 * least 8 keys per 32-byte sector of the level; finds and wider buckets
 	 * lost more to the three extra passes than L2 gave back.

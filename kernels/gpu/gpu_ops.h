@@ -1,7 +1,7 @@
 /*
  * gpu_ops.h — the GPU operations on device arrays, one call per batch that
  * already sits in device memory.  gpu_pipeline.cu feeds them chunks of the
- * caller's host arrays; the benchmark (test/bench/gpu_bench.cu) calls them
+ * caller's host arrays; the benchmark (test/bench/kernels/gpu_bench.cu) calls them
  * directly to time the kernels alone.  All run on the table's compute
  * stream (gpu_state.comp) and return without waiting, except where noted.
  * n is at most 2^32 - 1 per call.
@@ -98,7 +98,7 @@ void		gpu_log_release(cpht_table *t);
  * several times; grouped by primary bucket, consecutive keys touch one
  * L2-sized slice at a time, so a bucket should come from memory about
  * once.  (Measured on the H100 it pays only for inserts on 16-byte
- * buckets; see test/bench/gpu-results.md.)
+ * buckets; see test/bench/kernels/gpu-results.md.)
  */
 typedef struct gpu_group
 {

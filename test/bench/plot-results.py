@@ -147,7 +147,7 @@ def paper_figure(out_dir, name, title, note, rows, series):
 
 def shard_medians(name):
     """{(case, path): (one GPU ms, sharded ms)} from the "median, ..." lines
-    that test/bench/shard_bench.c prints last."""
+    that test/bench/kernels/shard_bench.c prints last."""
     out = {}
     pat = re.compile(r"median, all (new|found):\s+1 GPU ([0-9.]+) ms, (\d+) shards (routed|host path) ([0-9.]+) ms")
     with open(os.path.join(RESULTS, name)) as f:
@@ -188,7 +188,7 @@ def shards_figure(out_dir):
 
 
 def cuco_figure(out_dir):
-    sys.path.insert(0, HERE)
+    sys.path.insert(0, os.path.join(HERE, "kernels"))
     from gpu_bench_csv import load_medians
 
     cuco = load_medians([os.path.join(RESULTS, "cuco-h200-2026-11-28.csv")])
@@ -220,7 +220,7 @@ def cuco_figure(out_dir):
     caption(fig, ax, "NVIDIA H200, 2026-11-28: at each fill cpht's best configuration of the run (0.3-0.5 GiB "
             "of slots) against cuCollections' best probing (1 GiB of 8-byte slots); 2^27 slots, keys uniform "
             "in [0, 2^37) already on the GPU, medians. Data: test/bench/results/cuco-h200-2026-11-28.csv, "
-            "gpu-ab-h200-2026-11-28-main.csv (see test/bench/gpu-results.md).")
+            "gpu-ab-h200-2026-11-28-main.csv (see test/bench/kernels/gpu-results.md).")
     save(fig, out_dir, "kernels-vs-cucollections-h200")
 
 
@@ -292,7 +292,7 @@ def main():
                    "uses no more slot memory; 2^27 primary + 2^24 secondary slots (iceberg) or 2^27 slots "
                    "(cuckoo), keys uniform in [0, 2^37) already on the GPU, medians of 3. Data: "
                    "test/bench/results/kernels-vs-paper-h100-2026-11-22.csv (from gpu-bench.csv, "
-                   "see test/bench/gpu-results.md).")
+                   "see test/bench/kernels/gpu-results.md).")
     paper_figure(
         out_dir, "kernels-lookups-vs-paper",
         "GPU kernels against the compact-hashing paper's code: lookups",
