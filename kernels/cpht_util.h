@@ -15,8 +15,8 @@
  * and never calls back into it: the copies share the work between the
  * calling thread and the process's helper threads (util/threads.h), which
  * block every signal, and return only when every share is done; the sort
- * runs on the calling thread.  Nothing here
- * raises or takes a lock of the host's; a failure is a return value.
+ * runs on the calling thread.  Nothing here raises or takes a lock of the
+ * host's; a failure is a return value.
  */
 #ifndef CPHT_UTIL_H
 #define CPHT_UTIL_H

@@ -17,8 +17,8 @@
  * table/kind_policy.h, table/layout.h and util/faults.h along.
  *
  * Concurrency: a table is used from one thread at a time (cpht_table.h):
- * its owner's, a stream's helper thread while the owner waits for it, or a
- * shard's thread inside a sharded call.  The device entries are called by
+ * its owner's, a stream's helper thread (the owner's calls wait for its
+ * batch), or a shard's thread inside a sharded call.  The device entries are called by
  * the layer (and the routing entries by shards/) on that thread; a device
  * may split its host work over the pool of util/threads.h.  The entries
  * return a status and leave the message in t->errmsg (table_fail); they

@@ -6,10 +6,11 @@
  * the same code and raises the same errors: an operation returns the
  * kernels' status and leaves their message in cpht_tableref_error(), as
  * cpht_table.h does.  A private table lives in the worker when cpht is
- * preloaded and it goes to the GPU (only the worker initialises CUDA
- * then), or when cpht.placement = worker.  A shared table's calls check
+ * preloaded and either it goes to the GPU (only the worker initialises
+ * CUDA then) or cpht.placement = worker.  A shared table's calls check
  * the reference against the shared catalog and the role's privileges and
- * raise their own errors, so its operations return only CPHT_OK.  A table
+ * raise their own errors, so its operations return only CPHT_OK (but
+ * rollback_to: a shared table has no undo log in a session).  A table
  * in the worker is lost when the worker that holds it exits; using it then
  * fails with 58000 naming it, and dropping it only forgets it.
  *
