@@ -18,13 +18,14 @@
  *
  * Concurrency: a table is used from one thread at a time (cpht_table.h):
  * its owner's, a stream's helper thread (the owner's calls wait for its
- * batch), or a shard's thread inside a sharded call.  The device entries are called by
- * the layer (and the routing entries by shards/) on that thread; a device
- * may split its host work over the pool of util/threads.h.  The entries
- * return a status and leave the message in t->errmsg (table_fail); they
- * ask table_memory_take before taking memory the hook counts, and the
- * long ones ask table_interrupted between steps (CPHT_ERR_CANCELED); both
- * hooks may run on any thread, as cpht_table.h requires of them.
+ * batch), or a shard's thread inside a sharded call.  The device entries
+ * are called by the layer (and the routing entries by shards/) on that
+ * thread; a device may split its host work over the pool of
+ * util/threads.h.  The entries return a status and leave the message in
+ * t->errmsg (table_fail); they ask table_memory_take before taking memory
+ * the hook counts, and the long ones ask table_interrupted between steps
+ * (CPHT_ERR_CANCELED); both hooks may run on any thread, as cpht_table.h
+ * requires of them.
  */
 #ifndef CPHT_DEVICE_OPS_H
 #define CPHT_DEVICE_OPS_H
