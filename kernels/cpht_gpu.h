@@ -4,9 +4,20 @@
  * breaker.  Plain C, no PostgreSQL or CUDA types.  Built without CUDA
  * (kernels/gpu/gpu_none.c) every function says "no GPU".
  *
- * cpht_gpu_set_devices must come before the first cpht_gpu_usable; after
- * that the answers are cached for the life of the process, and the
- * functions may be called from any thread.
+ * Who: anyone; src/ includes it through cpht_table.h.  In cpht,
+ * cpht.devices hands its list over as it is set (guc.c), and CUDA
+ * starts only in a process that asks for a GPU: with cpht preloaded the
+ * cpht worker alone, which also pins its transfer arena; otherwise the
+ * backend that creates a GPU table.  Never in the postmaster: a CUDA
+ * context does not survive fork().
+ *
+ * Concurrency: cpht_gpu_usable initialises CUDA on its first call and
+ * caches the answer (a thread-safe one-time probe); after it,
+ * cpht_gpu_usable, cpht_gpu_count and cpht_gpu_info may be called from any
+ * thread.  cpht_gpu_set_devices (before the first cpht_gpu_usable) and
+ * cpht_host_register (before the tables that should use the range run)
+ * keep plain process-wide state: call them from one thread, while no table
+ * runs.  Nothing here raises: 0 and a reason in errbuf mean no.
  */
 #ifndef CPHT_GPU_H
 #define CPHT_GPU_H

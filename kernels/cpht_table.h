@@ -1,10 +1,7 @@
 /*
  * cpht_table.h — door of the kernels' tables: the one interface between
- * the PostgreSQL side (src/) and the table algorithms (kernels/).  src/
- * includes this header, cpht_gpu.h and cpht_util.h and nothing else of
- * kernels/ (test/check-layout.sh keeps it so).
- *
- * Plain C: no PostgreSQL types, no CUDA types.  Every operation is batch
+ * the PostgreSQL side (src/) and the table algorithms (kernels/).  Plain
+ * C: no PostgreSQL types, no CUDA types.  Every operation is batch
  * oriented and works on host arrays of 64-bit key patterns.  Behind it,
  * kernels/table/ holds what is the same on both devices and reaches a
  * device through its ops table (table/device_ops.h): the CPU one
@@ -13,10 +10,33 @@
  * identically.  A sharded table (kernels/shards/) is several such tables
  * behind the same calls.
  *
+ * Offers: tables (lifecycle, batch operations, streams, the undo log,
+ * images, sizing, stats, the export scan) and the two process-wide hooks
+ * (interrupt check, memory hook); it includes cpht_gpu.h and cpht_util.h.
+ *
+ * Who: anyone.  src/ includes this header, cpht_gpu.h and cpht_util.h and
+ * nothing else of kernels/ (test/check-layout.sh keeps it so).  The
+ * tables run in whatever process calls them: a backend (its private
+ * tables, unless they live in the worker), the cpht worker, a unit test.
+ * A CPU table never touches CUDA.
+ *
  * Locking: a table is not thread safe; its owner calls it from one thread
  * at a time, except that its streams run a batch on a helper thread and
- * every other call waits for that batch.  Tables share nothing but the
- * process-wide hooks (interrupt check, memory hook).
+ * every other call waits for that batch.  Distinct tables may run on
+ * distinct threads at once (a sharded table's shards do); what they share
+ * is process-wide: the hooks, the host thread pool (util/) and each GPU's
+ * context, which a sticky fault breaks for every GPU table of the process
+ * (CPHT_ERR_DEVICE_LOST).  Set the hooks before the first table call
+ * (they are plain stores, read by every thread).  A long call asks the
+ * interrupt check between chunks, possibly on a helper thread (so it must
+ * only read a flag), and stops with the call undone (CPHT_ERR_CANCELED).
+ * Helper threads block every signal.  Nothing here raises, longjmps or
+ * calls back into the host's error handling: a call returns a
+ * cpht_status, with the message in the table (cpht_table_error) or the
+ * caller's errbuf; a failed batch operation is undone, as the calls below
+ * say.  Memory is the C library's or the device's, never the host's
+ * allocator; for undo logs and a GPU table's buffers and growth the
+ * memory hook is asked first.
  */
 #ifndef CPHT_TABLE_H
 #define CPHT_TABLE_H

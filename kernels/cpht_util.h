@@ -1,12 +1,22 @@
 /*
  * cpht_util.h — door of kernels/util/: host helpers that the kernels use
  * and that the PostgreSQL side (src/) may call too.  Plain C, no
- * PostgreSQL or CUDA types; every function is safe on any thread of the
- * host process and never calls back into it (helper threads block every
- * signal).
+ * PostgreSQL or CUDA types.
  *
  * Offers: a parallel copy, a stable sort of (key, index) pairs, and the
  * span of a batch of keys (the width a table without key_bits reads).
+ *
+ * Who: anyone.  In src/, client/remote.c copies keys and statuses through
+ * the worker's transfer windows with them, and api/insert_new.c and
+ * plan/rows_by_tid_node.c sort rows by key; inside kernels/, util/'s own
+ * headers (util/threads.h, util/key_span.h) offer the rest.
+ *
+ * Concurrency: every function is safe on any thread of the host process
+ * and never calls back into it: the copies share the work between the
+ * calling thread and the process's helper threads (util/threads.h), which
+ * block every signal, and return only when every share is done; the sort
+ * runs on the calling thread.  Nothing here raises or takes a lock of the
+ * host's; a failure is a return value.
  */
 #ifndef CPHT_UTIL_H
 #define CPHT_UTIL_H
@@ -23,8 +33,8 @@ extern "C" {
  * core), a thread per megabyte at most: one thread's memory bandwidth
  * would make a copy of hundreds of megabytes (a large batch going into the
  * cpht worker's transfer windows) cost more than the call on the GPU.  The
- * threads only copy, with every signal blocked, and are joined before it
- * returns.
+ * threads only copy, with every signal blocked, and each has finished its
+ * share before it returns (the pool's helpers stay for the next call).
  */
 void		cpht_parallel_memcpy(void *dst, const void *src, size_t bytes, int threads);
 

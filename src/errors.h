@@ -1,5 +1,25 @@
 /*
- * errors.h — turning a cpht_status from the kernels into an ereport.
+ * errors.h — a cpht_status from the kernels turned into an ereport, with
+ * one SQLSTATE per status (docs/errors.md), and the helpers cpht's
+ * messages share.
+ *
+ * Offers: cpht_check_status and cpht_check_call (the ERROR of a failed
+ * kernel call), cpht_sentence (a kernel message as an errdetail sentence)
+ * and cpht_echo_name (a caller's name, cut short for a message).
+ *
+ * Who: a leaf of src/: any src/ file may include it.  Its callers are
+ * backends and parallel workers, on their own thread.  The cpht worker
+ * does not raise a kernel status of a request: it leaves it in the reply
+ * (shmem/protocol.h), and the backend that sent the request passes it
+ * here.
+ *
+ * Concurrency: no lock and no shared state; results are palloc'd in the
+ * current memory context, so never call these from a kernels' hook or
+ * helper thread.  cpht_check_status and cpht_check_call return only for
+ * CPHT_OK and raise ERROR for every other status, except that for
+ * CPHT_ERR_CANCELED they first let PostgreSQL raise the pending cancel or
+ * terminate (CHECK_FOR_INTERRUPTS), and raise 57014 themselves only where
+ * interrupts are held off.
  */
 #ifndef CPHT_ERRORS_H
 #define CPHT_ERRORS_H

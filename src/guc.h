@@ -1,9 +1,27 @@
 /*
- * guc.h — every cpht.* setting, defined in guc.c.
+ * guc.h — every cpht.* setting: its C variable (defined in guc.c), the
+ * values of cpht.device and cpht.placement, and cpht_guc_define(), which
+ * defines them all.
  *
- * A leaf: anyone may include it (the worker too).  cpht_guc_define() is
- * called once, from _PG_init; the variables are read where each setting
- * takes effect, and what reads a setting says when it does.
+ * Who: a leaf of src/: any src/ file may include it, the worker's too
+ * (test/check-layout.sh).  cpht_guc_define() is called once per process
+ * that loads cpht, from _PG_init (in the postmaster when cpht is preloaded,
+ * else in the backend that loads it), before MarkGUCPrefixReserved.  The
+ * variables are read where each setting takes effect, and what reads a
+ * setting says when it does.
+ *
+ * Concurrency: the variables are each process's own, as every setting is:
+ * a backend, a parallel worker (which gets its leader's values) and the
+ * cpht worker read their copy without a lock, on their main thread; the
+ * one read from a kernels' helper thread is cpht_max_memory_kb (memcap.c's
+ * memory hook), a plain int.  SET and a reload change them between
+ * statements; the worker reloads on SIGHUP in its loop.  The postmaster
+ * settings of the worker's shared memory are defined only while preloading
+ * (their defaults stand on a plain server), and the shared memory keeps
+ * the sizes it was made with (shmem/protocol.h).  A check hook refuses a
+ * bad value, and PostgreSQL raises the ERROR; cpht.devices hands its
+ * list to the kernels (cpht_gpu_set_devices), which use it only before
+ * CUDA starts in the process.
  */
 #ifndef CPHT_GUC_H
 #define CPHT_GUC_H

@@ -1,8 +1,25 @@
 /*
  * memcap.h — cpht.max_memory: counting what a session holds and keeping the
- * cap a superuser set; and the counter of bytes taken against a limit that
- * both this cap and the cpht worker's memory budgets (worker/private.c)
- * answer the kernels' memory hook with.
+ * cap a superuser set; and the counter of bytes taken against a limit
+ * (CphtMemCounter) that both this cap and the cpht worker's memory budgets
+ * (worker/private.c) answer the kernels' memory hook with.
+ *
+ * Who: a leaf of src/: any src/ file may include it.  The cpht worker uses
+ * CphtMemCounter alone.  The rest is for backends and parallel workers:
+ * cpht_memory_init from _PG_init; cpht_memory_settle once per session
+ * inside a transaction (it reads pg_db_role_setting under AccessShareLock);
+ * the check, reserve and release calls wherever the session takes memory
+ * for tables, buffers or undo logs; cpht_memory_sync before a table call.
+ *
+ * Concurrency: the counts are the process's own (statics, not shared
+ * memory): a parallel worker counts what it holds against its own copy of
+ * the cap.  No lock is taken.  CphtMemCounter is safe on any thread (an
+ * atomic with a compare-and-swap loop): the kernels' memory hook runs on
+ * their helper threads and reads only atomics and the setting, as of the
+ * last cpht_memory_sync.  Every other function runs on the process's own
+ * thread.  cpht_memory_check, cpht_memory_reserve and cpht_reserved_add
+ * raise ERROR 53400 beyond the cap; the releases, cpht_reserved_sub and
+ * the memory context callback of CphtReserved never raise.
  */
 #ifndef CPHT_MEMCAP_H
 #define CPHT_MEMCAP_H

@@ -1,17 +1,29 @@
 /*
- * shards.h — door of kernels/shards/: a table split over several tables
- * (shards) by a hash of the key, behind the same calls as one table.  For
- * table/table_api.c alone, which routes every public call on a table whose
- * `sharded` is set here; nothing else in the table layer knows shards
- * exist.
+ * shards/shards.h — door of kernels/shards/: a table split over several
+ * tables (shards) by a hash of the key, behind the same calls as one
+ * table.  Each call means what its cpht_table_* says in cpht_table.h.  A
+ * call fails whole: the shards whose part worked are undone when another
+ * fails.  One call takes at most UINT32_MAX keys; log positions count the
+ * entries of all shards.
  *
- * Each call means what its cpht_table_* says in cpht_table.h.  The caller
- * (table_api.c) has settled the table's stream (table_settle) and, for the
+ * Who: table/table_api.c alone outside shards/ (test/check-layout.sh),
+ * which routes every public call on a table whose `sharded` is set here;
+ * nothing else in the table layer knows shards exist.  shards_internal.h
+ * is private.
+ *
+ * Concurrency: the caller (table_api.c) calls from the table's one
+ * thread, has settled the table's stream (table_settle) and, for the
  * batch calls, begun and ends their timing (table_call_begin/_end); these
- * fill in the times a sharded call reports (cpht_call_times).  A call
- * fails whole: the shards whose part worked are undone when another fails.
- * One call takes at most UINT32_MAX keys; log positions count the entries
- * of all shards.
+ * fill in the times a sharded call reports (cpht_call_times).  Inside a
+ * call the shards run their parts through the one-table calls of
+ * table/table_layer.h, on threads of their own where that pays (GPU
+ * shards always, CPU shards for parts of many keys) and otherwise on the
+ * calling thread, so each shard still has one thread at a time; the
+ * threads are started per call with every signal blocked and joined
+ * before the call returns.  The interrupt check is asked between pieces
+ * and inside the shards' calls; a call stopped or failed part way is
+ * undone on every shard.  Nothing here raises: a status is returned, with
+ * the message in the sharded table.
  */
 #ifndef CPHT_SHARDS_H
 #define CPHT_SHARDS_H

@@ -1,14 +1,31 @@
 /*
- * device_ops.h — what the table layer (kernels/table/) and the two devices
- * (kernels/cpu/, kernels/gpu/) share behind cpht_table.h: struct
- * cpht_table and the device ops table each device fills.  Offered by
- * table/ to cpu/, gpu/ and shards/; never to src/.
+ * table/device_ops.h — what the table layer (kernels/table/) and the two
+ * devices (kernels/cpu/, kernels/gpu/) share behind cpht_table.h: struct
+ * cpht_table, the device ops table each device fills (cpht_cpu_ops,
+ * cpht_gpu_ops) with its optional sub-tables (the GPU's undo-log store,
+ * pinned memory, keys resident on the device, routing over several GPUs),
+ * and the layer's helpers a device calls: table_fail, the memory hook
+ * (table_memory_take/_give) and the interrupt check (table_interrupted).
  *
- * The table layer owns everything that is the same on both devices: parameter
- * checks and sizing, the key count, undoing a call that ran out of room and
- * the cuckoo stash.  A device owns the slot memory and runs the algorithms.
- * A table is used from one thread at a time (see cpht_table.h); the device
- * entries are called by the layer only, with that thread.
+ * The table layer owns everything that is the same on both devices:
+ * parameter checks and sizing, the key count, undoing a call that ran out
+ * of room, the undo log's host store and the cuckoo stash.  A device owns
+ * the slot memory and runs the algorithms.
+ *
+ * Who: table/, and shards/, cpu/ and gpu/ (test/check-layout.sh); never
+ * src/, which sees only the opaque cpht_table of cpht_table.h.  It brings
+ * table/kind_policy.h, table/layout.h and util/faults.h along.
+ *
+ * Concurrency: a table is used from one thread at a time (cpht_table.h):
+ * its owner's, a stream's helper thread (the owner's calls wait for its
+ * batch), or a shard's thread inside a sharded call.  The device entries
+ * are called by the layer (and the routing entries by shards/) on that
+ * thread; a device may split its host work over the pool of
+ * util/threads.h.  The entries return a status and leave the message in
+ * t->errmsg (table_fail); they ask table_memory_take before taking memory
+ * the hook counts, and the long ones ask table_interrupted between steps
+ * (CPHT_ERR_CANCELED); both hooks may run on any thread, as cpht_table.h
+ * requires of them.
  */
 #ifndef CPHT_DEVICE_OPS_H
 #define CPHT_DEVICE_OPS_H

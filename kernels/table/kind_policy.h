@@ -1,18 +1,27 @@
 /*
- * kind_policy.h — the rules of each table kind's layout, one policy per
- * kind (kind_policy.c): how many levels and hash choices it has, how it is
- * sized and when and how it grows, how a shard's levels are cut, and what
- * undoing a call may do.  The table layer reads them instead of testing
- * the kind; the policy is picked once, when a table's layout is resolved
- * (table_resolve_layout: at creation, and for the new layout of a growth
- * or widening, which keeps the kind), and kept in struct cpht_table
- * (t->kind_policy).
+ * table/kind_policy.h — the rules of each table kind's layout, one policy
+ * per kind (kind_policy.c): how many levels and hash choices it has, how
+ * it is sized and when and how it grows, how a shard's levels are cut,
+ * and what undoing a call may do.  The table layer reads them instead of
+ * testing the kind; the policy is picked once, when a table's layout is
+ * resolved (table_resolve_layout: at creation, and for the new layout of a
+ * growth or widening, which keeps the kind), and kept in struct
+ * cpht_table (t->kind_policy).  Functions that take parameters rather than
+ * a table look it up by params.kind (cpht_kind_policy_of).
  *
  * Rules only: the code that runs a kind's operations is the device's (the
  * CPU's cpu_kinds in cpu/cpu_batches.c, the GPU's gpu_kinds in
- * gpu/gpu_pipeline.cu), indexed by the kind.  Offered by table/ to
- * shards/, cpu/ and gpu/ (and through table/device_ops.h); constant data,
- * safe on any thread.
+ * gpu/gpu_pipeline.cu), indexed by the kind.
+ *
+ * Who: table/, and shards/, cpu/ and gpu/ (test/check-layout.sh; also
+ * through table/device_ops.h); never src/.
+ *
+ * Concurrency: the policies are constant data (a static const array) and
+ * their functions touch only their arguments (make_levels fills the
+ * parameters it is given, grow_fill reads the table's layout): safe on any
+ * thread, under a table's own one-thread-at-a-time rule.  Nothing here
+ * allocates or fails;
+ * cpht_kind_policy_of answers NULL for a kind cpht does not know.
  */
 #ifndef CPHT_KIND_POLICY_H
 #define CPHT_KIND_POLICY_H

@@ -1,5 +1,18 @@
 /*
- * layout.h — the layout arithmetic shared by the CPU and GPU implementations:
+ * table/layout.h — the door of the layout arithmetic: how a key becomes a
+ * bucket address and a remainder and back, how a slot encodes it, and the
+ * sizes of a level's slots; the design follows below.
+ *
+ * Who: table/, and shards/, cpu/ and gpu/ (test/check-layout.sh; also
+ * through table/device_ops.h); never src/.  Both devices compile these
+ * same functions, so a table built on either answers identically.
+ *
+ * Concurrency: pure functions of their arguments (CPHT_HD: static inline
+ * in C, __host__ __device__ under nvcc), with no state, no allocation and
+ * no failure: safe on any host thread and in any GPU kernel.
+ */
+/*
+ * The layout arithmetic shared by the CPU and GPU implementations:
  * the key permutations, the split of a permuted key into bucket address and
  * remainder, and the slot encoding.  Written once; compiled as plain C for
  * the CPU code and as __host__ __device__ code by nvcc.

@@ -1,9 +1,23 @@
 /*
- * table_layer.h — what the files of the table layer (kernels/table/) share among
- * themselves, and the one-table calls a sharded table (kernels/shards/)
- * runs on its shards.  The devices do not see it: they meet the layer in
- * device_ops.h.  Nothing here knows of shards: table_api.c alone routes a
- * sharded table's calls to shards/shards.h.
+ * table/table_layer.h — what the files of the table layer (kernels/table/)
+ * share among themselves, and the one-table calls (table_single_*) a
+ * sharded table (kernels/shards/) runs on its shards.  The devices do not
+ * see it: they meet the layer in device_ops.h.  Only table_api.c knows of
+ * shards: it routes a sharded table's public calls to shards/shards.h
+ * (and table_find_or_put_counted takes either); everything else here works
+ * on one table.
+ *
+ * Who: table/'s own files, and shards/ (test/check-layout.sh); never
+ * cpu/, gpu/ or src/.
+ *
+ * Concurrency: as cpht_table.h says of a table: one thread at a time per
+ * table (its owner's, a stream's helper thread, or a shard's thread inside
+ * a sharded call), and no lock of its own.  The table_single_* calls that
+ * read or change a table wait for its running stream batch first
+ * (table_settle), and the batch calls time themselves, as the public calls
+ * do.  The functions return a status with the message in t->errmsg (or in
+ * errbuf while creating), never raise, and ask the memory hook and the
+ * interrupt check as device_ops.h says.
  */
 #ifndef CPHT_TABLE_LAYER_H
 #define CPHT_TABLE_LAYER_H
@@ -70,7 +84,7 @@ void		table_log_append(cpht_table *t, const uint64_t *keys, size_t n,
 
 /* Every logged delete whose key left a tombstone in the buckets (not the
  * stash), oldest first: its key, place byte and index in log_where.
- * Reading the keys of a log kept by the backend needs host memory
+ * Reading the keys of a log kept by the device needs host memory
  * (CPHT_ERR_NOMEM; `what` names the operation in the message). */
 typedef void (*table_log_delete_fn) (void *arg, uint64_t key, uint8_t where,
 									 uint64_t where_at);

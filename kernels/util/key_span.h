@@ -1,8 +1,17 @@
 /*
  * util/key_span.h — the span of a batch of keys (util/key_span.c) and the
- * zigzag fold it reads, for every kernels folder; the spanned copy that
- * src/ calls is in the door, cpht_util.h.  It knows nothing of tables:
- * which width a table reads from a span is table/table_widen.c's rule.
+ * zigzag fold it reads.  It knows nothing of tables: which width a table
+ * reads from a span is table/table_widen.c's rule.
+ *
+ * Who: every kernels folder (test/check-layout.sh); table/layout.h
+ * includes it for the fold, so that host and device code share one.  The
+ * spanned copy that src/ calls is in the door, cpht_util.h.
+ *
+ * Concurrency: CPHT_KEY_FOLD is a pure macro, for host and device code.
+ * util_key_span reads the keys and writes only *span; it shares the pass
+ * between the calling thread and the pool's helpers (util/threads.h) and
+ * returns when every share is done, so any thread may call it.  Nothing
+ * here fails.
  */
 #ifndef CPHT_UTIL_KEY_SPAN_H
 #define CPHT_UTIL_KEY_SPAN_H

@@ -1,6 +1,35 @@
 /*
- * client.h — a backend's side of the cpht worker protocol: its request
- * slot, arena windows, and the calls on shared tables built from them.
+ * client/client.h — the door of client/: a backend's side of the cpht
+ * worker protocol (shmem/protocol.h): its request slot, arena windows,
+ * the calls on shared tables and on private tables held by the worker,
+ * waits on other transactions, telling the worker how transactions end,
+ * creating and dropping shared tables inside transaction blocks (with the
+ * lock on their names), the rows of cpht_shared_tables, and the hooks for
+ * DROP DATABASE, DROP EXTENSION and owners.
+ *
+ * Who: cpht.c, api/, plan/, stream/, session/ and tableref/ may include it
+ * (test/check-layout.sh); waits.h is private.  The *_init functions are
+ * called from _PG_init, those of db_drop.c, owners.c and ddl_xact.c only
+ * while preloading (in the postmaster).  Requests need cpht preloaded
+ * (ERROR 55000 otherwise).
+ *
+ * Concurrency: callers are backends and parallel workers, on their own
+ * thread; each process owns the slot of its pgprocno and has at most one
+ * request out.  The slot's state moves by atomics with barriers (no lock);
+ * window_free, the worker's pid, generation and GPU fields and the pending
+ * drops are read and written under the control spinlock; a backend waits
+ * for a free window on window_cv and for the durable restore on durable_cv
+ * (up to a minute), and never waits for a window while it holds one.
+ * owners.c reads the catalog under catalog_lock in shared mode; the
+ * caller of cpht_shared_entry_visible holds it.  A write that met other
+ * transactions' keys waits on their xid locks (XactLockTableWait); a name
+ * is locked by a heavyweight lock held to the end of the transaction.
+ * Waiting for the worker never calls CHECK_FOR_INTERRUPTS while the worker
+ * holds the request: a cancel or terminate is passed through the slot and
+ * the worker undoes the call.  cpht_client_send and the calls built on it
+ * raise the worker's ERROR; cpht_client_send_quiet and the stream calls
+ * while the request is out never raise.  A parallel worker's writes end
+ * with its leader's transaction: only the leader tells the worker.
  */
 #ifndef CPHT_CLIENT_H
 #define CPHT_CLIENT_H

@@ -1,13 +1,34 @@
 /*
  * plan/plan.h — the door of plan/: planner and executor integration.
  * hooks.c holds the planner and executor hooks (cpht_fop_agg in parallel
- * workers), new_keys_planner.c and new_keys_exec.c the "cpht new keys"
- * custom scan, rows_by_tid_node.c the "cpht rows by tid" custom scan.  For
- * _PG_init and api/.
+ * workers: which queries may run in parallel, the leader's transaction id
+ * before workers start, and the leader's shared-table handles in the
+ * workers); array_agg.c plans array_agg(bigint) handed to an array
+ * function as cpht_array_agg; new_keys_planner.c and new_keys_exec.c the
+ * "cpht new keys" custom scan; rows_by_tid_node.c the "cpht rows by tid"
+ * custom scan; call_node.c the "cpht call" node of EXPLAIN.
  *
- * hooks.c: cpht_fop_agg in parallel workers:
- * which queries may run in parallel, the leader's transaction id before
- * workers start, and the leader's shared-table handles in the workers.
+ * Who: cpht.c and api/ may include it (test/check-layout.sh), nothing
+ * below them.  _PG_init hands over api/'s entry points
+ * (cpht_plan_set_entry_points) and calls the four *_init functions;
+ * api/insert_new.c
+ * uses cpht_rows_by_tid_plan_for and cpht_rows_by_tid_read_under.  The
+ * other declarations are shared between plan/'s own files.
+ *
+ * Concurrency: the *_init functions install process-wide hooks, each
+ * calling the one it replaced, and register the custom scans: in the
+ * postmaster when cpht is preloaded (every process inherits them), else in
+ * the backend that loads cpht.  The planner hook and the rewriters run in
+ * the backend that plans a query; the nodes run in every participant of a
+ * Gather (the leader and its parallel workers), which share only the
+ * node's dynamic shared memory, written by the leader before the workers
+ * start, and atomics for the totals (new_keys_exec.c); every participant
+ * opens the relation with AccessShareLock.  plan/ takes no LWLock or
+ * spinlock itself; the session/ calls it makes read the shared catalog
+ * under catalog_lock (session/session.h).  The state behind
+ * cpht_rows_by_tid_plan_for and _read_under is the backend's own; each
+ * returns the value it replaced, for the caller to put back however the
+ * statement ends.  Everything here may raise ERROR.
  */
 #ifndef CPHT_PLAN_H
 #define CPHT_PLAN_H
@@ -20,8 +41,8 @@
 #include "nodes/plannodes.h"
 #include "utils/snapshot.h"
 
-/* Installs the planner and executor hooks and the setting that carries
- * the leader's handles (from _PG_init). */
+/* Installs the planner and executor hooks (from _PG_init); the setting
+ * that carries the leader's handles is defined with the others (guc.c). */
 extern void cpht_parallel_init(void);
 
 /*

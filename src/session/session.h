@@ -2,21 +2,33 @@
  * session/session.h — the door of session/: the tables this session has
  * open, by handle.  handles.c keeps the registry, txn.c makes private
  * tables transactional, shared_handles.c keeps this session's handles of
- * shared tables.  For api/, plan/ and stream/; below it, tableref/ reaches
- * tables wherever they live.
+ * shared tables; below it, tableref/ reaches tables wherever they live.
  *
- * handles.c: the session's registry of tables.
+ * A handle is an integer naming one table.  Private tables' handles count
+ * up from 1 in the session that created them and are never reused there,
+ * so a stale handle fails loudly instead of reaching another table.  A
+ * shared table's handle is CPHT_SHARED_HANDLE_BASE plus its table id,
+ * which the cpht worker never gives twice while the server runs: the same
+ * number names the same shared table in every session (a client behind a
+ * transaction pooler may keep it from one server session to the next).
+ * The two ranges never meet.
  *
- * A handle is an integer naming one table.  Private tables' handles are
- * small: they count up from 1 in the session that created them and are
- * never reused there, so a stale handle held by a client fails loudly
- * instead of reaching another table of the session.  A shared table's
- * handle is CPHT_SHARED_HANDLE_BASE plus its table id, which the cpht
- * worker never gives twice while the server runs: the same number names
- * the same shared table in every session (a client behind a transaction
- * pooler may keep it from one server session to the next), and a number
- * that names no live shared table fails rather than reaching another.
- * The two ranges never meet, so no private handle equals a shared one.
+ * Who: cpht.c, api/, plan/ and stream/ may include it
+ * (test/check-layout.sh); cpht_txn_init is called from _PG_init.
+ *
+ * Concurrency: the registry is the backend's own memory, used on its own
+ * thread, with no lock.  A parallel worker has no private tables (0A000):
+ * it reaches only the shared tables its leader handed over
+ * (cpht_parallel_adopt_handle, from the setting plan/hooks.c writes).
+ * shared_handles.c reads the shared catalog under catalog_lock in shared
+ * mode, copying the entry and releasing the lock before anything else;
+ * resolving a handle first waits, cancelably, for the worker to restore
+ * the durable tables (client/client.h).  The functions raise ERROR, but
+ * cpht_shared_lookup and cpht_shared_name, for the planner and output
+ * functions, answer NULL or false for a handle that names no table the
+ * role may use (only a cancel or out of memory raises there); txn.c's
+ * transaction callbacks never raise during an abort (a table that cannot
+ * be rolled back is dropped with a WARNING).
  */
 #ifndef CPHT_SESSION_H
 #define CPHT_SESSION_H

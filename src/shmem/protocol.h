@@ -1,17 +1,36 @@
 /*
- * protocol.h — the shared memory through which backends and the cpht worker
- * talk: the control struct, one request slot per process, the catalog of
- * shared tables and the transfer arena.
+ * shmem/protocol.h — the door of shmem/: the shared memory through which
+ * backends and the cpht worker talk: the control struct, one request slot
+ * per process, the catalog of shared tables and the transfer arena; and
+ * cpht_shmem_init, which asks for it and registers the worker (shmem.c).
  *
- * Exists only with shared_preload_libraries = 'cpht'.  A backend owns the
- * slot of its pgprocno and has at most one request in flight in it; keys
- * and per-key statuses travel in arena windows, never in the slot.
+ * Who: cpht.c and every layer above shmem/ may include it
+ * (test/check-layout.sh); shmem/ includes nothing of them.  It exists only
+ * with shared_preload_libraries = 'cpht': cpht_shmem_init does nothing
+ * otherwise, and the pointers below stay NULL.  The startup hook
+ * initialises it once, under AddinShmemInitLock, and every process gets
+ * the pointers by fork.
  *
- * A request's life: the backend fills req, sets state SUBMITTED, sets its
- * bit in the submission bitmap and sets the worker's latch; the worker
- * takes the bitmap word, serves the request, fills rep, sets state DONE
- * and sets the backend's latch; the backend reads rep and sets state IDLE.
- * Barriers order the payload before each state change.
+ * Locking.  The control spinlock (mutex) guards the fields marked "under
+ * mutex" and the worker_* ones, generation and window_free; it is held for
+ * a few instructions and never while taking a lock; the worker may take
+ * it inside catalog_lock, never the reverse.  catalog_lock (an LWLock)
+ * guards the catalog entries: the worker changes them in exclusive mode;
+ * backends read them in shared mode, copying what they use, and drop the
+ * lock before using the copy; a backend takes it exclusive only to free
+ * the entry of a lost table (api/shared.c).  An entry's count and stats
+ * are atomics, read without it (cpht_stat_reset zeroes the stats under
+ * the shared lock).  window_cv is broadcast when a window is freed, durable_cv
+ * when durable_ready becomes 1.
+ *
+ * A request's slot takes no lock.  A backend owns the slot of its
+ * pgprocno and has at most one request in flight in it; keys and per-key
+ * statuses travel in arena windows, never in the slot.  Its life: the
+ * backend fills req, sets state SUBMITTED, sets its bit in the submission
+ * bitmap and sets the worker's latch; the worker takes the bitmap word,
+ * takes the request (SUBMITTED -> RUNNING), serves it, fills rep, sets
+ * state DONE and sets the backend's latch; the backend reads rep and sets
+ * state IDLE.  Barriers order the payload before each state change.
  */
 #ifndef CPHT_PROTOCOL_H
 #define CPHT_PROTOCOL_H
@@ -95,7 +114,7 @@ typedef enum CphtOp
 	CPHT_OP_CREATE_COMMIT
 } CphtOp;
 
-/* The batch operation of CALL and RUN. */
+/* The batch operation of CALL and STREAM. */
 typedef enum CphtCall
 {
 	CPHT_CALL_FOP = 1,			/* find-or-put, a status per key */
@@ -206,7 +225,7 @@ typedef struct CphtReply
 	/* Bytes the kernels took (positive) or gave back (negative) for the
 	 * request's private table: the backend counts them as its own. */
 	int64		memory_delta;
-	cpht_call_times times;		/* CALL/RUN: where the worker's time went */
+	cpht_call_times times;		/* CALL/STREAM: where the worker's time went */
 	double		stream_wait_ms; /* STREAM: the worker waiting for pieces */
 	double		stream_run_ms;	/* STREAM: its pieces' table calls */
 	/*
@@ -409,7 +428,8 @@ extern bool cpht_preloaded;
 /* The shared tables one database may hold under the settings now. */
 extern int	cpht_tables_per_database_limit(void);
 
-/* From _PG_init while preloading: settings, hooks, the worker. */
+/* From _PG_init: while preloading, the shared memory hooks and the
+ * worker's registration (the settings are guc.c's); else nothing. */
 extern void cpht_shmem_init(void);
 
 /* The keys and the statuses of arena window w. */

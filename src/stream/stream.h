@@ -6,7 +6,27 @@
  * (api/fop_rows.c); a relation's key column is fed into a stream by
  * relfeed.c (the feed), relation.c (which relation, column and route),
  * heap_feed.c (our own parallel heap scan) and query_feed.c (a query);
- * progress.c reports long calls.  For api/ and plan/.
+ * progress.c reports long calls.
+ *
+ * Who: cpht.c, api/ and plan/ may include it (test/check-layout.sh);
+ * plan/ recognises the aggregates by their transition functions.
+ *
+ * Concurrency: stream/'s code runs on the calling process's own thread,
+ * in a backend or in a parallel worker: the aggregates' steps run in
+ * parallel workers on the leader's shared tables (a worker registers the
+ * leader's handle as a stream opens, session/session.h).  A stream keeps its
+ * batches and counts them against cpht.max_memory (ERROR 53400 beyond
+ * it); a batch of a table in this backend runs on a kernels' helper
+ * thread while the caller collects the next (tableref/tableref.h).  The
+ * heap feed launches parallel workers of its own (a ParallelContext):
+ * each opens the relation with AccessShareLock and sends its rows through
+ * a message queue; the leader makes every table call, with the caller's
+ * handle and transaction, and raises a worker's ERROR as its own.
+ * query_feed.c reads through SPI.  progress.c writes this backend's own
+ * activity entry (pgstat_progress_*).  stream/ takes no LWLock or
+ * spinlock of cpht's itself; the layers below take theirs.  Everything may
+ * raise ERROR; a cancel stops a long call between batches or inside the
+ * table's call.
  */
 #ifndef CPHT_STREAM_H
 #define CPHT_STREAM_H

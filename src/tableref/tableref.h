@@ -1,19 +1,35 @@
 /*
- * tableref.h — a session's private table, wherever it lives: in this backend
+ * tableref.h — a table wherever it lives: a private table in this backend
  * (the kernels called directly) or in the cpht worker (requests through
- * shared memory).  The SQL functions, transactions and introspection call
- * these instead of the kernels, so both placements run the same code and
- * raise the same errors: every operation returns the kernels' status and
- * leaves their message in cpht_tableref_error(), as cpht_table.h does.
+ * shared memory), or a shared table.  The SQL functions, transactions and
+ * introspection call these instead of the kernels, so every placement runs
+ * the same code and raises the same errors: an operation returns the
+ * kernels' status and leaves their message in cpht_tableref_error(), as
+ * cpht_table.h does.  A private table lives in the worker when cpht is
+ * preloaded and either it goes to the GPU (only the worker initialises
+ * CUDA then) or cpht.placement = worker.  A shared table's calls check
+ * the reference against the shared catalog and the role's privileges and
+ * raise their own errors, so its operations return only CPHT_OK (but
+ * rollback_to: a shared table has no undo log in a session).  A table
+ * in the worker is lost when the worker that holds it exits; using it then
+ * fails with 58000 naming it, and dropping it only forgets it.
  *
- * A table lives in the worker when cpht is preloaded and it goes to the
- * GPU (only the worker initialises CUDA), or when cpht.placement = worker.
- * A shared table (shared_table.c) is reached through the same operations:
- * its calls check the reference against the shared catalog and the role's
- * privileges and raise their own errors, as shared tables always did, so
- * its operations return only CPHT_OK.
- * A table in the worker is lost when the worker that holds it exits; using it
- * then fails with 58000 naming it, and dropping it only forgets it.
+ * Who: cpht.c, api/, plan/, stream/ and session/ may include it
+ * (test/check-layout.sh); session/ does.  tableref_internal.h (the
+ * routine of each placement) is private to the folder.
+ *
+ * Concurrency: a reference belongs to one process and is used on its
+ * thread, one call at a time: the backend's (a parallel worker reaches
+ * shared tables only).  A table in this backend may run a stream's batch
+ * on a kernels' helper thread, which every other call waits for; without
+ * preloading, choosing the GPU initialises CUDA in this backend.  A table
+ * in the worker waits for the worker's reply through client/ (cancelable:
+ * the cancel goes to the worker, which undoes the call).  A shared table's
+ * check reads the catalog under catalog_lock in shared mode and the
+ * worker's generation under the control spinlock; worker_private.c reads
+ * the worker's generation and pid under that spinlock.  The worker's
+ * ERROR of a request is raised here; destroy, rollback_to and
+ * truncate_log never raise (they run in transaction callbacks and at exit).
  */
 #ifndef CPHT_TABLEREF_H
 #define CPHT_TABLEREF_H
