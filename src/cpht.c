@@ -4,8 +4,10 @@
  * Loading the library only defines settings (guc.c), and when preloaded
  * (shared_preload_libraries) asks for the shared memory of the cpht worker
  * and registers it.  CUDA is never initialised here, because _PG_init may
- * run in the postmaster and a CUDA context does not survive fork().  The
- * GPU is first touched by cpht_create() in a backend that asks for it.
+ * run in the postmaster and a CUDA context does not survive fork().  With
+ * cpht preloaded only the cpht worker touches a GPU (its first table that
+ * asks for one); without, the first cpht_create() of a backend that asks
+ * for one.
  */
 #include "postgres.h"
 

@@ -84,7 +84,7 @@ iceberg_erase_range(void *arg, size_t begin, size_t end)
 /*
  * Run fn over job->keys[0, n) step by step (job->keys and job->out point at
  * the step's part while it runs).  On a fault the steps done stay done and
- * out[i] is 0 for every key not reached, as the backend interface asks.
+ * out[i] is 0 for every key not reached, as the device ops table asks.
  */
 static cpht_status
 run_steps(cpht_table *t, batch_job *job, size_t n, cpu_range_fn fn)

@@ -4,7 +4,7 @@
  * timing, the memory hook and the interrupt check.  Parameter checks and
  * sizing live in table_sizing.c; the rest of the layer (the same for the
  * CPU and the GPU) in the other table_*.c files; the algorithms in the
- * backends.
+ * devices (cpu/, gpu/).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -181,7 +181,7 @@ table_single_destroy(cpht_table *t)
 	if (t == NULL)
 		return;
 	table_streams_detach(t);
-	table_log_free(t);				/* a backend store goes before the backend */
+	table_log_free(t);				/* a device's log store goes before the device state */
 	t->ops->destroy(t);
 	table_memory_give((uint64_t) t->grown_bytes);
 	free(t->stash);

@@ -232,7 +232,7 @@ table_single_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t 
 /*
  * Keys wider than an auto_key_bits table are absent, and its slots could
  * not even say so (a remainder too wide for them would lose bits): the
- * backend sees only the others.  Returns the number of keys that fit,
+ * device sees only the others.  Returns the number of keys that fit,
  * packed into *fit with their positions in *at, or n with *fit = keys
  * when all do; SIZE_MAX when host memory ran out.
  */

@@ -218,7 +218,9 @@ take_reply(void)
 }
 
 /* Submits the request to the worker at pgprocno `worker` and waits for its
- * reply; never raises. */
+ * reply.  Raises only a cancel that came before the worker took the request
+ * (withdraw_on_cancel withdraws it first, so nothing is left half done);
+ * a cancel after that is passed to the worker, and the reply comes. */
 static void
 submit_and_wait(int worker)
 {
