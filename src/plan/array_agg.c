@@ -60,6 +60,7 @@
 #include "utils/syscache.h"
 
 #include "plan/plan.h"
+#include "plan/plan_internal.h"
 #include "plan/plan_util.h"
 #include "session/session.h"
 

@@ -56,6 +56,7 @@
 #include "utils/syscache.h"
 
 #include "plan/plan.h"
+#include "plan/plan_internal.h"
 #include "plan/plan_util.h"
 #include "stream/stream.h"
 #include "guc.h"

@@ -35,6 +35,7 @@
 #include "utils/syscache.h"
 
 #include "plan/plan.h"
+#include "plan/plan_internal.h"
 #include "plan/plan_util.h"
 #include "plan/new_keys.h"
 #include "session/session.h"

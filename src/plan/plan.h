@@ -11,9 +11,9 @@
  * Who: cpht.c and api/ may include it (test/check-layout.sh), nothing
  * below them.  _PG_init hands over api/'s entry points
  * (cpht_plan_set_entry_points) and calls the four *_init functions;
- * api/insert_new.c
- * uses cpht_rows_by_tid_plan_for and cpht_rows_by_tid_read_under.  The
- * other declarations are shared between plan/'s own files.
+ * api/insert_new.c uses cpht_rows_by_tid_plan_for and
+ * cpht_rows_by_tid_read_under.  What plan/'s files share with each other
+ * is in the private plan/plan_internal.h and plan/plan_util.h.
  *
  * Concurrency: the *_init functions install process-wide hooks, each
  * calling the one it replaced, and register the custom scans: in the
@@ -62,43 +62,12 @@ typedef struct CphtPlanEntryPoints
 extern void cpht_plan_set_entry_points(const CphtPlanEntryPoints *entry);
 
 /*
- * array_agg.c: array_agg(bigint) handed to an array function of cpht is
- * planned as cpht_array_agg(bigint), which runs in parallel workers.
- */
-
-/* Rewrites parse in place (from the planner hook); returns how many
- * aggregate calls it rewrote, their equals at the same level not counted. */
-extern int	cpht_array_agg_rewrite(Query *parse);
-
-/* cpht_fop_new(h, array_agg(x)) over a shared table, as the aggregate
- * cpht_fop_new_agg(h, x); in place (from the planner hook, before
- * cpht_array_agg_rewrite); returns how many calls it fused. */
-extern int	cpht_fop_new_fuse(Query *parse, ParamListInfo params);
-
-/* Whether aggfnoid is cpht_array_agg(bigint), whatever schema holds it. */
-extern bool cpht_is_array_agg(Oid aggfnoid);
-
-/* Whether funcid is one of cpht's array functions that write a table
- * (cpht_fop, cpht_fop_new, cpht_put), whatever schema holds it. */
-extern bool cpht_is_array_writer(Oid funcid);
-
-/*
  * new_keys_planner.c: cpht_fop_new_relation as a parallel plan node over a
  * shared table (its execution: new_keys_exec.c).
  */
 
 /* Installs the planner hook and registers the node (from _PG_init). */
 extern void cpht_new_keys_init(void);
-
-/* Whether funcid is cpht_fop_new_relation, whatever schema holds it. */
-extern bool cpht_is_fop_new_relation(Oid funcid);
-
-/* The handle expr gives for every row where the plan can tell
- * (cpht_plan_constant): an int handle or a cpht_table, which holds one. */
-extern bool cpht_plan_handle(Node *expr, ParamListInfo params, int32 *handle);
-
-/* Whether plan is the node. */
-extern bool cpht_new_keys_plan(Plan *plan);
 
 /*
  * rows_by_tid_node.c: the plan node through which cpht_insert_new reads the
