@@ -325,11 +325,20 @@ publish_shared_tables(void)
 	{
 		CphtHandleEntry *h = cpht_handles_shared(handles[i]);
 
+		int32		entry;
+		uint64		table_id;
+
 		if (h == NULL || cpht_tableref_shared_entry(h->shared_tableref) < 0)
 			continue;
+		entry = cpht_tableref_shared_entry(h->shared_tableref);
+		table_id = cpht_tableref_shared_table_id(h->shared_tableref);
+		/* Dropped by this transaction: only this backend knows the drop is
+		 * pending, so the workers get entry -1 and refuse the handle
+		 * (cpht_shared_adopt) rather than write into the table. */
+		if (cpht_ddl_drop_pending(entry, table_id))
+			entry = -1;
 		appendStringInfo(&buf, "%s%d:%d:" UINT64_FORMAT, buf.len > 0 ? "," : "",
-						 h->handle, cpht_tableref_shared_entry(h->shared_tableref),
-						 cpht_tableref_shared_table_id(h->shared_tableref));
+						 h->handle, entry, table_id);
 		transactional |= h->transactional;
 	}
 	(void) set_config_option(CPHT_LEADER_SETTING, buf.data, PGC_SUSET, PGC_S_SESSION,
