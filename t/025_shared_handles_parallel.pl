@@ -6,7 +6,8 @@
 # also inside a savepoint rolled back, and the restored table reached
 # through cpht_open keeps its keys; a table that is not durable was lost.
 # Dropped by the leader's own open transaction: the workers refuse the
-# handle and write nothing, and the rollback keeps the table.  Dropped and
+# handle and write nothing, and the rollback keeps the table; a drop rolled
+# back to its savepoint leaves the table to them.  Dropped and
 # created again under its name by another session: the old handle names
 # no table, and the new table gets nothing through it.
 use strict;
@@ -86,6 +87,10 @@ $s->{stderr} = '';
 $s->query_safe('ROLLBACK TO sp; ROLLBACK');
 is($s->query_safe("SELECT cpht_count($hx)"), '0',
 	'the rollback keeps the table (not transactional), and the workers wrote nothing into it');
+
+$s->query_safe("BEGIN; SAVEPOINT sp; SELECT cpht_drop($hx); ROLLBACK TO sp");
+is($s->query_safe("SELECT cpht_fop_agg($hx, id) FROM hp_src; ROLLBACK"), '25000',
+	'a drop rolled back to its savepoint leaves the table to the parallel workers');
 
 # ---- dropped and created again under its name by another session ----------------
 $s->query_safe("SELECT cpht_put($hx, '{7}')");
