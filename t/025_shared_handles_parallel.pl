@@ -7,7 +7,9 @@
 # through cpht_open keeps its keys; a table that is not durable was lost.
 # Dropped by the leader's own open transaction: the workers refuse the
 # handle and write nothing, and the rollback keeps the table; a drop rolled
-# back to its savepoint leaves the table to them.  Dropped and
+# back to its savepoint leaves the table to them.  Dropped by the leader
+# and reached by a plan made before: "does not exist" (42704) in the
+# workers too, not that the leader never opened it.  Dropped and
 # created again under its name by another session: the old handle names
 # no table, and the new table gets nothing through it.
 use strict;
@@ -91,6 +93,17 @@ is($s->query_safe("SELECT cpht_count($hx)"), '0',
 $s->query_safe("BEGIN; SAVEPOINT sp; SELECT cpht_drop($hx); ROLLBACK TO sp");
 is($s->query_safe("SELECT cpht_fop_agg($hx, id) FROM hp_src; ROLLBACK"), '25000',
 	'a drop rolled back to its savepoint leaves the table to the parallel workers');
+
+# ---- dropped by the leader, under a plan made before ----------------------------
+my $hq = $s->query_safe("SELECT cpht_create(100000, name => 'hp_prepared', transactional => false)");
+$s->query_safe("PREPARE hp_q AS SELECT cpht_fop_agg($hq, id) FROM hp_src");
+is($s->query_safe('EXECUTE hp_q'), '25000', 'a prepared cpht_fop_agg runs in parallel workers');
+$s->query_safe("SELECT cpht_drop($hq)");
+$s->query("\\set VERBOSITY verbose\nEXECUTE hp_q");
+like($s->{stderr}, qr/42704: cpht table $hq does not exist/,
+	'after the leader dropped the table, the plan made before says it does not exist in the workers too');
+$s->{stderr} = '';
+$s->query_safe('DEALLOCATE hp_q');
 
 # ---- dropped and created again under its name by another session ----------------
 $s->query_safe("SELECT cpht_put($hx, '{7}')");

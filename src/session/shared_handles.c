@@ -118,8 +118,13 @@ cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id)
 {
 	CphtCatalogEntry copy;
 
-	/* the leader's transaction dropped it (plan/hooks.c) */
-	if (entry == -1)
+	/* the leader dropped it (plan/hooks.c) */
+	if (entry == CPHT_LEADER_DROPPED)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("It was dropped.")));
+	if (entry == CPHT_LEADER_DROP_PENDING)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("cpht table %d does not exist", handle),
