@@ -325,13 +325,29 @@ publish_shared_tables(void)
 	for (int i = 0; i < n; i++)
 	{
 		CphtHandleEntry *h = cpht_handles_shared(handles[i]);
+		int32		entry;
+		uint64		table_id;
 
-		if (h == NULL || cpht_tableref_shared_entry(h->shared_tableref) < 0)
+		if (h == NULL)
 			continue;
+		entry = cpht_tableref_shared_entry(h->shared_tableref);
+		table_id = cpht_tableref_shared_table_id(h->shared_tableref);
+		/*
+		 * A table this session dropped goes to the workers as entry
+		 * CPHT_LEADER_DROPPED, and one dropped by this transaction (only
+		 * this backend knows the drop is pending) as
+		 * CPHT_LEADER_DROP_PENDING: they refuse the handle as the leader
+		 * does (cpht_shared_adopt) rather than write into the table or
+		 * say that the leader never opened it.
+		 */
+		if (entry < 0)
+			entry = CPHT_LEADER_DROPPED;
+		else if (cpht_ddl_drop_pending(entry, table_id))
+			entry = CPHT_LEADER_DROP_PENDING;
 		appendStringInfo(&buf, "%s%d:%d:" UINT64_FORMAT, buf.len > 0 ? "," : "",
-						 h->handle, cpht_tableref_shared_entry(h->shared_tableref),
-						 cpht_tableref_shared_table_id(h->shared_tableref));
-		transactional |= h->transactional;
+						 h->handle, entry, table_id);
+		if (entry >= 0)
+			transactional |= h->transactional;
 	}
 	(void) set_config_option(CPHT_LEADER_SETTING, buf.data, PGC_SUSET, PGC_S_SESSION,
 							 GUC_ACTION_LOCAL, true, 0, false);

@@ -197,8 +197,12 @@ extern int	cpht_shared_open_handles(const int32 **handles);
 /*
  * A parallel worker's handle for the leader's shared table: the same
  * number the leader's session gave it, naming the catalog entry and table
- * id the leader had.
+ * id the leader had.  Instead of an entry, the leader (plan/hooks.c) may
+ * pass one of these: the table it dropped, or dropped in its open
+ * transaction; the worker then refuses the handle as the leader does.
  */
+#define CPHT_LEADER_DROPPED			(-1)
+#define CPHT_LEADER_DROP_PENDING	(-2)
 extern void cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id);
 
 /* In a parallel worker: registers the leader's shared table of this

@@ -118,6 +118,17 @@ cpht_shared_adopt(int32 handle, int32 entry, uint64 table_id)
 {
 	CphtCatalogEntry copy;
 
+	/* the leader dropped it (plan/hooks.c) */
+	if (entry == CPHT_LEADER_DROPPED)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("It was dropped.")));
+	if (entry == CPHT_LEADER_DROP_PENDING)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cpht table %d does not exist", handle),
+				 errdetail("The transaction of this parallel worker's leader dropped the shared table; a rollback keeps it.")));
 	if (entry < 0 || entry >= cpht_control->max_tables)
 		elog(ERROR, "cpht shared table entry %d out of range", entry);
 	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);

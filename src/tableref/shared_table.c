@@ -120,6 +120,7 @@ cpht_tableref_shared_check(CphtTableRef *t, char *name, Oid *owner)
 {
 	int32		handle = t->handle;
 	CphtCatalogEntry copy;
+	uint64		first_id;
 	CphtSharedRef ref;
 
 	Assert(t->ops == &cpht_shared_routine);
@@ -131,6 +132,7 @@ cpht_tableref_shared_check(CphtTableRef *t, char *name, Oid *owner)
 
 	LWLockAcquire(cpht_control->catalog_lock, LW_SHARED);
 	copy = cpht_catalog[t->shared_entry];
+	first_id = cpht_control->first_table_id;
 	LWLockRelease(cpht_control->catalog_lock);
 
 	if (copy.table_id == t->shared_table_id &&
@@ -147,9 +149,13 @@ cpht_tableref_shared_check(CphtTableRef *t, char *name, Oid *owner)
 		 * The worker that held the table exited.  A durable table is back
 		 * under a new table id (ids are never reused while the server
 		 * runs), reached by opening it again; any other was lost, and the
-		 * catalog entry may hold another table by now.
+		 * catalog entry may hold another table by now.  A parallel
+		 * worker's reference is made after the restart, from the leader's
+		 * table id: an id below the running worker's first (ids grow with
+		 * every table) was given by a worker before it.
 		 */
-		if (worker_generation() != t->shared_generation)
+		if (worker_generation() != t->shared_generation ||
+			t->shared_table_id < first_id)
 			cpht_shared_restarted_error(handle, NULL);
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
