@@ -1,8 +1,9 @@
 /*
  * bench_keys.cuh — the benchmark inputs, generated on the device: unique
  * keys, the find-or-put batches and the queries of gpu_bench.cu, shared
- * with cuco_bench.cu so that both time the same keys; and CK, which ends
- * a benchmark at its first CUDA error.
+ * with cuco_bench.cu so that both time the same keys; and what both
+ * need besides: CK, which ends a benchmark at its first CUDA error, the
+ * grid of a kernel over n items and the median of repetitions.
  */
 #ifndef CPHT_BENCH_KEYS_CUH
 #define CPHT_BENCH_KEYS_CUH
@@ -10,6 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "table/layout.h"
 
@@ -27,6 +31,26 @@
 			exit(1); \
 		} \
 	} while (0)
+
+/* Blocks of 256 threads for n items, at most 64 per SM of a 132-SM GPU
+ * (the kernels loop over the rest). */
+static unsigned
+grid_for(uint64_t n)
+{
+	uint64_t	b = (n + 255) / 256;
+
+	return (unsigned) (b < 132 * 64 ? (b ? b : 1) : 132 * 64);
+}
+
+/* The median of the repetitions' times (0 for none). */
+static double
+median(std::vector<double> v)
+{
+	std::sort(v.begin(), v.end());
+	if (v.empty())
+		return 0;
+	return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
 
 /* ---- key generation (device) ------------------------------------------ */
 

@@ -90,23 +90,6 @@ static unsigned long long *dhits;
 static void *sort_tmp;
 static size_t sort_bytes;
 
-static unsigned
-grid_for(uint64_t n)
-{
-	uint64_t	b = (n + 255) / 256;
-
-	return (unsigned) (b < 132 * 64 ? (b ? b : 1) : 132 * 64);
-}
-
-static double
-median(std::vector<double> v)
-{
-	std::sort(v.begin(), v.end());
-	if (v.empty())
-		return 0;
-	return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 static void
 start(void)
 {

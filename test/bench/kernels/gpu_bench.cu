@@ -128,23 +128,6 @@ elapsed_ms(cudaStream_t s)
 	return ms;
 }
 
-static double
-median(std::vector<double> v)
-{
-	std::sort(v.begin(), v.end());
-	if (v.empty())
-		return 0;
-	return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-static unsigned
-grid_for(uint64_t n)
-{
-	uint64_t	b = (n + 255) / 256;
-
-	return (unsigned) (b < 132 * 64 ? (b ? b : 1) : 132 * 64);
-}
-
 typedef struct ceilings
 {
 	double		sector;			/* G random 32-byte sectors / s */
