@@ -52,7 +52,7 @@ gpu_half16(unsigned pair, int shift)
  * buckets) are gpu_small_tile below, which keeps the lane mask in a
  * register and skips the instructions a one-lane tile does not need: side
  * by side on an H200 (test/bench/kernels/gpu-results.md, "cooperative_groups")
- * cooperative_groups' tiles ran at 0.99-1.01x the hand-written ones from
+ * cooperative_groups' tiles ran at 0.99-1.02x the hand-written ones from
  * four lanes up, but at 0.59-0.88x for the one-lane tile (16-bit 8/4
  * iceberg, whose one-thread tile still votes and shuffles) and 0.95x for
  * the two-lane tile's put of the 32-bit 8/4 iceberg.  A kernel makes its
