@@ -393,8 +393,14 @@ chunk_erase(cpht_table *t, void *ctx, const uint64_t *dkeys, uint32_t n, uint8_t
 	return gpu_kinds[t->params.kind].erase(t, dkeys, n, dout, *(const int *) ctx);
 }
 
-cpht_status
-gpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status,
+/* How a batch's chunks reach the kernels: from host memory through the
+ * transfer buffers (pipeline_run), or already on the device (resident_run). */
+typedef cpht_status (*batch_runner) (cpht_table *t, const uint64_t *keys, size_t n, uint8_t *out,
+									 chunk_fn fn, void *ctx, const pipeline_tally *tally);
+
+/* Find-or-put and find, the same for either runner. */
+static cpht_status
+run_find_or_put(batch_runner run, cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status,
 				uint64_t *homeless, size_t *nhomeless, cpht_tally *tally, uint64_t log_at)
 {
 	fop_ctx		c = {homeless, nhomeless};
@@ -404,15 +410,28 @@ gpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status,
 	tally->hits = tally->full = 0;
 	if (n == 0)
 		return CPHT_OK;
-	return pipeline_run(t, keys, n, status, chunk_fop, &c, &want);
+	return run(t, keys, n, status, chunk_fop, &c, &want);
+}
+
+static cpht_status
+run_find(batch_runner run, cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
+{
+	if (n == 0)
+		return CPHT_OK;
+	return run(t, keys, n, found, chunk_find, NULL, NULL);
+}
+
+cpht_status
+gpu_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status,
+				uint64_t *homeless, size_t *nhomeless, cpht_tally *tally, uint64_t log_at)
+{
+	return run_find_or_put(pipeline_run, t, keys, n, status, homeless, nhomeless, tally, log_at);
 }
 
 cpht_status
 gpu_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found)
 {
-	if (n == 0)
-		return CPHT_OK;
-	return pipeline_run(t, keys, n, found, chunk_find, NULL, NULL);
+	return run_find(pipeline_run, t, keys, n, found);
 }
 
 cpht_status
@@ -483,22 +502,13 @@ cpht_status
 gpu_find_or_put_resident(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dstatus,
 						 uint64_t *homeless, size_t *nhomeless, cpht_tally *tally, uint64_t log_at)
 {
-	fop_ctx		c = {homeless, nhomeless};
-	pipeline_tally want = {CPHT_PUT, log_at, tally};
-
-	*nhomeless = 0;
-	tally->hits = tally->full = 0;
-	if (n == 0)
-		return CPHT_OK;
-	return resident_run(t, dkeys, n, dstatus, chunk_fop, &c, &want);
+	return run_find_or_put(resident_run, t, dkeys, n, dstatus, homeless, nhomeless, tally, log_at);
 }
 
 cpht_status
 gpu_find_resident(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dfound)
 {
-	if (n == 0)
-		return CPHT_OK;
-	return resident_run(t, dkeys, n, dfound, chunk_find, NULL, NULL);
+	return run_find(resident_run, t, dkeys, n, dfound);
 }
 
 cpht_status
