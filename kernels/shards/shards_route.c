@@ -302,6 +302,15 @@ shards_choose_path(cpht_table *t)
 		return;
 	t->sharded->route = ops->route;
 	t->sharded->path = &device_path;
+	/*
+	 * The routing buffers for the table's largest pieces, made now as the
+	 * shards' own memory is: the first call need not wait for them.  When
+	 * they cannot be made (the memory limit), that first call makes them
+	 * and fails the same way.
+	 */
+	if (ops->route->prepare &&
+		ops->route->prepare(t->sharded->router, t, route_chunk(t, ROUTE_PIECE_KEYS)) != CPHT_OK)
+		t->errmsg[0] = '\0';
 }
 
 void

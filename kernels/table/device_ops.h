@@ -161,6 +161,9 @@ typedef struct cpht_route_ops
 {
 	void	   *(*create) (cpht_table **tables, int n, uint64_t seed, char *why, size_t len);
 	void		(*destroy) (void *router);
+	/* make the buffers for pieces of up to `chunk` keys now rather than at
+	 * the first call (the sharded table asks when it is made) */
+	cpht_status (*prepare) (void *router, cpht_table *t, size_t chunk);
 	cpht_status (*begin) (void *router, cpht_table *t, const uint64_t *keys, size_t n,
 						  uint8_t *answer, size_t chunk, int threads);
 	cpht_status (*scatter) (void *router, cpht_table *t, size_t piece, size_t *got,
