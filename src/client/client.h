@@ -90,6 +90,9 @@ extern bool cpht_client_idle(void);
 extern int	cpht_client_window_acquire(void);
 extern int	cpht_client_window_try_acquire(void);
 extern void cpht_client_window_release(int window);
+/* Enters the first nkeys keys of a held window and their status bytes into
+ * this backend's page tables before a copy fills them (a call of nkeys). */
+extern void cpht_client_window_enter(int window, uint64 nkeys);
 
 /*
  * A STREAM request (protocol.h): stream_submit hands the filled request to

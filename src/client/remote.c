@@ -99,12 +99,13 @@ tag_run(CphtRequest *req, const CphtSharedRef *ref, CphtCall call)
  * longer than the GPU's transfer and kernels on it.
  */
 static void
-fill_piece(uint64 *window, const uint64 *keys, uint64 n, uint64 p, cpht_key_span *span)
+fill_piece(int w, const uint64 *keys, uint64 n, uint64 p, cpht_key_span *span)
 {
 	uint64		off = p * cpht_control->window_keys;
+	uint64		len = Min(cpht_control->window_keys, n - off);
 
-	cpht_copy_keys_spanned(window, keys + off, Min(cpht_control->window_keys, n - off),
-						   cpht_cpu_threads, span);
+	cpht_client_window_enter(w, len);
+	cpht_copy_keys_spanned(cpht_window_keys(w), keys + off, len, cpht_cpu_threads, span);
 }
 
 /* *sum += now - start: cpht.trace's split of a streamed call */
@@ -154,7 +155,7 @@ stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 	 */
 	CHECK_FOR_INTERRUPTS();
 	INSTR_TIME_SET_CURRENT(mark);
-	fill_piece(cpht_window_keys(win[0]), keys, n, 0, &first_span);
+	fill_piece(win[0], keys, n, 0, &first_span);
 	accum_since(&keys_in, mark);
 	filled = 1;
 	req = table_request(CPHT_OP_STREAM, ref);
@@ -175,7 +176,7 @@ stream_call(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 			!QueryCancelPending && !ProcDiePending)
 		{
 			INSTR_TIME_SET_CURRENT(mark);
-			fill_piece(cpht_window_keys(win[filled % nwin]), keys, n, filled,
+			fill_piece(win[filled % nwin], keys, n, filled,
 					   &req->piece_span[filled % nwin]);
 			accum_since(&keys_in, mark);
 			cpht_client_stream_filled(++filled);
@@ -252,6 +253,7 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 		{
 			cpht_key_span span;
 
+			cpht_client_window_enter(win[0], n);
 			cpht_copy_keys_spanned(cpht_window_keys(win[0]), keys, n, cpht_cpu_threads, &span);
 			req = table_request(CPHT_OP_CALL, ref);
 			req->call = call;

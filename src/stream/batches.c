@@ -24,6 +24,7 @@
 
 #include "fmgr.h"
 #include "access/parallel.h"
+#include "portability/instr_time.h"
 #include "utils/guc.h"
 
 #include "guc.h"
@@ -131,6 +132,8 @@ cpht_batch_stream_swap(CphtBatchStream *st, const uint64 *keys, int n, const uin
 	uint64		inserted = 0;
 	const uint8 *done;
 	size_t		got;
+	instr_time	start,
+				mark;
 
 	/* No batch may pass the buffers sized when the stream began. */
 	if (n < 0 || n > st->batch_keys)
@@ -138,8 +141,12 @@ cpht_batch_stream_swap(CphtBatchStream *st, const uint64 *keys, int n, const uin
 	h = cpht_handles_use(st->handle);
 	cpht_txn_before_write(h);
 	cpht_memory_sync();
+	INSTR_TIME_SET_CURRENT(start);
 	cpht_check_status(cpht_tableref_stream_finish(st->stream, &done, &got, &inserted),
 					  st->handle, cpht_tableref_error(cpht_handle_table(h)));
+	INSTR_TIME_SET_CURRENT(mark);
+	INSTR_TIME_SUBTRACT(mark, start);
+	st->wait_ms += INSTR_TIME_GET_MILLISEC(mark);
 	if (got > 0)
 	{
 		cpht_call_times one;
@@ -161,8 +168,14 @@ cpht_batch_stream_swap(CphtBatchStream *st, const uint64 *keys, int n, const uin
 		*nstatus = got;
 	}
 	if (n > 0)
+	{
+		INSTR_TIME_SET_CURRENT(start);
 		cpht_check_status(cpht_tableref_stream_start(st->stream, keys, (size_t) n),
 						  st->handle, cpht_tableref_error(cpht_handle_table(h)));
+		INSTR_TIME_SET_CURRENT(mark);
+		INSTR_TIME_SUBTRACT(mark, start);
+		st->hand_over_ms += INSTR_TIME_GET_MILLISEC(mark);
+	}
 	return inserted;
 }
 
@@ -176,7 +189,8 @@ cpht_batch_stream_report(CphtBatchStream *st, const char *fn)
 	ereport(NOTICE,
 			(errmsg("%s: " UINT64_FORMAT " keys in " UINT64_FORMAT " batches: table calls %.3f ms",
 					fn, st->keys, st->batches, t->total),
-			 errdetail("Inside the table calls: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms, growing the table %d times %.3f ms, widening its keys %d times %.3f ms.",
+			 errdetail("Inside the table calls: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms, growing the table %d times %.3f ms, widening its keys %d times %.3f ms.  This process handed the batches over in %.3f ms and waited %.3f ms for their answers.",
 					   t->stage_in, t->wait, t->copy_out, t->undo_log,
-					   t->grows, t->grow, t->widens, t->widen)));
+					   t->grows, t->grow, t->widens, t->widen,
+					   st->hand_over_ms, st->wait_ms)));
 }

@@ -61,6 +61,11 @@ typedef struct CphtBatchStream
 	uint64		batches;
 	uint64		keys;
 	cpht_call_times times;
+	/* and this process's side of them: handing each batch over (a shared
+	 * table's keys copied into the worker's window) and waiting for its
+	 * answer, in ms */
+	double		hand_over_ms;
+	double		wait_ms;
 } CphtBatchStream;
 
 /*
