@@ -123,6 +123,10 @@ extern uint64 cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall 
 /* Where the worker spent the time of this backend's last successful
  * cpht_remote_call (cpht.trace). */
 extern void cpht_remote_last_times(cpht_call_times *out);
+/* This backend's side of its calls that fit one transfer window, summed
+ * since it started (ms): waiting for a window, its keys into the window,
+ * waiting for the worker's answer, statuses out of the window. */
+extern void cpht_remote_window_split(double out[4]);
 
 /* COUNT, STATS, REBUILD (returns the tombstones removed) and DROP. */
 extern uint64 cpht_remote_count(const CphtSharedRef *ref);

@@ -42,6 +42,27 @@ cpht_remote_last_times(cpht_call_times *out)
 static uint64 private_id;
 static uint64 private_budget;
 
+/* This backend's side of its one-window calls, summed (ms): see
+ * cpht_remote_window_split. */
+static double split_ms[4];
+
+void
+cpht_remote_window_split(double out[4])
+{
+	memcpy(out, split_ms, sizeof(split_ms));
+}
+
+/* split_ms[i] += now - *mark; *mark = now */
+static inline void
+split_step(int i, instr_time *mark)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	split_ms[i] += INSTR_TIME_GET_MILLISEC(now) - INSTR_TIME_GET_MILLISEC(*mark);
+	*mark = now;
+}
+
 static CphtRequest *
 table_request(CphtOp op, const CphtSharedRef *ref)
 {
@@ -231,9 +252,13 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 	int			nwin = 0;
 	int64		delta = 0;
 
+	instr_time	mark;
+
 	memset(out, 0, sizeof(*out));
 
+	INSTR_TIME_SET_CURRENT(mark);
 	win[nwin++] = cpht_client_window_acquire();
+	split_step(0, &mark);
 	/* more windows, where free, let copies overlap the worker's runs */
 	while (n > window_keys && nwin < CPHT_STREAM_WINDOWS &&
 		   (uint64) nwin < (n + window_keys - 1) / window_keys)
@@ -255,6 +280,7 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 
 			cpht_client_window_enter(win[0], n);
 			cpht_copy_keys_spanned(cpht_window_keys(win[0]), keys, n, cpht_cpu_threads, &span);
+			split_step(1, &mark);
 			req = table_request(CPHT_OP_CALL, ref);
 			req->call = call;
 			req->spans_given = true;
@@ -263,12 +289,14 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 			req->nkeys = n;
 			tag_run(req, ref, call);
 			rep = run_reply(cpht_client_send(), conflicts, out, &delta);
+			split_step(2, &mark);
 			if (rep != NULL)
 			{
 				value = rep->value;
 				if (status != NULL && rep->status == CPHT_OK)
 					memcpy(status, cpht_window_status(win[0]), n);
 			}
+			split_step(3, &mark);
 		}
 		else
 		{

@@ -29,6 +29,7 @@
 
 #include "guc.h"
 #include "cpht_table.h"
+#include "client/client.h"
 #include "errors.h"
 #include "session/session.h"
 #include "memcap.h"
@@ -78,6 +79,7 @@ cpht_batch_stream_begin(MemoryContext cxt, int32 handle, uint64 caller_bytes_per
 
 	st->handle = h->handle;
 	st->key_bits = h->key_bits;
+	cpht_remote_window_split(st->window_split_at_begin);
 	st->batch_keys = cpht_batch_size;
 	st->batch_bytes = (uint64) cpht_batch_memory_kb * 1024;
 
@@ -183,14 +185,24 @@ void
 cpht_batch_stream_report(CphtBatchStream *st, const char *fn)
 {
 	const cpht_call_times *t = &st->times;
+	double		split[4];
+	char		shared[256] = "";
 
 	if (!cpht_trace || st->batches == 0)
 		return;
+	/* a table in the cpht worker: this process's side of the hand-over */
+	cpht_remote_window_split(split);
+	for (int i = 0; i < 4; i++)
+		split[i] -= st->window_split_at_begin[i];
+	if (split[0] + split[1] + split[2] + split[3] > 0)
+		snprintf(shared, sizeof(shared),
+				 "  Of the hand-over: waiting for a transfer window %.3f ms, keys into it %.3f ms, waiting for the worker %.3f ms, statuses out %.3f ms.",
+				 split[0], split[1], split[2], split[3]);
 	ereport(NOTICE,
 			(errmsg("%s: " UINT64_FORMAT " keys in " UINT64_FORMAT " batches: table calls %.3f ms",
 					fn, st->keys, st->batches, t->total),
-			 errdetail("Inside the table calls: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms, growing the table %d times %.3f ms, widening its keys %d times %.3f ms.  This process handed the batches over in %.3f ms and waited %.3f ms for their answers.",
+			 errdetail("Inside the table calls: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms, growing the table %d times %.3f ms, widening its keys %d times %.3f ms.  This process handed the batches over in %.3f ms and waited %.3f ms for their answers.%s",
 					   t->stage_in, t->wait, t->copy_out, t->undo_log,
 					   t->grows, t->grow, t->widens, t->widen,
-					   st->hand_over_ms, st->wait_ms)));
+					   st->hand_over_ms, st->wait_ms, shared)));
 }
