@@ -358,10 +358,12 @@ cpht_client_send_quiet(void)
  * touch, a fault per 4 kB page.  One request to the kernel maps a range
  * without a trap per page; where the kernel has no MADV_POPULATE_WRITE
  * (before Linux 5.14) the pages fault as before.  Only the part a call uses
- * is entered: a parallel worker is a new process for every statement, and
- * entering whole windows (four 4M-key windows, 37,000 pages) cost each
- * participant of a parallel cpht_fop_agg 36-64 ms of a 0.4 s statement
- * (30M rows, 9 participants, an H200 host, 2026-11-28).
+ * is entered, and a backend takes a window it entered before when one is
+ * free: a parallel worker is a new process for every statement, and would
+ * otherwise enter all four 4M-key windows (37,000 pages) for a few 1M-key
+ * batches.  On an H200 host the change was not measurable in a parallel
+ * cpht_fop_agg of 30M rows (docs/names.md): there the hand-over's time is
+ * mostly the wait for the worker.
  */
 void
 cpht_client_window_enter(int w, uint64 nkeys)
