@@ -182,10 +182,13 @@ route_grid(const gpu_router *r, int g, size_t n)
 /* Device bytes of one GPU's buffers for slices of cap keys. */
 /*
  * A GPU's routing buffers are carved from one device allocation (and its
- * pinned staging from one pinned allocation): a cudaMalloc of its own for
- * each buffer cost a routed table's first call about 3 ms on 2 GPUs and
- * 14 ms on 4 (2 and 4 H100s, 2026-11-28).  With base NULL these only size
- * the block.  Every buffer starts on a 256-byte boundary.
+ * pinned staging from one pinned allocation), made on a thread per GPU
+ * (ensure_buffers).  Made at a routed table's first call, with a
+ * cudaMalloc each on one thread, they took about 3 ms of that call on 2
+ * H100s and 14 ms on 4 (2026-11-28); now the table's creation makes them
+ * (route_prepare), and its first call on 2 H200s had no time left outside
+ * its parts.  With base NULL these only size the block.  Every buffer
+ * starts on a 256-byte boundary.
  */
 template <typename T>
 static void
