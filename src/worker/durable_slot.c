@@ -52,6 +52,25 @@ durable_slot_ready(const char **problem)
 
 /* ---- the replication slot ------------------------------------------------- */
 
+/*
+ * In a PG_CATCH of a slot operation: the error taken out of the error state
+ * (in cxt, the caller's context before the PG_TRY) and the slot released if
+ * the operation still held it, so that the worker goes on.  The caller logs
+ * the error and frees it.
+ */
+static ErrorData *
+slot_error_caught(MemoryContext cxt)
+{
+	ErrorData  *ed;
+
+	MemoryContextSwitchTo(cxt);
+	ed = CopyErrorData();
+	FlushErrorState();
+	if (MyReplicationSlot != NULL)
+		ReplicationSlotRelease();
+	return ed;
+}
+
 /* Creates the slot if it does not exist: slot_ready says whether it does,
  * slot_problem why not. */
 void
@@ -76,13 +95,8 @@ durable_ensure_slot(void)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *ed;
+		ErrorData  *ed = slot_error_caught(cxt);
 
-		MemoryContextSwitchTo(cxt);
-		ed = CopyErrorData();
-		FlushErrorState();
-		if (MyReplicationSlot != NULL)
-			ReplicationSlotRelease();
 		strlcpy(slot_problem, ed->message, sizeof(slot_problem));
 		ereport(LOG,
 				(errmsg("cpht worker cannot keep WAL for durable shared tables: %s", ed->message),
@@ -121,13 +135,8 @@ durable_drop_slot(void)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *ed;
+		ErrorData  *ed = slot_error_caught(cxt);
 
-		MemoryContextSwitchTo(cxt);
-		ed = CopyErrorData();
-		FlushErrorState();
-		if (MyReplicationSlot != NULL)
-			ReplicationSlotRelease();
 		ereport(LOG,
 				(errmsg("cpht worker could not drop replication slot \"%s\": %s", SLOT_NAME, ed->message)));
 		FreeErrorData(ed);

@@ -16,16 +16,8 @@
 #include <time.h>
 
 #include "cpht_table.h"
+#include "bench_clock.h"
 #include "table/layout.h"
-
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static int
 run(const char *name, cpht_device dev, uint64_t capacity, const uint64_t *keys, size_t n, size_t batch)

@@ -43,18 +43,10 @@
 #include <time.h>
 
 #include "cpht_table.h"
+#include "bench_clock.h"
 #include "shards/shards_internal.h"	/* the path a sharded table takes */
 
 #define MAX_REPS 15
-
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static int
 cmp_double(const void *a, const void *b)

@@ -19,16 +19,8 @@
 #include <time.h>
 
 #include "cpht_table.h"
+#include "bench_clock.h"
 #include "table/layout.h"
-
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static void
 print_layout(const char *name, const char *when, const cpht_stats *s)
