@@ -246,26 +246,15 @@ gpu_create_slots(cpht_table *t)
 {
 	gpu_state  *st = gpu_state_of(t);
 	uint64_t	slots = 0;
-	size_t		want = (size_t) 1 << 16;
 	cpht_status rc;
 
 	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
 	rc = alloc_slots(t);
 	for (int l = 0; l < t->levels; l++)
 		slots += t->params.slots[l];
-	while (want < slots && want < GPU_CHUNK_KEYS)
-		want <<= 1;
-	if (rc == CPHT_OK && want > st->chunk_cap)
-	{
-		/* ensure_staging frees the old buffers before it asks the hook */
-		uint64_t	more = gpu_staging_bytes_for(want) - gpu_staging_bytes_for(st->chunk_cap);
-
-		if (table_memory_take(more))
-		{
-			table_memory_give(more);
-			rc = gpu_ensure_staging(t, (size_t) slots);
-		}
-	}
+	/* keeps the old buffers where the hook refuses larger ones */
+	if (rc == CPHT_OK)
+		rc = gpu_ensure_staging(t, (size_t) slots);
 	if (rc != CPHT_OK)
 		free_slots(t);
 	return rc;

@@ -76,6 +76,21 @@ gpu_ensure_staging(cpht_table *t, size_t n)
 		want <<= 1;
 	if (want <= st->chunk_cap)
 		return CPHT_OK;
+	/*
+	 * Larger buffers only where the memory hook allows the difference;
+	 * otherwise the ones the table has serve, in smaller chunks.  A call
+	 * then meets the limit where the table itself grows, and above all the
+	 * undo of a call refused by the limit needs no memory it cannot have:
+	 * a failed undo loses a shared table.
+	 */
+	if (st->chunk_cap > 0)
+	{
+		uint64_t	more = gpu_staging_bytes_for(want) - gpu_staging_bytes_for(st->chunk_cap);
+
+		if (!table_memory_take(more))
+			return CPHT_OK;
+		table_memory_give(more);
+	}
 	/* The old buffers may be in use by queued copies. */
 	GPU_TRY(t, cudaDeviceSynchronize(), "waiting for the device");
 	gpu_free_staging(st);

@@ -313,6 +313,67 @@ check_gpu_memory_hook(void)
 	cpht_set_memory_hook(NULL);
 }
 
+/*
+ * A growing GPU table meets the memory cap part way through a large put:
+ * the put fails on the cap, and its undo must not need larger transfer
+ * buffers than the table has (a failed undo loses a shared table).  The
+ * cap leaves room for the table's first buffers and a few growths, not for
+ * the buffers a piece of this size would like, so the pieces run in the
+ * chunks the buffers allow until a growth is refused.
+ */
+static void
+check_gpu_cap_undo(void)
+{
+	cpht_params p;
+	cpht_table *t = NULL;
+	char		err[256];
+	uint64_t	inserted = 0,
+				position;
+	size_t		n = (size_t) 4 << 20,
+				piece = (size_t) 1 << 18;
+	uint64_t   *keys = malloc(n * sizeof(uint64_t));
+	uint8_t    *found = malloc(n);
+	size_t		still = 0;
+	cpht_status rc;
+
+	CHECK(keys && found, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		keys[i] = (uint64_t) i + 1;
+	cpht_params_for_capacity(CPHT_ICEBERG, 1000, KEY_BITS, &p, err, sizeof(err));
+	p.device = CPHT_DEVICE_GPU;
+	cpht_set_memory_hook(memory_hook);
+	hook_held = 0;
+	hook_cap = (int64_t) 1 << 40;
+	CHECK(cpht_table_create(&p, &t, err, sizeof(err)) == CPHT_OK, "GPU create (cap undo): %s", err);
+	hook_cap = hook_held + ((int64_t) 6 << 20);
+	cpht_table_set_logging(t, 1);
+	position = cpht_table_log_position(t);
+	/* in pieces, as the cpht worker runs a call through its transfer windows */
+	rc = CPHT_OK;
+	for (size_t off = 0; rc == CPHT_OK && off < n; off += piece)
+		rc = cpht_table_put(t, keys + off, piece, &inserted);
+	CHECK(rc == CPHT_ERR_LIMIT, "GPU put of %zu keys under a cap: status %d (%s)", n, (int) rc,
+		  cpht_table_error(t));
+	CHECK(strstr(cpht_table_error(t), "transfer buffers") == NULL,
+		  "GPU put under a cap failed on its transfer buffers, not on the table's growth: %s",
+		  cpht_table_error(t));
+	CHECK(cpht_table_log_position(t) > position, "GPU put under a cap stored no key before the cap");
+	rc = cpht_table_rollback_to(t, position);
+	CHECK(rc == CPHT_OK, "GPU undo of a put refused by the cap: %s", cpht_table_error(t));
+	CHECK(cpht_table_count(t) == 0, "GPU undo left %llu keys", (unsigned long long) cpht_table_count(t));
+	CHECK(cpht_table_find(t, keys, n, found) == CPHT_OK, "GPU find after the undo: %s", cpht_table_error(t));
+	for (size_t i = 0; i < n; i++)
+		still += found[i] != 0;
+	CHECK(still == 0, "GPU undo left %zu keys findable", still);
+	CHECK(cpht_table_put(t, keys, 1000, &inserted) == CPHT_OK && inserted == 1000,
+		  "GPU put of 1000 keys after the undo: %s", cpht_table_error(t));
+	cpht_table_destroy(t);
+	CHECK(hook_held == 0, "GPU table destroyed: %lld bytes still held", (long long) hook_held);
+	cpht_set_memory_hook(NULL);
+	free(keys);
+	free(found);
+}
+
 int
 main(void)
 {
@@ -324,6 +385,7 @@ main(void)
 	{
 		devices = 2;
 		check_gpu_memory_hook();
+		check_gpu_cap_undo();
 	}
 	else
 		printf("test_faults: GPU part SKIPPED: %s\n", why);
