@@ -69,6 +69,10 @@ is($out, '120000', 'batches of one window each: every distinct id is new exactly
 my @streams = $err =~ /cpht_fop_agg: (\d+) keys in \d+ batches/g;
 my @splits = $err =~
   /handed the batches over in [\d.]+ ms and waited [\d.]+ ms for their answers\.  Of the hand-over: waiting for a transfer window [\d.]+ ms, keys into it ([\d.]+) ms, waiting for the worker ([\d.]+) ms, statuses out [\d.]+ ms\./g;
+# the worker's side of the same batches: its time on them, and of that the
+# transaction's bookkeeping, after the waiting for the worker it is part of
+my @worker = $err =~
+  /waiting for the worker ([\d.]+) ms, statuses out [\d.]+ ms\.  The worker spent ([\d.]+) ms on these batches, ([\d.]+) ms of it on their transaction's bookkeeping\./g;
 ok(@streams >= 1, 'the workers report their streams (' . scalar(@streams) . ')');
 my $keys = 0;
 $keys += $_ for @streams;
@@ -76,6 +80,15 @@ is($keys, 300000, "the workers' streams carried every row's key");
 is(scalar(@splits), 2 * scalar(@streams), "each worker's NOTICE splits its hand-over into a window, keys in, the worker and statuses out");
 ok((grep { $_ > 0 } @splits[grep { $_ % 2 } 0 .. $#splits]) == scalar(@streams),
 	'each worker waited for the worker some time (the split is measured, not left at zero)');
+is(scalar(@worker), 3 * scalar(@streams), "each worker's NOTICE gives the cpht worker's time on its batches");
+my $worker_ok = 0;
+for (my $i = 0; $i + 2 < @worker; $i += 3)
+{
+	my ($waited, $spent, $txn) = @worker[$i .. $i + 2];
+	$worker_ok++ if $spent > 0 && $spent <= $waited + 0.01 && $txn <= $spent + 0.001;
+}
+is($worker_ok, scalar(@streams),
+	"the cpht worker's time is measured, within the wait for it, and its bookkeeping within that");
 windows_all_free('after batches of one window');
 
 # ---- batches streamed through both windows --------------------------------------

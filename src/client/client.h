@@ -123,10 +123,13 @@ extern uint64 cpht_remote_call(const CphtSharedRef *ref, int32 handle, CphtCall 
 /* Where the worker spent the time of this backend's last successful
  * cpht_remote_call (cpht.trace). */
 extern void cpht_remote_last_times(cpht_call_times *out);
-/* This backend's side of its calls that fit one transfer window, summed
- * since it started (ms): waiting for a window, its keys into the window,
- * waiting for the worker's answer, statuses out of the window. */
-extern void cpht_remote_window_split(double out[4]);
+/* This backend's calls that fit one transfer window, summed since it
+ * started (ms): on its side waiting for a window, its keys into the window,
+ * waiting for the worker's answer, statuses out of the window; then the
+ * worker's time on these calls, and of that its transaction bookkeeping
+ * (CphtReply.worker_ms, txn_ms). */
+#define CPHT_WINDOW_SPLIT_PARTS 6
+extern void cpht_remote_window_split(double out[CPHT_WINDOW_SPLIT_PARTS]);
 
 /* COUNT, STATS, REBUILD (returns the tombstones removed) and DROP. */
 extern uint64 cpht_remote_count(const CphtSharedRef *ref);

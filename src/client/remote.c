@@ -44,10 +44,10 @@ static uint64 private_budget;
 
 /* This backend's side of its one-window calls, summed (ms): see
  * cpht_remote_window_split. */
-static double split_ms[4];
+static double split_ms[CPHT_WINDOW_SPLIT_PARTS];
 
 void
-cpht_remote_window_split(double out[4])
+cpht_remote_window_split(double out[CPHT_WINDOW_SPLIT_PARTS])
 {
 	memcpy(out, split_ms, sizeof(split_ms));
 }
@@ -292,6 +292,8 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 			split_step(2, &mark);
 			if (rep != NULL)
 			{
+				split_ms[4] += rep->worker_ms;
+				split_ms[5] += rep->txn_ms;
 				value = rep->value;
 				if (status != NULL && rep->status == CPHT_OK)
 					memcpy(status, cpht_window_status(win[0]), n);

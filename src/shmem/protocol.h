@@ -228,6 +228,13 @@ typedef struct CphtReply
 	cpht_call_times times;		/* CALL/STREAM: where the worker's time went */
 	double		stream_wait_ms; /* STREAM: the worker waiting for pieces */
 	double		stream_run_ms;	/* STREAM: its pieces' table calls */
+	/* CALL/STREAM (cpht.trace): the worker's time on the request, from
+	 * taking it to answering, and of that, on a transactional table, the
+	 * time its transaction's bookkeeping took: checking other
+	 * transactions' pending keys, recording the call's changes (and a
+	 * durable table's WAL) */
+	double		worker_ms;
+	double		txn_ms;
 	/*
 	 * A write on a transactional table that met keys other open
 	 * transactions changed: nothing of it ran; wait for these

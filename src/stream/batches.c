@@ -185,19 +185,19 @@ void
 cpht_batch_stream_report(CphtBatchStream *st, const char *fn)
 {
 	const cpht_call_times *t = &st->times;
-	double		split[4];
-	char		shared[256] = "";
+	double		split[CPHT_WINDOW_SPLIT_PARTS];
+	char		shared[384] = "";
 
 	if (!cpht_trace || st->batches == 0)
 		return;
 	/* a table in the cpht worker: this process's side of the hand-over */
 	cpht_remote_window_split(split);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < CPHT_WINDOW_SPLIT_PARTS; i++)
 		split[i] -= st->window_split_at_begin[i];
 	if (split[0] + split[1] + split[2] + split[3] > 0)
 		snprintf(shared, sizeof(shared),
-				 "  Of the hand-over: waiting for a transfer window %.3f ms, keys into it %.3f ms, waiting for the worker %.3f ms, statuses out %.3f ms.",
-				 split[0], split[1], split[2], split[3]);
+				 "  Of the hand-over: waiting for a transfer window %.3f ms, keys into it %.3f ms, waiting for the worker %.3f ms, statuses out %.3f ms.  The worker spent %.3f ms on these batches, %.3f ms of it on their transaction's bookkeeping.",
+				 split[0], split[1], split[2], split[3], split[4], split[5]);
 	ereport(NOTICE,
 			(errmsg("%s: " UINT64_FORMAT " keys in " UINT64_FORMAT " batches: table calls %.3f ms",
 					fn, st->keys, st->batches, t->total),

@@ -66,7 +66,7 @@ typedef struct CphtBatchStream
 	 * answer, in ms */
 	double		hand_over_ms;
 	double		wait_ms;
-	double		window_split_at_begin[4];	/* cpht_remote_window_split */
+	double		window_split_at_begin[CPHT_WINDOW_SPLIT_PARTS];	/* cpht_remote_window_split */
 } CphtBatchStream;
 
 /*

@@ -210,6 +210,17 @@ count_call(int entry, bool completed, bool waited, uint64 keys, uint64 new_keys,
 		pg_atomic_fetch_add_u64(&st->growths, (uint64) growths);
 }
 
+/* rep->txn_ms += now - *mark (cpht.trace) */
+static void
+txn_time(CphtReply *rep, const instr_time *mark)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, *mark);
+	rep->txn_ms += INSTR_TIME_GET_MILLISEC(now);
+}
+
 /*
  * Runs a batch call, piece by piece, with the slot's cancel flag as the
  * interrupt check; all or nothing.
@@ -240,7 +251,8 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 	const char *message = NULL;
 	char		failed_part_way[CPHT_TEXT_LEN];
 	int			pid = slot->pid;
-	instr_time	call_start;
+	instr_time	call_start,
+				mark;
 	uint64		count_before = 0;
 
 	INSTR_TIME_SET_CURRENT(call_start);
@@ -253,7 +265,11 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 	}
 	/* room to record a transactional write, taken before anything runs */
 	if (shared)
+	{
+		INSTR_TIME_SET_CURRENT(mark);
 		cpht_xacts_reserve(req, call, pc->total);
+		txn_time(rep, &mark);
+	}
 	if (!shared && write && npieces > 1 && !cpht_private_table_logs(s, req->table_id))
 	{
 		cpht_table_set_logging(t, 1);
@@ -282,8 +298,10 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 		}
 		/* A transactional write meeting other transactions' pending keys
 		 * does not stay (xacts.c). */
+		INSTR_TIME_SET_CURRENT(mark);
 		if (shared && cpht_xacts_conflicts(req, call, cpht_window_keys(w), len, rep))
 			break;
+		txn_time(rep, &mark);
 		INSTR_TIME_SET_CURRENT(piece_start);
 		st = kernel_call(slot, t, call, cpht_window_keys(w), len, cpht_window_status(w),
 						 req->spans_given ? &req->piece_span[p % pc->nwin] : NULL, &inserted);
@@ -306,9 +324,11 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 		}
 		value += inserted;
 		/* a find answers others' pending keys as they were before */
+		INSTR_TIME_SET_CURRENT(mark);
 		if (shared && call == CPHT_CALL_FIND)
 			(void) cpht_xacts_after_call(req, t, call, cpht_window_keys(w), len,
 										 cpht_window_status(w), position);
+		txn_time(rep, &mark);
 		if (pc->streamed)
 			piece_ran(slot, s, p + 1);
 	}
@@ -330,6 +350,7 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 			 * transaction: a failure of either fails the call, so that its
 			 * (sub)transaction aborts and recovery skips these records.
 			 */
+			INSTR_TIME_SET_CURRENT(mark);
 			st = cpht_durable_log_call(req, t, position, rep);
 			if (st == CPHT_ERR_NOMEM)
 				message = "out of host memory in the cpht worker for the WAL of a durable table's call";
@@ -342,6 +363,7 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 				if (st != CPHT_OK)
 					message = cpht_table_error(t);
 			}
+			txn_time(rep, &mark);
 		}
 	}
 	undo = write && (st != CPHT_OK || rep->nconflicts > 0);
@@ -359,9 +381,11 @@ run_call(CphtSlot *slot, int s, cpht_table *t, CphtCall call, const CallPieces *
 		st = CPHT_ERR_DEVICE;
 		message = cpht_table_error(t);
 	}
+	INSTR_TIME_SET_CURRENT(mark);
 	if (shared)
 		cpht_table_truncate_log(t, position);
-	else if (call_log)
+	txn_time(rep, &mark);
+	if (!shared && call_log)
 		cpht_table_set_logging(t, 0);
 	rep->value = st == CPHT_OK && rep->nconflicts == 0 ? value : 0;
 	rep->times = times;

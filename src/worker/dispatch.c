@@ -193,7 +193,10 @@ serve_one(int s)
 {
 	CphtSlot   *slot = &cpht_slots[s];
 	MemoryContext old;
+	instr_time	start,
+				end;
 
+	INSTR_TIME_SET_CURRENT(start);
 	pg_read_barrier();
 	memset(&slot->rep, 0, sizeof(CphtReply));
 	old = MemoryContextSwitchTo(request_cxt);
@@ -235,6 +238,9 @@ serve_one(int s)
 	pgstat_report_activity(STATE_IDLE, NULL);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(request_cxt);
+	INSTR_TIME_SET_CURRENT(end);
+	INSTR_TIME_SUBTRACT(end, start);
+	slot->rep.worker_ms = INSTR_TIME_GET_MILLISEC(end);
 	if (slot->rep.status == CPHT_ERR_DEVICE_LOST)
 	{
 		char		reason[CPHT_TEXT_LEN];
