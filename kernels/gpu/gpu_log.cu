@@ -133,9 +133,15 @@ gpu_log_write(cpht_table *t, uint64_t at, const uint64_t *keys, size_t n)
 	gpu_state  *st = gpu_state_of(t);
 
 	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
-	GPU_TRY(t, cudaStreamSynchronize(st->comp), "waiting for the table's kernels");
-	GPU_TRY(t, cudaMemcpy((uint64_t *) t->log_store + at, keys, n * sizeof(uint64_t),
-						  cudaMemcpyHostToDevice), "writing the undo log");
+	/*
+	 * On the kernels' stream, waited for: a cudaMemcpy from pageable memory
+	 * returns once the keys are staged, before they reach the device, and
+	 * the table's other streams do not wait for the legacy stream it runs
+	 * on (gpu_download reads the log on one of them).
+	 */
+	GPU_TRY(t, cudaMemcpyAsync((uint64_t *) t->log_store + at, keys, n * sizeof(uint64_t),
+							   cudaMemcpyHostToDevice, st->comp), "writing the undo log");
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "writing the undo log");
 	return CPHT_OK;
 }
 
@@ -146,9 +152,7 @@ gpu_log_read(cpht_table *t, uint64_t at, size_t n, uint64_t *keys)
 
 	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
 	GPU_TRY(t, cudaStreamSynchronize(st->comp), "waiting for the table's kernels");
-	GPU_TRY(t, cudaMemcpy(keys, (const uint64_t *) t->log_store + at, n * sizeof(uint64_t),
-						  cudaMemcpyDeviceToHost), "reading the undo log");
-	return CPHT_OK;
+	return gpu_download(t, keys, (const uint64_t *) t->log_store + at, n * sizeof(uint64_t));
 }
 
 void

@@ -182,6 +182,9 @@ cpht_status gpu_find_or_put_resident(cpht_table *t, const uint64_t *dkeys, size_
 									 cpht_tally *tally, uint64_t log_at);
 cpht_status gpu_find_resident(cpht_table *t, const uint64_t *dkeys, size_t n, uint8_t *dfound);
 cpht_status gpu_resident_to_host(cpht_table *t, void *host, const void *dev, size_t bytes);
+/* Device memory into any host array, through the table's pinned transfer
+ * buffers (gpu_pipeline.cu); waits until it is there. */
+cpht_status gpu_download(cpht_table *t, void *host, const void *dev, size_t bytes);
 cpht_status gpu_resident_from_host(cpht_table *t, void *dev, const void *host, size_t bytes);
 cpht_status gpu_resident_fill(cpht_table *t, void *dev, int value, size_t bytes);
 
