@@ -20,6 +20,8 @@ Writes each figure as PNG and SVG:
                          on the same keys, in one run (H200)
   shards-speedup-h100    one find-or-put of 200M keys on a table sharded
                          over 2 and 4 GPUs, against one GPU (H100s)
+  shards-speedup-h200    the same on H200s, with the routing buffers made
+                         with the table
 
 A point is the median of the repetitions its CSV names (its reps column); where several CSVs
 hold the same pattern at the same row count, the first listed below wins.
@@ -161,8 +163,16 @@ def shard_medians(name):
 
 
 def shards_figure(out_dir):
-    runs = {2: shard_medians("shard-bench-2xh100-2026-11-28-final-pinned.txt"),
-            4: shard_medians("shard-bench-4xh100-2026-11-28-pinned.txt")}
+    shards_speedup(out_dir, "shards-speedup-h100", "NVIDIA H100 80GB HBM3, NVLink",
+                   "shard-bench-2xh100-2026-11-28-final-pinned.txt", "shard-bench-4xh100-2026-11-28-pinned.txt",
+                   "before the routing buffers moved to the table's creation")
+    shards_speedup(out_dir, "shards-speedup-h200", "NVIDIA H200, NVLink",
+                   "shard-bench-2xh200-2026-11-28-pinned.txt", "shard-bench-4xh200-2026-11-28-pinned.txt",
+                   "the routing buffers made with the table; 2 and 4 GPUs on two machines")
+
+
+def shards_speedup(out_dir, name, gpu, two, four, when):
+    runs = {2: shard_medians(two), 4: shard_medians(four)}
     fig, ax = plt.subplots(figsize=(9, 5))
     gpus = [1, 2, 4]
     ax.plot(gpus, gpus, ":", color="grey", linewidth=1.5, label="as many times one GPU as GPUs")
@@ -175,16 +185,15 @@ def shards_figure(out_dir):
         ax.plot(gpus, ys, style, color=colour, marker="o", markersize=5, linewidth=2, label=label)
     ax.plot([2, 4], [1.8, 3.4], "x", color="black", markersize=9, label="target (all new and all found)")
     ax.set_xticks(gpus)
-    ax.set_xlabel("GPUs (NVIDIA H100 80GB HBM3, NVLink)")
+    ax.set_xlabel(f"GPUs ({gpu})")
     ax.set_ylabel("speed-up over one GPU")
     ax.set_ylim(bottom=0)
     ax.set_title("A find-or-put of 200M keys on a table sharded over the GPUs", fontsize=12, loc="left")
     ax.grid(True, alpha=0.35)
-    caption(fig, ax, "2026-11-28, medians of 5 side by side with one GPU in the same run, keys and answers "
-            "in registered host memory (shard_bench 200000000 N 5 64 gpu pinned). Data: "
-            "test/bench/results/shard-bench-2xh100-2026-11-28-final-pinned.txt, "
-            "shard-bench-4xh100-2026-11-28-pinned.txt (see docs/sharding.md).")
-    save(fig, out_dir, "shards-speedup-h100")
+    caption(fig, ax, f"2026-11-28, {when}; medians of 5 side by side with one GPU in the same run, keys "
+            "and answers in registered host memory (shard_bench 200000000 N 5 64 gpu pinned). Data: "
+            f"test/bench/results/{two}, {four} (see docs/sharding.md).")
+    save(fig, out_dir, name)
 
 
 def cuco_figure(out_dir):
