@@ -25,88 +25,15 @@
  * per GPU, so that the host's copy of one part runs while the previous
  * part is on the bus, and the pinned memory stays small (pinning is slow:
  * a staging buffer of a whole slice took longer to pin than the call).
- */
-#include <pthread.h>
-#include <stdio.h>
+ */#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <cub/device/device_radix_sort.cuh>
 
-#include "gpu/gpu_ops.h"
+#include "gpu/gpu_route_internal.h"
 #include "util/threads.h"
-
-#define ROUTE_MAX CPHT_MAX_SHARDS
-
-/* Slice capacities are rounded up to a multiple of this, so that calls of
- * slightly different sizes reuse the buffers. */
-#define ROUTE_CAP_STEP ((size_t) 1 << 16)
-
-/* Keys per pinned staging buffer (pageable keys and answers). */
-#define ROUTE_STAGE_KEYS ((size_t) 1 << 22)
-
-typedef struct route_dev
-{
-	int			device;
-	cudaStream_t work;			/* routing, sending, answers back */
-	cudaStream_t up;			/* uploads of slices */
-	cudaStream_t down;			/* answers to the host */
-	cudaEvent_t uploaded[2];	/* the slice in in[b] arrived */
-	cudaEvent_t routed[2];		/* in[b] was read (free for the next upload) */
-	cudaEvent_t answered;		/* this GPU as a shard sent its answers back */
-	cudaEvent_t ordered[2];		/* out[b] holds the piece's answers */
-	cudaEvent_t downloaded[2];	/* out[b] reached the host (free again) */
-	cudaEvent_t staged_in[2];	/* pin_in[k] went up (free again) */
-	cudaEvent_t staged_out[2];	/* pin_out[k] came down */
-	unsigned	nstaged;		/* staging buffers used, to alternate them */
-	uint64_t   *in[2];			/* a piece's slice, two pieces in flight */
-	uint64_t   *pin_in[2];		/* staging of pageable keys, ROUTE_STAGE_KEYS */
-	uint8_t    *pin_out[2];		/* staging of pageable answers */
-	uint8_t    *rid;			/* each key's shard */
-	uint8_t    *rid_sorted;
-	uint32_t   *idx;			/* each key's position in the slice */
-	uint32_t   *idx_sorted[2];	/* by shard: read again by the answers */
-	uint64_t   *send;			/* the slice's keys by shard */
-	uint32_t   *dcount;			/* keys per shard */
-	uint32_t   *hcount;			/* pinned copy */
-	void	   *sort_tmp;
-	size_t		sort_tmp_bytes;
-	uint64_t   *recv[2];		/* as a shard: the keys it received */
-	uint8_t    *recv_out[2];	/* and their answers */
-	uint8_t    *back;			/* the slice's answers by shard */
-	uint8_t    *out[2];			/* the slice's answers in slice order */
-	void	   *block;			/* one device allocation holding the above */
-	void	   *pin_block;		/* one pinned allocation holding pin_in, pin_out */
-} route_dev;
-
-typedef struct gpu_router
-{
-	int			n;
-	cpht_table *tables[ROUTE_MAX];
-	uint64_t	seed;
-	int			sort_bits;
-	size_t		cap;			/* keys per slice */
-	uint64_t	held;			/* bytes held against the memory hook */
-	int			pinned_staging; /* pin_in and pin_out are allocated */
-	route_dev	d[ROUTE_MAX];
-	/* per piece parity b: */
-	size_t		cnt[2][ROUTE_MAX][ROUTE_MAX];	/* [b][g][s]: GPU g's keys for shard s */
-	size_t		start[2][ROUTE_MAX][ROUTE_MAX];	/* where they are in g's send */
-	size_t		off[2][ROUTE_MAX][ROUTE_MAX];	/* and where in s's recv */
-	size_t		stage;			/* keys per staging buffer */
-	int			pending_out;	/* a piece's answers are on their way down */
-	size_t		pending_piece;
-	/* the call */
-	const uint64_t *keys;
-	size_t		nkeys;
-	uint8_t    *answer;
-	size_t		chunk;
-	int			threads;
-	int			direct_in;
-	int			direct_out;
-	double		ms[4];			/* in, exchange, back, out */
-} gpu_router;
 
 static double
 route_clock_ms(void)
@@ -175,231 +102,6 @@ static unsigned
 route_grid(const gpu_router *r, int g, size_t n)
 {
 	return gpu_grid(gpu_state_of(r->tables[g]), n, 8);
-}
-
-/* ---- buffers ------------------------------------------------------------------ */
-
-/* Device bytes of one GPU's buffers for slices of cap keys. */
-/*
- * A GPU's routing buffers are carved from one device allocation (and its
- * pinned staging from one pinned allocation), made on a thread per GPU
- * (ensure_buffers).  Made at a routed table's first call, with a
- * cudaMalloc each on one thread, they took about 3 ms of that call on 2
- * H100s and 14 ms on 4 (2026-11-28); now the table's creation makes them
- * (route_prepare), and its first call on 2 H200s had no time left outside
- * its parts.  With base NULL these only size the block.  Every buffer
- * starts on a 256-byte boundary.
- */
-template <typename T>
-static void
-carve_at(T **ptr, char *base, size_t at)
-{
-	*ptr = (T *) (base + at);
-}
-
-#define CARVE(ptr, bytes) \
-	do { \
-		if (base) \
-			carve_at(&(ptr), base, at); \
-		at += ((size_t) (bytes) + 255) / 256 * 256; \
-	} while (0)
-
-static size_t
-carve_device(route_dev *d, char *base, size_t cap, int n, size_t sort_tmp)
-{
-	size_t		at = 0;
-
-	for (int b = 0; b < 2; b++)
-		CARVE(d->in[b], cap * sizeof(uint64_t));
-	CARVE(d->rid, cap);
-	CARVE(d->rid_sorted, cap);
-	CARVE(d->idx, cap * sizeof(uint32_t));
-	for (int b = 0; b < 2; b++)
-		CARVE(d->idx_sorted[b], cap * sizeof(uint32_t));
-	CARVE(d->send, cap * sizeof(uint64_t));
-	CARVE(d->dcount, ROUTE_MAX * sizeof(uint32_t));
-	CARVE(d->sort_tmp, sort_tmp ? sort_tmp : 1);
-	/* a shard may receive every key of a piece */
-	for (int b = 0; b < 2; b++)
-	{
-		CARVE(d->recv[b], cap * (size_t) n * sizeof(uint64_t));
-		CARVE(d->recv_out[b], cap * (size_t) n);
-		CARVE(d->out[b], cap);
-	}
-	CARVE(d->back, cap);
-	return at;
-}
-
-static size_t
-carve_pinned(route_dev *d, char *base, size_t stage)
-{
-	size_t		at = 0;
-
-	for (int b = 0; b < 2; b++)
-	{
-		CARVE(d->pin_in[b], stage * sizeof(uint64_t));
-		CARVE(d->pin_out[b], stage);
-	}
-	return at;
-}
-
-#undef CARVE
-
-/* Bytes a GPU's buffers take against the memory hook, alignment included. */
-static uint64_t
-dev_bytes(const gpu_router *r, size_t cap, size_t sort_tmp)
-{
-	route_dev	scratch;
-
-	return carve_device(&scratch, NULL, cap, r->n, sort_tmp);
-}
-
-static uint64_t
-pinned_bytes(size_t stage)
-{
-	route_dev	scratch;
-
-	return carve_pinned(&scratch, NULL, stage);
-}
-
-static void
-free_buffers(gpu_router *r)
-{
-	for (int g = 0; g < r->n; g++)
-	{
-		route_dev  *d = &r->d[g];
-
-		(void) cudaSetDevice(d->device);
-		(void) cudaDeviceSynchronize();
-		if (d->block)
-			(void) cudaFree(d->block);
-		if (d->pin_block)
-			(void) cudaFreeHost(d->pin_block);
-		d->block = d->pin_block = NULL;
-		for (int b = 0; b < 2; b++)
-		{
-			d->in[b] = d->pin_in[b] = d->recv[b] = NULL;
-			d->pin_out[b] = d->recv_out[b] = d->out[b] = NULL;
-			d->idx_sorted[b] = NULL;
-		}
-		d->send = NULL;
-		d->rid = d->rid_sorted = d->back = NULL;
-		d->idx = d->dcount = NULL;
-		d->sort_tmp = NULL;
-		d->sort_tmp_bytes = 0;
-	}
-	(void) cudaGetLastError();
-	table_memory_give(r->held);
-	r->held = 0;
-	r->cap = 0;
-	r->stage = 0;
-	r->pinned_staging = 0;
-	r->pending_out = 0;
-}
-
-/* One GPU's allocations, on a thread of their own: the GPUs' allocations
- * (page mapping in the driver) then overlap. */
-typedef struct alloc_job
-{
-	gpu_router *r;
-	int			g;
-	size_t		cap;
-	size_t		sort_tmp;
-	size_t		stage;			/* 0: no pinned staging */
-	cudaError_t err;
-	const char *what;
-	pthread_t	thread;
-	int			started;
-} alloc_job;
-
-static void *
-alloc_one(void *arg)
-{
-	alloc_job  *j = (alloc_job *) arg;
-	route_dev  *d = &j->r->d[j->g];
-	cudaError_t err;
-
-	j->what = "selecting a device";
-	err = cudaSetDevice(d->device);
-	if (err == cudaSuccess)
-	{
-		j->what = "allocating routing buffers";
-		err = cudaMalloc(&d->block, carve_device(d, NULL, j->cap, j->r->n, j->sort_tmp));
-	}
-	if (err == cudaSuccess)
-	{
-		carve_device(d, (char *) d->block, j->cap, j->r->n, j->sort_tmp);
-		d->sort_tmp_bytes = j->sort_tmp;
-	}
-	if (err == cudaSuccess && j->stage > 0)
-	{
-		err = cudaMallocHost(&d->pin_block, carve_pinned(d, NULL, j->stage));
-		if (err == cudaSuccess)
-			carve_pinned(d, (char *) d->pin_block, j->stage);
-	}
-	j->err = err;
-	return NULL;
-}
-
-/* Buffers for slices of at least `want` keys (and pinned staging when
- * `staging`), kept between calls. */
-static cpht_status
-ensure_buffers(gpu_router *r, cpht_table *t, size_t want, int staging)
-{
-	size_t		cap = (want + ROUTE_CAP_STEP - 1) / ROUTE_CAP_STEP * ROUTE_CAP_STEP;
-	size_t		sort_tmp = 0,
-				stage;
-	uint64_t	bytes;
-	alloc_job	jobs[ROUTE_MAX];
-	int			failed = -1;
-
-	if (cap <= r->cap && (!staging || r->pinned_staging))
-		return CPHT_OK;
-	if (cap < r->cap)
-		cap = r->cap;
-	free_buffers(r);
-	GPU_TRY(t, cub::DeviceRadixSort::SortPairs(NULL, sort_tmp, (const uint8_t *) NULL, (uint8_t *) NULL,
-											   (const uint32_t *) NULL, (uint32_t *) NULL, (int) cap, 0,
-											   r->sort_bits),
-			"sizing a sort");
-	stage = cap < ROUTE_STAGE_KEYS ? cap : ROUTE_STAGE_KEYS;
-	bytes = (dev_bytes(r, cap, sort_tmp) + (staging ? pinned_bytes(stage) : 0)) * (uint64_t) r->n;
-	if (!table_memory_take(bytes))
-		return table_fail(t, CPHT_ERR_LIMIT,
-						  "the buffers routing a call over %d GPUs (%llu bytes) would pass the memory limit",
-						  r->n, (unsigned long long) bytes);
-	r->held = bytes;
-	r->cap = cap;
-	r->stage = stage;
-	r->pinned_staging = staging;
-	for (int g = 0; g < r->n; g++)
-	{
-		alloc_job  *j = &jobs[g];
-
-		memset(j, 0, sizeof(*j));
-		j->r = r;
-		j->g = g;
-		j->cap = cap;
-		j->sort_tmp = sort_tmp;
-		j->stage = staging ? stage : 0;
-		/* GPU 0 on this thread; a thread that cannot start runs here too */
-		j->started = g > 0 && pthread_create(&j->thread, NULL, alloc_one, j) == 0;
-		if (!j->started)
-			alloc_one(j);
-	}
-	for (int g = 0; g < r->n; g++)
-	{
-		if (jobs[g].started)
-			pthread_join(jobs[g].thread, NULL);
-		if (jobs[g].err != cudaSuccess && failed < 0)
-			failed = g;
-	}
-	if (failed >= 0)
-	{
-		free_buffers(r);
-		return gpu_fail(t, jobs[failed].err, jobs[failed].what);
-	}
-	return CPHT_OK;
 }
 
 /* ---- the router ---------------------------------------------------------------- */
@@ -505,7 +207,7 @@ route_destroy(void *router)
 
 	if (r == NULL)
 		return;
-	free_buffers(r);
+	gpu_route_free_buffers(r);
 	for (int g = 0; g < r->n; g++)
 	{
 		route_dev  *d = &r->d[g];
@@ -676,7 +378,7 @@ route_begin(void *router, cpht_table *t, const uint64_t *keys, size_t n, uint8_t
 	memset(r->ms, 0, sizeof(r->ms));
 	r->direct_in = gpu_host_registered(keys, n * sizeof(uint64_t));
 	r->direct_out = gpu_host_registered(answer, n);
-	rc = ensure_buffers(r, t, most, !r->direct_in || !r->direct_out);
+	rc = gpu_route_ensure_buffers(r, t, most, !r->direct_in || !r->direct_out);
 	if (rc == CPHT_OK)
 		rc = route_prefetch(r, t, 0);
 	if (rc == CPHT_OK)
@@ -689,7 +391,7 @@ route_prepare(void *router, cpht_table *t, size_t chunk)
 {
 	gpu_router *r = (gpu_router *) router;
 
-	return ensure_buffers(r, t, (chunk + (size_t) r->n - 1) / (size_t) r->n, 0);
+	return gpu_route_ensure_buffers(r, t, (chunk + (size_t) r->n - 1) / (size_t) r->n, 0);
 }
 
 /*
