@@ -279,10 +279,14 @@ gpu_set_grouping(cpht_table *t, int mode)
 
 /* ---- the operations outside the pipeline and the ops table -------------- */
 
-/* Rare and small next to a table: keys and places go up through the
- * scratch area in one piece, no pipeline. */
+/* Keys and places go up through the scratch area, no pipeline: rare and
+ * small next to a table.  In pieces no larger than the scratch the table
+ * has (or a small one): the undo of a call refused by cpht.max_memory puts
+ * deleted keys back, and must not need much memory of its own. */
+#define REVIVE_MIN_PIECE ((size_t) 1 << 16)
+
 static cpht_status
-gpu_revive_keys(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n, uint8_t *status)
+revive_piece(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n, uint8_t *status)
 {
 	gpu_state  *st = gpu_state_of(t);
 	gpu_carve	c = {NULL, 0};
@@ -291,11 +295,6 @@ gpu_revive_keys(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_
 			   *dstatus;
 	cpht_status rc;
 
-	if (n == 0)
-		return CPHT_OK;
-	if (n > UINT32_MAX)
-		return table_fail(t, CPHT_ERR_INVALID, "too many keys to put back at once (%zu)", n);
-	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
 	for (int pass = 0; pass < 2; pass++)
 	{
 		dkeys = carve<uint64_t>(&c, n);
@@ -320,6 +319,26 @@ gpu_revive_keys(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_
 			"downloading results");
 	GPU_TRY(t, cudaStreamSynchronize(st->comp), "putting keys back");
 	return CPHT_OK;
+}
+
+static cpht_status
+gpu_revive_keys(cpht_table *t, const uint64_t *keys, const uint8_t *where, size_t n, uint8_t *status)
+{
+	gpu_state  *st = gpu_state_of(t);
+	/* a piece's scratch: its keys, places and statuses, with carving's
+	 * alignment */
+	size_t		piece = st->scratch_cap / (sizeof(uint64_t) + 2) > REVIVE_MIN_PIECE + 1024 ?
+		st->scratch_cap / (sizeof(uint64_t) + 2) - 1024 : REVIVE_MIN_PIECE;
+	cpht_status rc = CPHT_OK;
+
+	if (n == 0)
+		return CPHT_OK;
+	if (piece > UINT32_MAX)
+		piece = UINT32_MAX;
+	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
+	for (size_t off = 0; off < n && rc == CPHT_OK; off += piece)
+		rc = revive_piece(t, keys + off, where + off, n - off < piece ? n - off : piece, status + off);
+	return rc;
 }
 
 static cpht_status

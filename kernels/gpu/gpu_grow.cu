@@ -78,7 +78,7 @@ cpht_status
 gpu_move_keys(cpht_table *to, cpht_table *from, uint64_t *full)
 {
 	gpu_state  *st = gpu_state_of(to);
-	uint64_t	range = st->chunk_cap;	/* create sized the buffers */
+	uint64_t	range = st->chunk_cap;	/* the buffers it has: as large as the memory hook let them grow */
 	uint64_t   *homeless = NULL;
 	unsigned   *dcount = NULL;
 	cpht_status rc = CPHT_OK;

@@ -162,7 +162,9 @@ cpht_status gpu_scan_levels(cpht_table *t, uint64_t *live, uint64_t *tombstones)
 uint64_t	gpu_staging_bytes_for(size_t chunk);
 
 /* Transfer buffers for batches of n keys (capped at GPU_CHUNK_KEYS), held
- * against the memory hook; gpu_free_staging frees them and gives them back. */
+ * against the memory hook; where the hook refuses larger ones, a table
+ * keeps the ones it has (calls then run in smaller chunks).
+ * gpu_free_staging frees them and gives them back. */
 cpht_status gpu_ensure_staging(cpht_table *t, size_t n);
 void		gpu_free_staging(gpu_state *st);
 

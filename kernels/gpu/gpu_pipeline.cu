@@ -5,7 +5,7 @@
  * table run here.
  *
  * Buffers.  Two pinned host buffers and two device buffers of one chunk
- * each, per table; they grow on first use (gpu_ensure_staging).
+ * each, per table (gpu_staging.cu).
  *
  * Pipeline.  The caller's arrays are pageable host memory.  A batch goes
  * in chunks: the host copies chunk i+1 into pinned memory and uploads it
@@ -31,100 +31,6 @@ in_direct_range(const gpu_state *st, const void *p, size_t len)
 	const char *b = (const char *) p;
 
 	return st->direct_begin && b >= st->direct_begin && len <= (size_t) (st->direct_end - b);
-}
-
-/* ---- transfer buffers ------------------------------------------------------ */
-
-/* Bytes of the transfer buffers for chunks of `chunk` keys: pinned host
- * keys and results, device keys and results, two of each. */
-uint64_t
-gpu_staging_bytes_for(size_t chunk)
-{
-	return (uint64_t) chunk * (sizeof(uint64_t) + 1) * 4;
-}
-
-void
-gpu_free_staging(gpu_state *st)
-{
-	table_memory_give(gpu_staging_bytes_for(st->chunk_cap));
-	for (int b = 0; b < 2; b++)
-	{
-		if (st->pin_keys[b])
-			(void) cudaFreeHost(st->pin_keys[b]);
-		if (st->pin_out[b])
-			(void) cudaFreeHost(st->pin_out[b]);
-		if (st->dkeys[b])
-			(void) cudaFree(st->dkeys[b]);
-		if (st->dout[b])
-			(void) cudaFree(st->dout[b]);
-		st->pin_keys[b] = NULL;
-		st->pin_out[b] = NULL;
-		st->dkeys[b] = NULL;
-		st->dout[b] = NULL;
-	}
-	st->chunk_cap = 0;
-}
-
-/* Chunk buffers for batches of n keys (capped at GPU_CHUNK_KEYS). */
-cpht_status
-gpu_ensure_staging(cpht_table *t, size_t n)
-{
-	gpu_state  *st = gpu_state_of(t);
-	size_t		want = (size_t) 1 << 16;
-
-	while (want < n && want < GPU_CHUNK_KEYS)
-		want <<= 1;
-	if (want <= st->chunk_cap)
-		return CPHT_OK;
-	/*
-	 * Larger buffers only where the memory hook allows the difference;
-	 * otherwise the ones the table has serve, in smaller chunks.  A call
-	 * then meets the limit where the table itself grows, and above all the
-	 * undo of a call refused by the limit needs no memory it cannot have:
-	 * a failed undo loses a shared table.
-	 */
-	if (st->chunk_cap > 0)
-	{
-		uint64_t	more = gpu_staging_bytes_for(want) - gpu_staging_bytes_for(st->chunk_cap);
-
-		if (!table_memory_take(more))
-			return CPHT_OK;
-		table_memory_give(more);
-	}
-	/* The old buffers may be in use by queued copies. */
-	GPU_TRY(t, cudaDeviceSynchronize(), "waiting for the device");
-	gpu_free_staging(st);
-	/* cpht.max_memory counts them (the memory hook); free_staging gives
-	 * them back. */
-	if (!table_memory_take(gpu_staging_bytes_for(want)))
-		return table_fail(t, CPHT_ERR_LIMIT,
-						  "GPU transfer buffers of %llu bytes would pass the memory limit",
-						  (unsigned long long) gpu_staging_bytes_for(want));
-	st->chunk_cap = want;
-	for (int b = 0; b < 2; b++)
-	{
-		cudaError_t err = cudaMallocHost((void **) &st->pin_keys[b], want * sizeof(uint64_t));
-
-		if (err == cudaSuccess)
-			err = cudaMallocHost((void **) &st->pin_out[b], want);
-		if (err == cudaSuccess)
-			err = cudaMalloc((void **) &st->dkeys[b], want * sizeof(uint64_t));
-		if (err == cudaSuccess)
-			err = cudaMalloc((void **) &st->dout[b], want);
-		if (err != cudaSuccess)
-		{
-			gpu_free_staging(st);
-			return gpu_fail(t, err, "allocating transfer buffers");
-		}
-	}
-	/*
-	 * With them, the scratch a find of one chunk needs (the iceberg's): a find
-	 * then takes no memory of its own, so a table that the memory hook
-	 * keeps from growing still answers finds of any size.
-	 */
-	if (gpu_kinds[t->params.kind].find_scratch_bytes)
-		return gpu_scratch_reserve(t, gpu_kinds[t->params.kind].find_scratch_bytes((uint32_t) want));
-	return CPHT_OK;
 }
 
 /* ---- the host pipeline ----------------------------------------------------- */
@@ -542,37 +448,52 @@ gpu_download(cpht_table *t, void *host, const void *dev, size_t bytes)
 	size_t		cap = st->chunk_cap * sizeof(uint64_t);
 	size_t		chunks;
 
+	cudaError_t err = cudaSuccess;
+
 	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
 	if (bytes == 0)
 		return CPHT_OK;
+	/* what the table's kernels write is there; the transfer buffers are
+	 * free once the streams that use them are idle */
+	GPU_TRY(t, cudaStreamSynchronize(st->comp), "waiting for the table's kernels");
 	if (cap == 0 || gpu_host_registered(host, bytes))
 	{
 		GPU_TRY(t, cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), "copying to the host");
 		return CPHT_OK;
 	}
-	/* the buffers are free once the streams that use them are idle */
 	GPU_TRY(t, cudaStreamSynchronize(st->h2d), "waiting for the table's copies");
 	GPU_TRY(t, cudaStreamSynchronize(st->d2h), "waiting for the table's copies");
 	chunks = (bytes + cap - 1) / cap;
-	for (size_t i = 0; i <= chunks; i++)
+	for (size_t i = 0; i <= chunks && err == cudaSuccess; i++)
 	{
 		/* chunk i down, then chunk i - 1 into place */
 		if (i < chunks)
 		{
 			size_t		len = bytes - i * cap < cap ? bytes - i * cap : cap;
 
-			GPU_TRY(t, cudaMemcpyAsync(st->pin_keys[i & 1], (const char *) dev + i * cap, len,
-									   cudaMemcpyDeviceToHost, st->d2h), "copying to the host");
-			GPU_TRY(t, cudaEventRecord(st->ev_out[i & 1], st->d2h), "copying to the host");
+			err = cudaMemcpyAsync(st->pin_keys[i & 1], (const char *) dev + i * cap, len,
+								  cudaMemcpyDeviceToHost, st->d2h);
+			if (err == cudaSuccess)
+				err = cudaEventRecord(st->ev_out[i & 1], st->d2h);
 		}
-		if (i > 0)
+		if (i > 0 && err == cudaSuccess)
 		{
 			size_t		j = i - 1;
 			size_t		len = bytes - j * cap < cap ? bytes - j * cap : cap;
 
-			GPU_TRY(t, cudaEventSynchronize(st->ev_out[j & 1]), "copying to the host");
-			parallel_copy(t, (char *) host + j * cap, st->pin_keys[j & 1], len, 1);
+			err = cudaEventSynchronize(st->ev_out[j & 1]);
+			if (err == cudaSuccess)
+				parallel_copy(t, (char *) host + j * cap, st->pin_keys[j & 1], len, 1);
 		}
+	}
+	if (err != cudaSuccess)
+	{
+		cpht_status rc = gpu_fail(t, err, "copying to the host");
+
+		/* no copy into the transfer buffers is left queued for the next
+		 * call to meet */
+		drain(st);
+		return rc;
 	}
 	return CPHT_OK;
 }

@@ -258,7 +258,6 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 
 	INSTR_TIME_SET_CURRENT(mark);
 	win[nwin++] = cpht_client_window_acquire();
-	split_step(0, &mark);
 	/* more windows, where free, let copies overlap the worker's runs */
 	while (n > window_keys && nwin < CPHT_STREAM_WINDOWS &&
 		   (uint64) nwin < (n + window_keys - 1) / window_keys)
@@ -278,6 +277,9 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 		{
 			cpht_key_span span;
 
+			/* the split is of calls that fit one window (a stream has its
+			 * own, stream_call) */
+			split_step(0, &mark);
 			cpht_client_window_enter(win[0], n);
 			cpht_copy_keys_spanned(cpht_window_keys(win[0]), keys, n, cpht_cpu_threads, &span);
 			split_step(1, &mark);
@@ -292,8 +294,8 @@ call_pieces(const CphtSharedRef *ref, CphtCall call, const uint64 *keys, uint64 
 			split_step(2, &mark);
 			if (rep != NULL)
 			{
-				split_ms[4] += rep->worker_ms;
-				split_ms[5] += rep->txn_ms;
+				split_ms[4] += out->worker_ms;
+				split_ms[5] += out->txn_ms;
 				value = rep->value;
 				if (status != NULL && rep->status == CPHT_OK)
 					memcpy(status, cpht_window_status(win[0]), n);
