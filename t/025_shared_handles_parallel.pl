@@ -34,14 +34,7 @@ $node->safe_psql($db, q{
 	SELECT cpht_put(cpht_open('hp_durable'), '{1,2,3}');
 });
 
-my $parallel = q{
-	SET parallel_setup_cost = 0;
-	SET parallel_tuple_cost = 0;
-	SET min_parallel_table_scan_size = 0;
-	SET max_parallel_workers_per_gather = 2;
-	SET parallel_leader_participation = off;
-	SET statement_timeout = '60s';
-};
+my $parallel = cpht_parallel_settings(2, '60s');
 
 my $s = $node->background_psql($db, on_error_stop => 0);
 $s->query_safe($parallel);

@@ -45,14 +45,7 @@ sub windows_all_free
 	is($node->safe_psql($db, "SELECT cpht_worker_info()->>'windows_free'"), '2', "$what: both windows free again");
 }
 
-my $parallel = q{
-	SET parallel_setup_cost = 0;
-	SET parallel_tuple_cost = 0;
-	SET min_parallel_table_scan_size = 0;
-	SET max_parallel_workers_per_gather = 3;
-	SET parallel_leader_participation = off;
-	SET statement_timeout = '120s';
-};
+my $parallel = cpht_parallel_settings(3, '120s');
 
 like($node->safe_psql($db, "$parallel EXPLAIN (COSTS OFF) SELECT cpht_fop_agg('wp', id) FROM wp_src"),
 	qr/Gather.*Partial Aggregate/s, 'cpht_fop_agg by name runs in parallel workers');

@@ -22,7 +22,25 @@ use Exporter 'import';
 our @EXPORT = qw(cpht_node cpht_device cpht_wait_worker cpht_wait_open
   cpht_snap_files cpht_snap_file cpht_worker_pid cpht_restart_worker
   cpht_kill9_postmaster cpht_kill9_backend cpht_wait_crash_restart
-  cpht_start_loaders cpht_stop_loaders cpht_contents cpht_check_committed);
+  cpht_start_loaders cpht_stop_loaders cpht_contents cpht_check_committed
+  cpht_parallel_settings);
+
+# Settings that make the planner choose a parallel plan for any scan, with
+# $workers workers and the leader not participating (so that only parallel
+# workers call cpht), and a statement timeout of $timeout: prepend them to
+# the statements of a session.
+sub cpht_parallel_settings
+{
+	my ($workers, $timeout) = @_;
+	return qq{
+	SET parallel_setup_cost = 0;
+	SET parallel_tuple_cost = 0;
+	SET min_parallel_table_scan_size = 0;
+	SET max_parallel_workers_per_gather = $workers;
+	SET parallel_leader_participation = off;
+	SET statement_timeout = '$timeout';
+};
+}
 
 # cpht.device of every node: CPHT_TEST_DEVICE, or cpu.
 sub cpht_device

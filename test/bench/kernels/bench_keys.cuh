@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <algorithm>
 #include <vector>
@@ -50,6 +51,18 @@ median(std::vector<double> v)
 	if (v.empty())
 		return 0;
 	return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+/* The fills of a --fills F,F,... option, in place of the defaults. */
+static void
+parse_fills(const char *arg, std::vector<double> &fills)
+{
+	char	   *list = strdup(arg);
+
+	fills.clear();
+	for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","))
+		fills.push_back(atof(tok));
+	free(list);
 }
 
 /* ---- key generation (device) ------------------------------------------ */

@@ -289,14 +289,7 @@ main(int argc, char **argv)
 		else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc)
 			out = argv[++i];
 		else if (strcmp(argv[i], "--fills") == 0 && i + 1 < argc)
-		{
-			char	   *list = strdup(argv[++i]);
-
-			fills.clear();
-			for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","))
-				fills.push_back(atof(tok));
-			free(list);
-		}
+			parse_fills(argv[++i], fills);
 		else
 		{
 			fprintf(stderr, "usage: %s [--reps N] [--fills F,F,...] [--csv FILE]\n", argv[0]);

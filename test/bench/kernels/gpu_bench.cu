@@ -319,6 +319,40 @@ timed_fop(bench *b, cpht_table *t, const uint64_t *dkeys, uint64_t n, std::vecto
 	return nh == 0;
 }
 
+/*
+ * The repetitions of a timed find-or-put: each fills a cleared table with
+ * the `prefill` unique keys in b->queries, then times find-or-put of the
+ * n keys in b->keys (all but the first repetition), and checks that it put
+ * `puts` keys and found no table full.  0 when a repetition failed.
+ */
+static int
+fop_reps(bench *b, cpht_table *t, uint64_t prefill, uint64_t n, uint64_t puts, uint64_t seed,
+		 const char *what, std::vector<double> *tf)
+{
+	int			ok = 1;
+
+	for (int rep = 0; rep <= b->reps && ok; rep++)
+	{
+		set_seed(t, seed + rep);
+		clear_table(t);
+		ok = insert_unique(b, t, b->queries, prefill);
+		ok = ok && timed_fop(b, t, b->keys, n, rep > 0 ? tf : NULL);
+		if (ok)
+		{
+			uint64_t	got = count_eq(b->out, n, CPHT_PUT);
+
+			ok = count_eq(b->out, n, CPHT_FULL) == 0;
+			if (ok && got != puts)
+			{
+				fprintf(stderr, "CHECK FAILED: %s: %llu PUT, %llu expected\n",
+						what, (unsigned long long) got, (unsigned long long) puts);
+				check_failures++;
+			}
+		}
+	}
+	return ok;
+}
+
 static void
 shuffle(bench *b, uint64_t *keys, uint32_t *rank, uint64_t n)
 {
@@ -440,31 +474,13 @@ bench_fill(bench *b, cpht_table *t, const tcfg *c, double fill, int mode)
 		{
 			const uint64_t before = (uint64_t) (fop_pos[p] * (double) total);
 			std::vector<double> tf;
-			int			ok = 1;
+			int			ok;
 
 			if (before > u)
 				continue;
 			gen_unique<<<grid_for(before), 256>>>(b->queries, before, 0, salt);
 			CK(cudaGetLastError());
-			for (int rep = 0; rep <= b->reps && ok; rep++)
-			{
-				set_seed(t, 2000 + rep);
-				clear_table(t);
-				ok = insert_unique(b, t, b->queries, before);
-				ok = ok && timed_fop(b, t, b->keys, n, rep > 0 ? &tf : NULL);
-				if (ok)
-				{
-					uint64_t	puts = count_eq(b->out, n, CPHT_PUT);
-
-					ok = count_eq(b->out, n, CPHT_FULL) == 0;
-					if (ok && puts != u - before)
-					{
-						fprintf(stderr, "CHECK FAILED: fop: %llu PUT, %llu expected\n",
-								(unsigned long long) puts, (unsigned long long) (u - before));
-						check_failures++;
-					}
-				}
-			}
+			ok = fop_reps(b, t, before, n, u - before, 2000, "fop", &tf);
 			emit(b, c, "fop", fop_pos[p], fill, mode, ok ? n / (median(tf) * 1e6) : 0, median(tf), n, ok);
 		}
 	}
@@ -474,32 +490,14 @@ bench_fill(bench *b, cpht_table *t, const tcfg *c, double fill, int mode)
 	{
 		const uint64_t half = u / 2;
 		std::vector<double> tf;
-		int			ok = 1;
+		int			ok;
 
 		gen_range<<<grid_for(u), 256>>>(b->keys, b->rank, u, 0, salt, 99);
 		CK(cudaGetLastError());
 		shuffle(b, b->keys, b->rank, u);
 		gen_unique<<<grid_for(half), 256>>>(b->queries, half, 0, salt);
 		CK(cudaGetLastError());
-		for (int rep = 0; rep <= b->reps && ok; rep++)
-		{
-			set_seed(t, 3000 + rep);
-			clear_table(t);
-			ok = insert_unique(b, t, b->queries, half);
-			ok = ok && timed_fop(b, t, b->keys, u, rep > 0 ? &tf : NULL);
-			if (ok)
-			{
-				uint64_t	puts = count_eq(b->out, u, CPHT_PUT);
-
-				ok = count_eq(b->out, u, CPHT_FULL) == 0;
-				if (ok && puts != u - half)
-				{
-					fprintf(stderr, "CHECK FAILED: fop50: %llu PUT, %llu expected\n",
-							(unsigned long long) puts, (unsigned long long) (u - half));
-					check_failures++;
-				}
-			}
-		}
+		ok = fop_reps(b, t, half, u, u - half, 3000, "fop50", &tf);
 		emit(b, c, "fop50", 0.5, fill, mode, ok ? u / (median(tf) * 1e6) : 0, median(tf), u, ok);
 	}
 	return 1;
@@ -680,14 +678,7 @@ main(int argc, char **argv)
 		else if (strcmp(argv[i], "--e2e-only") == 0)
 			e2e_only = 1;
 		else if (strcmp(argv[i], "--fills") == 0 && i + 1 < argc)
-		{
-			char	   *list = strdup(argv[++i]);
-
-			fills.clear();
-			for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","))
-				fills.push_back(atof(tok));
-			free(list);
-		}
+			parse_fills(argv[++i], fills);
 		else if (strcmp(argv[i], "--modes") == 0 && i + 1 < argc)
 		{
 			const char *m = argv[++i];
