@@ -148,10 +148,7 @@ gpu_log_write(cpht_table *t, uint64_t at, const uint64_t *keys, size_t n)
 cpht_status
 gpu_log_read(cpht_table *t, uint64_t at, size_t n, uint64_t *keys)
 {
-	gpu_state  *st = gpu_state_of(t);
-
-	GPU_TRY(t, cudaSetDevice(st->device), "selecting the device");
-	GPU_TRY(t, cudaStreamSynchronize(st->comp), "waiting for the table's kernels");
+	/* gpu_download waits for the table's kernels, which write the log */
 	return gpu_download(t, keys, (const uint64_t *) t->log_store + at, n * sizeof(uint64_t));
 }
 
