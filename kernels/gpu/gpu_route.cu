@@ -8,20 +8,20 @@
  * pinned staging the router keeps).  On each GPU a kernel finds each key's
  * shard (layout_shard_of, as the host split does) and counts the keys per
  * shard; a radix sort of the (shard, position) pairs, stable, orders the
- * slice by shard keeping input order within each; a gather makes the send
- * buffer.  The host reads the N x N counts and sends every bucket to its
- * shard's GPU with peer copies (NVLink where the GPUs are joined by it): a
- * shard receives its keys slice after slice, so in input order, and runs
- * its find-or-put or find on them where they are (resident_ops).  The
- * answers go back by the same peer copies, a scatter puts them in slice
- * order, and each GPU copies its slice's answers to the host.
+ * slice by shard keeping input order within each.  The host reads the
+ * N x N counts, and each GPU stores its keys, in that order, straight into
+ * their shards' receive buffers on the other GPUs (peer access, NVLink
+ * where the GPUs are joined by it): a shard receives its keys slice after
+ * slice, so in input order, and runs its find-or-put or find on them where
+ * they are (resident_ops).  Each GPU then reads its keys' answers from the
+ * shards the same way into slice order, and copies them to the host.
  *
  * Pieces overlap: piece i+2 goes up (prefetch) while the shards work on
  * piece i, and the answers of piece i go to the host while the shards
  * work on piece i+1.  The buffers of a piece are doubled (indexed by the
  * piece's parity), so that scatter(i+1) may also run under the shards'
- * work on piece i (shards_route.c measured that slower and does not).  Keys and answers in pageable memory
- * pass through pinned staging of ROUTE_STAGE_KEYS keys per buffer, two
+ * work on piece i (shards_route.c measured that slower and does not).
+ * Keys and answers in pageable memory pass through pinned staging of ROUTE_STAGE_KEYS keys per buffer, two
  * per GPU, so that the host's copy of one part runs while the previous
  * part is on the bus, and the pinned memory stays small (pinning is slow:
  * a staging buffer of a whole slice took longer to pin than the call).
@@ -48,8 +48,8 @@ route_clock_ms(void)
 static void
 slice_of(const gpu_router *r, size_t piece, int g, size_t *lo, size_t *len)
 {
-	size_t		base = piece * r->chunk;
-	size_t		m = r->nkeys - base < r->chunk ? r->nkeys - base : r->chunk;
+	size_t		m;
+	size_t		base = cpht_route_piece(r->chunk, r->nkeys, piece, &m);
 	size_t		a = base + m * (size_t) g / (size_t) r->n;
 	size_t		b = base + m * (size_t) (g + 1) / (size_t) r->n;
 
@@ -82,20 +82,63 @@ route_keys_kernel(const uint64_t *keys, uint32_t n, uint64_t seed, int nshards, 
 		atomicAdd(&count[threadIdx.x], c[threadIdx.x]);
 }
 
-/* send[j] = keys[idx[j]] */
-__global__ void
-route_gather_kernel(const uint64_t *keys, const uint32_t *idx, uint32_t n, uint64_t *send)
+/*
+ * A slice sorted by shard is n runs, shard s's at [start[s], start[s + 1]);
+ * its keys go to, and its answers come from, remote[s] on shard s's GPU
+ * (another GPU's memory, reached over NVLink by peer access).
+ */
+typedef struct route_runs
 {
-	for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x)
-		send[j] = keys[idx[j]];
+	int			n;
+	uint32_t	start[ROUTE_MAX + 1];
+	void	   *remote[ROUTE_MAX];
+} route_runs;
+
+/* The run that holds sorted position j (the last whose start is <= j:
+ * empty runs start where the next one does). */
+static __device__ __forceinline__ int
+run_of(const route_runs &runs, uint32_t j)
+{
+	int			s = 0;
+
+	while (s + 1 < runs.n && j >= runs.start[s + 1])
+		s++;
+	return s;
 }
 
-/* out[idx[j]] = back[j] */
+/*
+ * Keys to their shards: the j-th key in shard order is keys[idx[j]], and
+ * the GPU stores it straight into its shard's receive buffer.  The stores
+ * of a warp are contiguous, so they cross NVLink whole; one kernel
+ * replaces a gather into a send buffer and a copy per shard (the copies
+ * of one GPU ran one after another on its stream).
+ */
 __global__ void
-route_scatter_kernel(const uint8_t *back, const uint32_t *idx, uint32_t n, uint8_t *out)
+route_send_kernel(const uint64_t *keys, const uint32_t *idx, route_runs runs)
 {
+	uint32_t	n = runs.start[runs.n];
+
 	for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x)
-		out[idx[j]] = back[j];
+	{
+		int			s = run_of(runs, j);
+
+		((uint64_t *) runs.remote[s])[j - runs.start[s]] = keys[idx[j]];
+	}
+}
+
+/* Answers back: the GPU reads each answer from its shard's answers and
+ * puts it at the key's position in the slice. */
+__global__ void
+route_back_kernel(const uint32_t *idx, route_runs runs, uint8_t *out)
+{
+	uint32_t	n = runs.start[runs.n];
+
+	for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x)
+	{
+		int			s = run_of(runs, j);
+
+		out[idx[j]] = ((const uint8_t *) runs.remote[s])[j - runs.start[s]];
+	}
 }
 
 static unsigned
@@ -186,8 +229,6 @@ route_create(cpht_table **tables, int n, uint64_t seed, char *why, size_t len)
 				err = cudaEventCreateWithFlags(ev[e], cudaEventDisableTiming);
 		}
 		if (err == cudaSuccess)
-			err = cudaEventCreateWithFlags(&d->answered, cudaEventDisableTiming);
-		if (err == cudaSuccess)
 			err = cudaMallocHost((void **) &d->hcount, ROUTE_MAX * sizeof(uint32_t));
 		if (err != cudaSuccess)
 		{
@@ -222,8 +263,6 @@ route_destroy(void *router)
 				if (ev[e])
 					(void) cudaEventDestroy(ev[e]);
 		}
-		if (d->answered)
-			(void) cudaEventDestroy(d->answered);
 		if (d->work)
 			(void) cudaStreamDestroy(d->work);
 		if (d->up)
@@ -313,8 +352,10 @@ route_prefetch(void *router, cpht_table *t, size_t piece)
 	double		mark = route_clock_ms();
 	size_t		most = 0;
 
-	if (piece * r->chunk >= r->nkeys)
+	(void) cpht_route_piece(r->chunk, r->nkeys, piece, &most);
+	if (most == 0)
 		return CPHT_OK;
+	most = 0;
 	for (int g = 0; g < r->n; g++)
 	{
 		size_t		lo,
@@ -394,11 +435,30 @@ route_prepare(void *router, cpht_table *t, size_t chunk)
 	return gpu_route_ensure_buffers(r, t, (chunk + (size_t) r->n - 1) / (size_t) r->n, 0);
 }
 
+/* GPU g's runs of piece parity b: where its keys go in each shard's
+ * receive buffer (keys), or where their answers are (answers). */
+static route_runs
+runs_of(const gpu_router *r, int b, int g, int keys)
+{
+	route_runs	runs;
+
+	memset(&runs, 0, sizeof(runs));
+	runs.n = r->n;
+	for (int s = 0; s < r->n; s++)
+	{
+		runs.start[s] = (uint32_t) r->start[b][g][s];
+		runs.remote[s] = keys ? (void *) (r->d[s].recv[b] + r->off[b][g][s]) :
+			(void *) (r->d[s].recv_out[b] + r->off[b][g][s]);
+	}
+	runs.start[r->n] = (uint32_t) (r->start[b][g][r->n - 1] + r->cnt[b][g][r->n - 1]);
+	return runs;
+}
+
 /*
  * Route piece `piece` and send every shard its keys.  The shards may be
  * working on the piece before meanwhile: everything written here is the
  * piece's parity's own (idx_sorted, recv, the counts), or used by this
- * call alone (rid, idx, send).
+ * call alone (rid, rid_sorted, idx).
  */
 static cpht_status
 route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t **dkeys,
@@ -434,11 +494,7 @@ route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t *
 													  d->idx, d->idx_sorted[b], (int) len, 0, r->sort_bits,
 													  d->work),
 					  "sorting keys by shard");
-			route_gather_kernel<<<route_grid(r, g, len), GPU_BLOCK, 0, d->work>>>
-				(d->in[b], d->idx_sorted[b], (uint32_t) len, d->send);
-			ROUTE_TRY(cudaGetLastError(), "gathering keys by shard");
 		}
-		ROUTE_TRY(cudaEventRecord(d->routed[b], d->work), "recording an event");
 		ROUTE_TRY(cudaMemcpyAsync(d->hcount, d->dcount, (size_t) r->n * sizeof(uint32_t),
 								  cudaMemcpyDeviceToHost, d->work), "reading counts");
 	}
@@ -472,14 +528,17 @@ route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t *
 	for (int g = 0; g < r->n; g++)
 	{
 		route_dev  *d = &r->d[g];
+		route_runs	runs = runs_of(r, b, g, 1);
 
 		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
-		for (int s = 0; s < r->n; s++)
-			if (r->cnt[b][g][s] > 0)
-				ROUTE_TRY(cudaMemcpyPeerAsync(r->d[s].recv[b] + r->off[b][g][s], r->d[s].device,
-											  d->send + r->start[b][g][s], d->device,
-											  r->cnt[b][g][s] * sizeof(uint64_t), d->work),
-						  "sending keys to their shard's GPU");
+		if (runs.start[r->n] > 0)
+		{
+			route_send_kernel<<<route_grid(r, g, runs.start[r->n]), GPU_BLOCK, 0, d->work>>>
+				(d->in[b], d->idx_sorted[b], runs);
+			ROUTE_TRY(cudaGetLastError(), "sending keys to their shard's GPU");
+		}
+		/* in[b] was read: free for the upload of piece + 2 */
+		ROUTE_TRY(cudaEventRecord(d->routed[b], d->work), "recording an event");
 	}
 	for (int g = 0; g < r->n; g++)
 	{
@@ -557,42 +616,31 @@ route_gather(void *router, cpht_table *t, size_t piece)
 	size_t		most = 0;
 	cpht_status rc;
 
-	/* each shard's answers to the GPUs whose slices the keys came from */
-	for (int s = 0; s < r->n; s++)
-	{
-		route_dev  *d = &r->d[s];
-
-		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
-		for (int g = 0; g < r->n; g++)
-			if (r->cnt[b][g][s] > 0)
-				ROUTE_TRY(cudaMemcpyPeerAsync(r->d[g].back + r->start[b][g][s], r->d[g].device,
-											  d->recv_out[b] + r->off[b][g][s], d->device,
-											  r->cnt[b][g][s], d->work),
-						  "sending answers back");
-		ROUTE_TRY(cudaEventRecord(d->answered, d->work), "recording an event");
-	}
+	/*
+	 * Each GPU reads its slice's answers from the shards (whose calls have
+	 * returned, so their answers are written) into slice order.
+	 */
 	for (int g = 0; g < r->n; g++)
 	{
 		route_dev  *d = &r->d[g];
+		route_runs	runs = runs_of(r, b, g, 0);
 		size_t		lo,
 					len;
 
 		slice_of(r, piece, g, &lo, &len);
 		most = len > most ? len : most;
 		ROUTE_TRY(cudaSetDevice(d->device), "selecting a device");
-		for (int s = 0; s < r->n; s++)
-			ROUTE_TRY(cudaStreamWaitEvent(d->work, r->d[s].answered, 0), "ordering answers");
 		/* out[b] is free once piece - 2's answers are down */
 		ROUTE_TRY(cudaStreamWaitEvent(d->work, d->downloaded[b], 0), "ordering answers");
 		if (len > 0)
 		{
-			route_scatter_kernel<<<route_grid(r, g, len), GPU_BLOCK, 0, d->work>>>
-				(d->back, d->idx_sorted[b], (uint32_t) len, d->out[b]);
-			ROUTE_TRY(cudaGetLastError(), "putting answers in order");
+			route_back_kernel<<<route_grid(r, g, len), GPU_BLOCK, 0, d->work>>>
+				(d->idx_sorted[b], runs, d->out[b]);
+			ROUTE_TRY(cudaGetLastError(), "reading answers back");
 		}
 		ROUTE_TRY(cudaEventRecord(d->ordered[b], d->work), "recording an event");
 	}
-	/* back is free for the next piece's answers once the scatters ran */
+	/* the shards' answers are free for the piece after next once read */
 	for (int g = 0; g < r->n; g++)
 	{
 		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");

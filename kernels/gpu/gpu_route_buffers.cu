@@ -1,8 +1,8 @@
 /*
  * gpu_route_buffers.cu — the buffers of a batch routed over the GPUs of a
  * sharded table (gpu_route.cu): per GPU a slice's keys, their shards and
- * positions, the sort's temporaries, the send and receive buffers of the
- * exchange and the answers, and pinned staging for pageable keys and
+ * positions, the sort's temporaries, the receive buffers of the exchange
+ * and the answers, and pinned staging for pageable keys and
  * answers.  Made when the routed table is made (route_prepare), larger
  * when a call needs it, freed with the router.
  */
@@ -49,7 +49,6 @@ carve_device(route_dev *d, char *base, size_t cap, int n, size_t sort_tmp)
 	CARVE(d->idx, cap * sizeof(uint32_t));
 	for (int b = 0; b < 2; b++)
 		CARVE(d->idx_sorted[b], cap * sizeof(uint32_t));
-	CARVE(d->send, cap * sizeof(uint64_t));
 	CARVE(d->dcount, ROUTE_MAX * sizeof(uint32_t));
 	CARVE(d->sort_tmp, sort_tmp ? sort_tmp : 1);
 	/* a shard may receive every key of a piece */
@@ -59,7 +58,6 @@ carve_device(route_dev *d, char *base, size_t cap, int n, size_t sort_tmp)
 		CARVE(d->recv_out[b], cap * (size_t) n);
 		CARVE(d->out[b], cap);
 	}
-	CARVE(d->back, cap);
 	return at;
 }
 
@@ -115,8 +113,7 @@ gpu_route_free_buffers(gpu_router *r)
 			d->pin_out[b] = d->recv_out[b] = d->out[b] = NULL;
 			d->idx_sorted[b] = NULL;
 		}
-		d->send = NULL;
-		d->rid = d->rid_sorted = d->back = NULL;
+		d->rid = d->rid_sorted = NULL;
 		d->idx = d->dcount = NULL;
 		d->sort_tmp = NULL;
 		d->sort_tmp_bytes = 0;

@@ -28,7 +28,6 @@ typedef struct route_dev
 	cudaStream_t down;			/* answers to the host */
 	cudaEvent_t uploaded[2];	/* the slice in in[b] arrived */
 	cudaEvent_t routed[2];		/* in[b] was read (free for the next upload) */
-	cudaEvent_t answered;		/* this GPU as a shard sent its answers back */
 	cudaEvent_t ordered[2];		/* out[b] holds the piece's answers */
 	cudaEvent_t downloaded[2];	/* out[b] reached the host (free again) */
 	cudaEvent_t staged_in[2];	/* pin_in[k] went up (free again) */
@@ -41,14 +40,12 @@ typedef struct route_dev
 	uint8_t    *rid_sorted;
 	uint32_t   *idx;			/* each key's position in the slice */
 	uint32_t   *idx_sorted[2];	/* by shard: read again by the answers */
-	uint64_t   *send;			/* the slice's keys by shard */
 	uint32_t   *dcount;			/* keys per shard */
 	uint32_t   *hcount;			/* pinned copy */
 	void	   *sort_tmp;
 	size_t		sort_tmp_bytes;
 	uint64_t   *recv[2];		/* as a shard: the keys it received */
 	uint8_t    *recv_out[2];	/* and their answers */
-	uint8_t    *back;			/* the slice's answers by shard */
 	uint8_t    *out[2];			/* the slice's answers in slice order */
 	void	   *block;			/* one device allocation holding the above */
 	void	   *pin_block;		/* one pinned allocation holding pin_in, pin_out */
@@ -66,7 +63,7 @@ typedef struct gpu_router
 	route_dev	d[ROUTE_MAX];
 	/* per piece parity b: */
 	size_t		cnt[2][ROUTE_MAX][ROUTE_MAX];	/* [b][g][s]: GPU g's keys for shard s */
-	size_t		start[2][ROUTE_MAX][ROUTE_MAX];	/* where they are in g's send */
+	size_t		start[2][ROUTE_MAX][ROUTE_MAX];	/* where they start in g's slice sorted by shard */
 	size_t		off[2][ROUTE_MAX][ROUTE_MAX];	/* and where in s's recv */
 	size_t		stage;			/* keys per staging buffer */
 	int			pending_out;	/* a piece's answers are on their way down */

@@ -29,11 +29,12 @@
 #include "shards/shards_internal.h"
 
 /*
- * Keys per piece of a routed call, at most (over all GPUs).  A piece's
- * fixed costs are a few synchronisations of every GPU and a thread per
- * shard (tens of microseconds), its buffers 41 + 18 N bytes a key per GPU
- * of its slice's size (so 32M keys over 2 GPUs hold 1.2 GB on each); the
- * upload of the next piece runs under the shards' work on this one.
+ * Keys per piece of a routed call, at most (over all GPUs; the first
+ * pieces are smaller, cpht_route_piece).  A piece's fixed costs are a few
+ * synchronisations of every GPU and a thread per shard (tens of
+ * microseconds), its buffers 32 + 18 N bytes a key per GPU of its slice's
+ * size (so 32M keys over 2 GPUs hold 1.1 GB on each); the upload of the
+ * next piece runs under the shards' work on this one.
  */
 #define ROUTE_PIECE_KEYS ((size_t) 1 << 25)
 
@@ -109,12 +110,15 @@ route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8
 	void	   *r = t->sharded->router;
 	int			ns = t->sharded->nshards;
 	size_t		chunk = route_chunk(t, n);
-	size_t		pieces = (n + chunk - 1) / chunk;
+	size_t		pieces = 0;
 	size_t		got[2][CPHT_MAX_SHARDS];
 	uint64_t   *dkeys[2][CPHT_MAX_SHARDS];
 	uint8_t    *dout[2][CPHT_MAX_SHARDS];
 	cpht_status rc;
 
+	for (size_t len = 1; len > 0; pieces++)
+		(void) cpht_route_piece(chunk, n, pieces, &len);
+	pieces--;
 	memset(stop, 0, sizeof(*stop));
 	for (int s = 0; s < ns; s++)
 	{
@@ -129,8 +133,8 @@ route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8
 	for (size_t i = 0; rc == CPHT_OK && i < pieces; i++)
 	{
 		int			b = (int) (i & 1);
-		size_t		lo = i * chunk;
-		size_t		m = n - lo < chunk ? n - lo : chunk;
+		size_t		m;
+		size_t		lo = cpht_route_piece(chunk, n, i, &m);
 		route_job	rj[CPHT_MAX_SHARDS];
 		sigset_t	all,
 					saved;

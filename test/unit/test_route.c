@@ -289,6 +289,49 @@ run_rollback(cpht_kind kind, int shards)
 	free(st);
 }
 
+/*
+ * The pieces of a routed call (cpht_route_piece), on any machine: they
+ * cover the batch in order without a gap, none is larger than the chunk,
+ * a call of one chunk or less goes whole, and a longer one starts with
+ * pieces of an eighth, a quarter and a half of the chunk.
+ */
+static void
+check_pieces(void)
+{
+	const size_t chunks[] = {1, 7, 8, 65536, (size_t) 1 << 25};
+	const size_t counts[] = {0, 1, 5, 8, 9, 65536, 65537, 100000, 458752, 458753, 700000,
+	(size_t) 200000000};
+
+	for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++)
+		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+		{
+			size_t		chunk = chunks[c],
+						n = counts[k],
+						at = 0,
+						i,
+						len = 0;
+			int			ok = 1;
+
+			for (i = 0; i < n + 4; i++)
+			{
+				size_t		lo = cpht_route_piece(chunk, n, i, &len);
+
+				if (len == 0)
+					break;
+				ok &= lo == at && len <= chunk;
+				if (n > chunk && chunk >= 8 && i < 3)
+					ok &= len == (chunk >> (3 - i)) || lo + len == n;
+				at += len;
+			}
+			CHECK(ok && at == n, "chunk %zu, %zu keys: the pieces cover the keys in order", chunk, n);
+			CHECK(n > chunk || i == (n > 0), "chunk %zu, %zu keys: %zu pieces for a call of one chunk",
+				  chunk, n, i);
+			if (n > chunk && chunk >= 8)
+				CHECK(cpht_route_piece(chunk, n, 0, &len) == 0 && len == chunk / 8,
+					  "chunk %zu, %zu keys: the first piece an eighth of the chunk", chunk, n);
+		}
+}
+
 int
 main(void)
 {
@@ -300,15 +343,19 @@ main(void)
 	int			gpus;
 	cpht_table *probe;
 
+	check_pieces();
+	if (unit_failures > 0)
+		UNIT_DONE();
 	if (!cpht_gpu_usable(why, sizeof(why)))
 	{
-		printf("SKIP: %s\n", why);
+		printf("SKIP: %s (the pieces' arithmetic: %d checks passed)\n", why, unit_checks);
 		return 77;
 	}
 	gpus = cpht_gpu_count();
 	if (gpus < 2)
 	{
-		printf("SKIP: %d GPU usable, routing needs 2\n", gpus);
+		printf("SKIP: %d GPU usable, routing needs 2 (the pieces' arithmetic: %d checks passed)\n",
+			   gpus, unit_checks);
 		return 77;
 	}
 	for (size_t i = 0; i < POOL; i++)
