@@ -1,15 +1,13 @@
 /*
  * gpu_route_buffers.cu — the buffers of a batch routed over the GPUs of a
- * sharded table (gpu_route.cu): per GPU a slice's keys, their shards and
- * positions, the sort's temporaries, the receive buffers of the exchange
- * and the answers, and pinned staging for pageable keys and
+ * sharded table (gpu_route.cu): per GPU a slice's keys, their positions
+ * by shard and the tiles' counts, the receive buffers of the exchange and
+ * the answers, and pinned staging for pageable keys and
  * answers.  Made when the routed table is made (route_prepare), larger
  * when a call needs it, freed with the router.
  */
 #include <pthread.h>
 #include <string.h>
-
-#include <cub/device/device_radix_sort.cuh>
 
 #include "gpu/gpu_route_internal.h"
 
@@ -38,19 +36,16 @@ carve_at(T **ptr, char *base, size_t at)
 	} while (0)
 
 static size_t
-carve_device(route_dev *d, char *base, size_t cap, int n, size_t sort_tmp)
+carve_device(route_dev *d, char *base, size_t cap, int n)
 {
 	size_t		at = 0;
 
 	for (int b = 0; b < 2; b++)
 		CARVE(d->in[b], cap * sizeof(uint64_t));
-	CARVE(d->rid, cap);
-	CARVE(d->rid_sorted, cap);
-	CARVE(d->idx, cap * sizeof(uint32_t));
 	for (int b = 0; b < 2; b++)
 		CARVE(d->idx_sorted[b], cap * sizeof(uint32_t));
 	CARVE(d->dcount, ROUTE_MAX * sizeof(uint32_t));
-	CARVE(d->sort_tmp, sort_tmp ? sort_tmp : 1);
+	CARVE(d->tile_count, route_tiles(cap) * (size_t) n * sizeof(uint32_t));
 	/* a shard may receive every key of a piece */
 	for (int b = 0; b < 2; b++)
 	{
@@ -78,11 +73,11 @@ carve_pinned(route_dev *d, char *base, size_t stage)
 
 /* Bytes a GPU's buffers take against the memory hook, alignment included. */
 static uint64_t
-dev_bytes(const gpu_router *r, size_t cap, size_t sort_tmp)
+dev_bytes(const gpu_router *r, size_t cap)
 {
 	route_dev	scratch;
 
-	return carve_device(&scratch, NULL, cap, r->n, sort_tmp);
+	return carve_device(&scratch, NULL, cap, r->n);
 }
 
 static uint64_t
@@ -113,10 +108,7 @@ gpu_route_free_buffers(gpu_router *r)
 			d->pin_out[b] = d->recv_out[b] = d->out[b] = NULL;
 			d->idx_sorted[b] = NULL;
 		}
-		d->rid = d->rid_sorted = NULL;
-		d->idx = d->dcount = NULL;
-		d->sort_tmp = NULL;
-		d->sort_tmp_bytes = 0;
+		d->tile_count = d->dcount = NULL;
 	}
 	(void) cudaGetLastError();
 	table_memory_give(r->held);
@@ -134,7 +126,6 @@ typedef struct alloc_job
 	gpu_router *r;
 	int			g;
 	size_t		cap;
-	size_t		sort_tmp;
 	size_t		stage;			/* 0: no pinned staging */
 	cudaError_t err;
 	const char *what;
@@ -154,13 +145,10 @@ alloc_one(void *arg)
 	if (err == cudaSuccess)
 	{
 		j->what = "allocating routing buffers";
-		err = cudaMalloc(&d->block, carve_device(d, NULL, j->cap, j->r->n, j->sort_tmp));
+		err = cudaMalloc(&d->block, carve_device(d, NULL, j->cap, j->r->n));
 	}
 	if (err == cudaSuccess)
-	{
-		carve_device(d, (char *) d->block, j->cap, j->r->n, j->sort_tmp);
-		d->sort_tmp_bytes = j->sort_tmp;
-	}
+		carve_device(d, (char *) d->block, j->cap, j->r->n);
 	if (err == cudaSuccess && j->stage > 0)
 	{
 		err = cudaMallocHost(&d->pin_block, carve_pinned(d, NULL, j->stage));
@@ -177,8 +165,7 @@ cpht_status
 gpu_route_ensure_buffers(gpu_router *r, cpht_table *t, size_t want, int staging)
 {
 	size_t		cap = (want + ROUTE_CAP_STEP - 1) / ROUTE_CAP_STEP * ROUTE_CAP_STEP;
-	size_t		sort_tmp = 0,
-				stage;
+	size_t		stage;
 	uint64_t	bytes;
 	alloc_job	jobs[ROUTE_MAX];
 	int			failed = -1;
@@ -188,12 +175,8 @@ gpu_route_ensure_buffers(gpu_router *r, cpht_table *t, size_t want, int staging)
 	if (cap < r->cap)
 		cap = r->cap;
 	gpu_route_free_buffers(r);
-	GPU_TRY(t, cub::DeviceRadixSort::SortPairs(NULL, sort_tmp, (const uint8_t *) NULL, (uint8_t *) NULL,
-											   (const uint32_t *) NULL, (uint32_t *) NULL, (int) cap, 0,
-											   r->sort_bits),
-			"sizing a sort");
 	stage = cap < ROUTE_STAGE_KEYS ? cap : ROUTE_STAGE_KEYS;
-	bytes = (dev_bytes(r, cap, sort_tmp) + (staging ? pinned_bytes(stage) : 0)) * (uint64_t) r->n;
+	bytes = (dev_bytes(r, cap) + (staging ? pinned_bytes(stage) : 0)) * (uint64_t) r->n;
 	if (!table_memory_take(bytes))
 		return table_fail(t, CPHT_ERR_LIMIT,
 						  "the buffers routing a call over %d GPUs (%llu bytes) would pass the memory limit",
@@ -210,7 +193,6 @@ gpu_route_ensure_buffers(gpu_router *r, cpht_table *t, size_t want, int staging)
 		j->r = r;
 		j->g = g;
 		j->cap = cap;
-		j->sort_tmp = sort_tmp;
 		j->stage = staging ? stage : 0;
 		/* GPU 0 on this thread; a thread that cannot start runs here too */
 		j->started = g > 0 && pthread_create(&j->thread, NULL, alloc_one, j) == 0;

@@ -17,6 +17,17 @@
  * slightly different sizes reuse the buffers. */
 #define ROUTE_CAP_STEP ((size_t) 1 << 16)
 
+/* Keys of a slice that one block of the routing kernels places (a tile),
+ * and the tiles of a slice of n keys. */
+#define ROUTE_ITEMS 16
+#define ROUTE_TILE ((size_t) GPU_BLOCK * ROUTE_ITEMS)
+
+static inline size_t
+route_tiles(size_t n)
+{
+	return (n + ROUTE_TILE - 1) / ROUTE_TILE;
+}
+
 /* Keys per pinned staging buffer (pageable keys and answers). */
 #define ROUTE_STAGE_KEYS ((size_t) 1 << 22)
 
@@ -36,14 +47,12 @@ typedef struct route_dev
 	uint64_t   *in[2];			/* a piece's slice, two pieces in flight */
 	uint64_t   *pin_in[2];		/* staging of pageable keys, ROUTE_STAGE_KEYS */
 	uint8_t    *pin_out[2];		/* staging of pageable answers */
-	uint8_t    *rid;			/* each key's shard */
-	uint8_t    *rid_sorted;
-	uint32_t   *idx;			/* each key's position in the slice */
-	uint32_t   *idx_sorted[2];	/* by shard: read again by the answers */
+	uint32_t   *idx_sorted[2];	/* each key's position in the slice, by
+								 * shard: read again by the answers */
+	uint32_t   *tile_count;		/* per shard and tile: keys, then where
+								 * they start by shard */
 	uint32_t   *dcount;			/* keys per shard */
 	uint32_t   *hcount;			/* pinned copy */
-	void	   *sort_tmp;
-	size_t		sort_tmp_bytes;
 	uint64_t   *recv[2];		/* as a shard: the keys it received */
 	uint8_t    *recv_out[2];	/* and their answers */
 	uint8_t    *out[2];			/* the slice's answers in slice order */
@@ -56,7 +65,6 @@ typedef struct gpu_router
 	int			n;
 	cpht_table *tables[ROUTE_MAX];
 	uint64_t	seed;
-	int			sort_bits;
 	size_t		cap;			/* keys per slice */
 	uint64_t	held;			/* bytes held against the memory hook */
 	int			pinned_staging; /* pin_in and pin_out are allocated */

@@ -29,30 +29,33 @@
 #include "shards/shards_internal.h"
 
 /*
- * Keys per piece of a routed call, at most (over all GPUs; the first
- * pieces are smaller, cpht_route_piece).  A piece's fixed costs are a few
- * synchronisations of every GPU and a thread per shard (tens of
- * microseconds), its buffers 32 + 18 N bytes a key per GPU of its slice's
- * size (so 32M keys over 2 GPUs hold 1.1 GB on each); the upload of the
- * next piece runs under the shards' work on this one.
+ * Keys per GPU of a piece of a routed call, at most: a piece takes up to
+ * this many keys times the GPUs (the first pieces are smaller,
+ * cpht_route_piece).  A piece's fixed costs are a few synchronisations of
+ * every GPU and a thread per shard (0.2-0.3 ms measured on 4 H200s, so a
+ * piece should keep each GPU busy for a few ms), its buffers 26 + 18 N
+ * bytes a key of this per GPU (1.0 GB on each of 2 GPUs, 1.6 GB on each
+ * of 4); the upload of the next piece runs under the shards' work on this
+ * one.
  */
-#define ROUTE_PIECE_KEYS ((size_t) 1 << 25)
+#define ROUTE_SLICE_KEYS ((size_t) 1 << 24)
 
 static const shard_path host_path = {"host", shards_host_find_or_put, shards_host_find};
 
 /* Keys per piece: as the host path for a small table (so that its pieces
- * stay its size), up to ROUTE_PIECE_KEYS for a large one. */
+ * stay its size), up to ROUTE_SLICE_KEYS a GPU for a large one. */
 static size_t
 route_chunk(const cpht_table *t, size_t n)
 {
 	uint64_t	slots = 0;
-	size_t		most;
+	size_t		most,
+				piece = ROUTE_SLICE_KEYS * (size_t) t->sharded->nshards;
 
 	for (int s = 0; s < t->sharded->nshards; s++)
 		for (int l = 0; l < t->sharded->shard[s]->levels; l++)
 			slots += t->sharded->shard[s]->params.slots[l];
 	most = slots < ((size_t) 1 << 16) ? ((size_t) 1 << 16) :
-		slots > ROUTE_PIECE_KEYS ? ROUTE_PIECE_KEYS : (size_t) slots;
+		slots > piece ? piece : (size_t) slots;
 	return n < most ? n : most;
 }
 
@@ -313,7 +316,7 @@ shards_choose_path(cpht_table *t)
 	 * and fails the same way.
 	 */
 	if (ops->route->prepare &&
-		ops->route->prepare(t->sharded->router, t, route_chunk(t, ROUTE_PIECE_KEYS)) != CPHT_OK)
+		ops->route->prepare(t->sharded->router, t, route_chunk(t, SIZE_MAX)) != CPHT_OK)
 		t->errmsg[0] = '\0';
 }
 
