@@ -17,16 +17,17 @@
  * they are (resident_ops).  Each GPU then reads its keys' answers from the
  * shards the same way into slice order, and copies them to the host.
  *
- * Pieces overlap: piece i+2 goes up (prefetch) while the shards work on
- * piece i, and the answers of piece i go to the host while the shards
- * work on piece i+1.  The buffers of a piece are doubled (indexed by the
- * piece's parity), so that scatter(i+1) may also run under the shards'
- * work on piece i (shards_route.c measured that slower and does not).
- * Keys and answers in pageable memory pass through pinned staging of ROUTE_STAGE_KEYS keys per buffer, two
- * per GPU, so that the host's copy of one part runs while the previous
- * part is on the bus, and the pinned memory stays small (pinning is slow:
- * a staging buffer of a whole slice took longer to pin than the call).
- */#include <stdio.h>
+ * Pieces overlap (shards_route.c): while the shards work on piece i,
+ * piece i+1 is routed and sent, then piece i+3 goes up (prefetch) into the
+ * slices piece i+1 left, and the answers of piece i-1 go to the host.
+ * The buffers of a piece are doubled (indexed by the piece's parity).
+ * Keys and answers in pageable memory pass through pinned staging of
+ * ROUTE_STAGE_KEYS keys per buffer, two per GPU, so that the host's copy
+ * of one part runs while the previous part is on the bus, and the pinned
+ * memory stays small (pinning is slow: a staging buffer of a whole slice
+ * took longer to pin than the call).
+ */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -622,7 +623,7 @@ route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t *
 				(d->in[b], runs.start[r->n], r->seed, d->tile_count, runs, d->idx_sorted[b]);
 			ROUTE_TRY(cudaGetLastError(), "sending keys to their shard's GPU");
 		}
-		/* in[b] was read: free for the upload of piece + 2 */
+		/* in[b] was read: free for the upload of piece + 2 (prefetch) */
 		ROUTE_TRY(cudaEventRecord(d->routed[b], d->work), "recording an event");
 	}
 	for (int g = 0; g < r->n; g++)

@@ -150,10 +150,12 @@ typedef struct cpht_resident_ops
  * keys, in input order, device to device: on return table s's keys of the
  * piece are dkeys[s][0..got[s]), with room for their answers in dout[s].
  * prefetch(i) starts piece i's upload (begin starts those of pieces 0
- * and 1).  gather(i) sends the answers back the same way and writes them to answer[] at the piece's positions
- * (into registered memory the copy may still run on return).  Pieces
- * overlap: scatter(i + 1) and prefetch(i + 2) may run while the shards
- * work on piece i, before gather(i).  finish ends a call, done or failed:
+ * and 1), into the buffers of piece i - 2, so after scatter(i - 2).
+ * gather(i) sends the answers back the same way and writes them to
+ * answer[] at the piece's positions (into registered memory the copy may
+ * still run on return).  Pieces overlap: scatter(i + 1) and then
+ * prefetch(i + 3) may run while the shards work on piece i, before
+ * gather(i).  finish ends a call, done or failed:
  * every copy of the router done (answer[] complete), its error the
  * call's.  The router's memory is held against the memory hook;
  * failures are reported in `t` (the sharded table).
