@@ -209,10 +209,20 @@ cpht_status shards_host_find_or_put(cpht_table *t, const uint64_t *keys, size_t 
 									uint8_t *status);
 cpht_status shards_host_find(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *found);
 
+/* The shards' logs before a call: their positions and their capacities,
+ * so that undoing the call gives back what their logs grew too. */
+typedef struct shard_log_marks
+{
+	uint64_t	len[CPHT_MAX_SHARDS];
+	uint64_t	cap[CPHT_MAX_SHARDS];
+} shard_log_marks;
+
+void		shards_log_mark(const cpht_table *t, shard_log_marks *marks);
+
 /* Undo a find-or-put that stopped (the pipeline's stop, the error rc with
- * its message set): the shards' log positions before it are before[]. */
+ * its message set): the shards' logs before it are `before`. */
 cpht_status shards_undo_find_or_put(cpht_table *t, const shard_job *jobs, const pipe_stop *stop,
 									const uint64_t *keys, uint8_t *status,
-									const uint64_t *before, cpht_status rc);
+									const shard_log_marks *before, cpht_status rc);
 
 #endif							/* CPHT_SHARDS_INTERNAL_H */

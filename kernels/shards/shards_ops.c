@@ -24,6 +24,30 @@ undo_failed(cpht_table *t, int s)
 			 why, s + 1, t->sharded->nshards, cpht_table_error(t->sharded->shard[s]));
 }
 
+void
+shards_log_mark(const cpht_table *t, shard_log_marks *marks)
+{
+	for (int s = 0; s < t->sharded->nshards; s++)
+	{
+		marks->len[s] = t->sharded->shard[s]->log_len;
+		marks->cap[s] = t->sharded->shard[s]->log_cap;
+	}
+}
+
+/* Every shard back to its log before a call that failed, and its log no
+ * larger than it was (table_log_trim). */
+static void
+rollback_logs(cpht_table *t, const shard_log_marks *before)
+{
+	for (int s = 0; s < t->sharded->nshards; s++)
+	{
+		if (table_single_rollback_to(t->sharded->shard[s], before->len[s]) != CPHT_OK)
+			undo_failed(t, s);
+		else
+			table_log_trim(t->sharded->shard[s], before->cap[s]);
+	}
+}
+
 /*
  * A find-or-put stopped (shards_pipeline's stop, the error `rc` with its message
  * set) after the pieces before stop->done worked: undo every shard's part.
@@ -34,7 +58,7 @@ undo_failed(cpht_table *t, int s)
  */
 cpht_status
 shards_undo_find_or_put(cpht_table *t, const shard_job *jobs, const pipe_stop *stop,
-				 const uint64_t *keys, uint8_t *status, const uint64_t *log_before,
+				 const uint64_t *keys, uint8_t *status, const shard_log_marks *before,
 				 cpht_status rc)
 {
 	size_t		ran = stop->done + stop->m;
@@ -46,9 +70,7 @@ shards_undo_find_or_put(cpht_table *t, const shard_job *jobs, const pipe_stop *s
 	/* The shards log alike (cpht_table_set_logging sets them all). */
 	if (t->logging)
 	{
-		for (int s = 0; s < t->sharded->nshards; s++)
-			if (table_single_rollback_to(t->sharded->shard[s], log_before[s]) != CPHT_OK)
-				undo_failed(t, s);
+		rollback_logs(t, before);
 		return rc;
 	}
 	/* The failed piece's answers: where a shard failed, it undid itself. */
@@ -100,7 +122,7 @@ cpht_status
 shards_host_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 {
 	shard_job	jobs[CPHT_MAX_SHARDS];
-	uint64_t	before[CPHT_MAX_SHARDS];
+	shard_log_marks before;
 	shard_split bufs[SPLIT_BUFFERS];
 	size_t		chunk = shards_split_chunk(t, n);
 	pipe_stop	stop;
@@ -117,13 +139,12 @@ shards_host_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *
 		rc = shards_splits_alloc(t, chunk, n, bufs);
 	if (rc != CPHT_OK)
 		return rc;
-	for (int s = 0; s < t->sharded->nshards; s++)
-		before[s] = t->sharded->shard[s]->log_len;
+	shards_log_mark(t, &before);
 	rc = shards_pipeline(t, OP_FIND_OR_PUT, keys, n, status, bufs, chunk, jobs, &stop);
 	if (rc != CPHT_OK)
-		rc = shards_undo_find_or_put(t, jobs, &stop, keys, status, before, rc);
+		rc = shards_undo_find_or_put(t, jobs, &stop, keys, status, &before, rc);
 	else
-		shards_segs_append(t, before);
+		shards_segs_append(t, before.len);
 	shards_splits_free(bufs);
 	shards_settled(t, &stop);
 	return rc;
@@ -157,7 +178,7 @@ cpht_status
 shards_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 {
 	shard_job	jobs[CPHT_MAX_SHARDS];
-	uint64_t	before[CPHT_MAX_SHARDS];
+	shard_log_marks before;
 	shard_split bufs[SPLIT_BUFFERS];
 	size_t		chunk = shards_split_chunk(t, n);
 	pipe_stop	stop;
@@ -171,20 +192,14 @@ shards_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 	if (rc != CPHT_OK)
 		return rc;
 	for (int s = 0; s < t->sharded->nshards; s++)
-	{
 		if (!t->logging)
 			table_single_set_logging(t->sharded->shard[s], 1);
-		before[s] = t->sharded->shard[s]->log_len;
-	}
+	shards_log_mark(t, &before);
 	rc = shards_pipeline(t, OP_ERASE, keys, n, present, bufs, chunk, jobs, &stop);
 	if (rc != CPHT_OK)
-	{
-		for (int s = 0; s < t->sharded->nshards; s++)
-			if (table_single_rollback_to(t->sharded->shard[s], before[s]) != CPHT_OK)
-				undo_failed(t, s);
-	}
+		rollback_logs(t, &before);
 	else
-		shards_segs_append(t, before);
+		shards_segs_append(t, before.len);
 	if (!t->logging)
 		for (int s = 0; s < t->sharded->nshards; s++)
 			table_single_set_logging(t->sharded->shard[s], 0);

@@ -263,7 +263,7 @@ static cpht_status
 device_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *status)
 {
 	shard_job	jobs[CPHT_MAX_SHARDS];
-	uint64_t	before[CPHT_MAX_SHARDS];
+	shard_log_marks before;
 	pipe_stop	stop;
 	double		shards_ms = 0;
 	cpht_status rc;
@@ -273,15 +273,14 @@ device_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *statu
 	rc = shards_segs_reserve(t);
 	if (rc != CPHT_OK)
 		return rc;
-	for (int s = 0; s < t->sharded->nshards; s++)
-		before[s] = t->sharded->shard[s]->log_len;
+	shards_log_mark(t, &before);
 	rc = route_pipeline(t, OP_FIND_OR_PUT, keys, n, status, jobs, &stop, &shards_ms);
 	if (rc != CPHT_OK)
 		route_drain(t);
 	if (rc != CPHT_OK)
-		rc = shards_undo_find_or_put(t, jobs, &stop, keys, status, before, rc);
+		rc = shards_undo_find_or_put(t, jobs, &stop, keys, status, &before, rc);
 	else
-		shards_segs_append(t, before);
+		shards_segs_append(t, before.len);
 	route_settled(t, &stop, shards_ms);
 	return rc;
 }

@@ -76,6 +76,7 @@ int			table_stash_remove(cpht_table *t, uint64_t key);
 int			table_log_on_device(const cpht_table *t);
 void		table_log_free(cpht_table *t);
 cpht_status table_log_reserve(cpht_table *t, uint64_t pending, uint64_t extra);
+void		table_log_trim(cpht_table *t, uint64_t cap);
 cpht_status table_log_reserve_where(cpht_table *t, uint64_t extra);
 void		table_log_mark(cpht_table *t, int deleted, uint64_t added);
 void		table_log_append(cpht_table *t, const uint64_t *keys, size_t n,

@@ -126,6 +126,44 @@ table_log_reserve(cpht_table *t, uint64_t pending, uint64_t extra)
 	return CPHT_OK;
 }
 
+/*
+ * Give back what the log grew past `cap` entries, once a call that grew it
+ * was undone: a sharded call's shards grow their logs one by one, and when
+ * one is refused by the memory limit the others' growth must not stay
+ * held, or the transaction's next call, which fits, meets the limit (seen
+ * with 4 shards).  Only while the log's entries and its spare slot fit
+ * `cap`; when the smaller store cannot be made the larger one stays.
+ */
+void
+table_log_trim(cpht_table *t, uint64_t cap)
+{
+	uint64_t	was = t->log_cap;
+
+	if (cap >= was || (cap == 0 ? t->log_len > 0 : t->log_len + 1 > cap))
+		return;
+	if (cap == 0)
+	{
+		if (t->log_keys)
+			munmap(t->log_keys, was * sizeof(uint64_t));
+		else if (table_log_on_device(t))
+			t->ops->log_store->release(t);
+		t->log_keys = NULL;
+	}
+	else if (table_log_on_device(t))
+	{
+		if (t->ops->log_store->reserve(t, cap, t->log_len) != CPHT_OK)
+			return;
+	}
+	else
+	{
+		/* shrinking a mapping in place never moves it */
+		if (mremap(t->log_keys, was * sizeof(uint64_t), cap * sizeof(uint64_t), 0) == MAP_FAILED)
+			return;
+	}
+	t->log_cap = cap;
+	table_memory_give((was - cap) * sizeof(uint64_t));
+}
+
 /* Room for the places of `extra` more deleted entries (log_where). */
 cpht_status
 table_log_reserve_where(cpht_table *t, uint64_t extra)

@@ -22,6 +22,8 @@
  *     slot bytes (cpht_table_slot_bytes) those of the shards after they
  *     grew; an automatic table's key width that of its widest key;
  *   - cpht_shards_to_fit: the fewest shards whose each fits a GPU's room;
+ *   - the memory limit refusing one shard's undo log: the other shards'
+ *     grown logs are given back with the call, and a call that fits works;
  *   - a call of many pieces (the shards run one while the next is split and
  *     the previous one's answers go back): every answer what the pieces in
  *     order give, for find-or-put (keys repeated pieces apart), find and
@@ -801,6 +803,64 @@ run_shard_threads(void)
 	}
 }
 
+/*
+ * The memory limit meets a sharded call's undo logs: the shards grow their
+ * logs one by one, so a call whose last log is refused has grown the
+ * others'.  The refused call must give that back: afterwards no memory is
+ * held for it, and a call that fits the limit works.
+ */
+static _Atomic int64_t log_hook_held;
+static int64_t log_hook_cap;
+
+static int
+log_hook(int64_t delta)
+{
+	int64_t		held = atomic_load(&log_hook_held);
+
+	do
+	{
+		if (delta > 0 && held + delta > log_hook_cap)
+			return 0;
+	} while (!atomic_compare_exchange_weak(&log_hook_held, &held, held + delta));
+	return 1;
+}
+
+static void
+run_log_limit(cpht_kind kind, cpht_device dev, int shards)
+{
+	cpht_table *t = make(kind, 64, 400000, dev, shards, 0);
+	uint64_t   *keys = malloc(200000 * sizeof(uint64_t));
+	uint8_t    *st = malloc(200000);
+	cpht_status rc;
+
+	if (t == NULL || keys == NULL || st == NULL)
+		goto done;
+	for (size_t i = 0; i < 200000; i++)
+		keys[i] = i * 7919 + 1;
+	cpht_table_set_logging(t, 1);
+	atomic_store(&log_hook_held, 0);
+	log_hook_cap = 512 * 1024;	/* one shard's log of 65536 entries */
+	cpht_set_memory_hook(log_hook);
+	rc = cpht_table_find_or_put(t, keys, 200000, st);
+	CHECK(rc == CPHT_ERR_LIMIT, "%d shards: 200000 logged keys refused by a 512 kB limit (%d: %s)",
+		  shards, (int) rc, cpht_table_error(t));
+	CHECK(atomic_load(&log_hook_held) == 0,
+		  "%d shards: the refused call holds no memory after it (%lld bytes held)", shards,
+		  (long long) atomic_load(&log_hook_held));
+	CHECK(cpht_table_count(t) == 0, "%d shards: the refused call stored nothing", shards);
+	rc = cpht_table_find_or_put(t, keys, 20000, st);
+	CHECK(rc == CPHT_OK, "%d shards: then 20000 logged keys fit the limit: %s", shards, cpht_table_error(t));
+	cpht_table_destroy(t);
+	CHECK(atomic_load(&log_hook_held) == 0, "%d shards: everything given back at destroy", shards);
+	t = NULL;
+done:
+	cpht_set_memory_hook(NULL);
+	if (t)
+		cpht_table_destroy(t);
+	free(keys);
+	free(st);
+}
+
 int
 main(void)
 {
@@ -813,6 +873,8 @@ main(void)
 	run_shards_to_fit(CPHT_ICEBERG, 0);
 	run_keep_log(CPHT_ICEBERG, 2);
 	run_keep_log(CPHT_CUCKOO, 3);
+	run_log_limit(CPHT_ICEBERG, CPHT_DEVICE_CPU, 4);
+	run_log_limit(CPHT_CUCKOO, CPHT_DEVICE_CPU, 3);
 	for (int shards = 2; shards <= 3; shards++)
 	{
 		run(CPHT_ICEBERG, 64, CPHT_DEVICE_CPU, shards);
