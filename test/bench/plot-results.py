@@ -169,6 +169,11 @@ def shards_figure(out_dir):
     shards_speedup(out_dir, "shards-speedup-h200", "NVIDIA H200, NVLink",
                    "shard-bench-2xh200-2026-11-28-pinned.txt", "shard-bench-4xh200-2026-11-28-pinned.txt",
                    "the routing buffers made with the table; 2 and 4 GPUs on two machines")
+    shards_speedup(out_dir, "shards-speedup-h200-overlap", "NVIDIA H200, NVLink",
+                   "shard-bench-2xh200-2026-11-28-overlap-pinned.txt",
+                   "shard-bench-4xh200-2026-11-28-overlap-pinned.txt",
+                   "routing without a sort, the exchange under the shards' work (45495bb); one machine "
+                   "whose uploads bound the call")
 
 
 def shards_speedup(out_dir, name, gpu, two, four, when):
