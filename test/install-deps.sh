@@ -46,6 +46,8 @@ command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || have_pkg pgboun
 if [ "${CPHT_TEST_SERVER:-throwaway}" != running ]; then
 	command -v pg_virtualenv >/dev/null || have_pkg postgresql-common || missing+=(postgresql-common)
 fi
+# test/check-bench-guard.sh runs the benchmark guard, a python3 script.
+command -v python3 >/dev/null || have_pkg python3 || missing+=(python3)
 command -v make >/dev/null || missing+=(make)
 command -v gcc >/dev/null || missing+=(gcc)
 fi

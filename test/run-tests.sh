@@ -316,6 +316,11 @@ test/install-deps.sh
 echo "== META.json"
 test/check-meta.pl
 
+# The kernels' benchmark guard finds its reference figures and fails a
+# slower row (checked on the committed figures; it runs on a GPU machine).
+echo "== benchmark guard"
+test/check-bench-guard.sh
+
 echo "== build"
 make -j"$(nproc)"
 echo "== install"

@@ -53,7 +53,7 @@ def load(paths):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+", help="gpu_bench CSV files of one device")
-    ap.add_argument("--ref", help="reference CSV (default: results/gpu-ref-MODEL.csv)")
+    ap.add_argument("--ref", help="reference CSV (default: test/bench/results/gpu-ref-MODEL.csv)")
     ap.add_argument("--min", type=float, default=0.97, help="lowest ratio that passes")
     ap.add_argument("--quiet", action="store_true", help="print failures and the summary only")
     a = ap.parse_args()
@@ -64,7 +64,7 @@ def main():
               (len(run_dev), ", ".join(sorted(run_dev)) or "none"))
         return 2
     device = run_dev.pop()
-    ref = a.ref or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+    ref = a.ref or os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "results",
                                 "gpu-ref-%s.csv" % slug(device))
     if not os.path.exists(ref):
         print("no reference figures for %s (%s)" % (device, ref))
