@@ -78,6 +78,10 @@ slice_of(const gpu_router *r, size_t piece, int g, size_t *lo, size_t *len)
 #define ROUTE_WARPS (GPU_BLOCK / 32)
 #define ROUTE_SCAN_THREADS 1024
 
+/* a block's threads clear and fill its per-shard and per-warp counts */
+static_assert(ROUTE_MAX <= GPU_BLOCK, "a routing block has a thread per shard");
+static_assert(ROUTE_WARPS * ROUTE_MAX <= GPU_BLOCK, "a routing block has a thread per warp and shard");
+
 __global__ void
 route_count_kernel(const uint64_t *keys, uint32_t n, uint64_t seed, int nshards, uint32_t *tile_count,
 				   uint32_t *count)
@@ -543,8 +547,8 @@ runs_of(const gpu_router *r, int b, int g, int keys)
 /*
  * Route piece `piece` and send every shard its keys.  The shards may be
  * working on the piece before meanwhile: everything written here is the
- * piece's parity's own (idx_sorted, recv, the counts), or used by this
- * call alone (tile_count, the counts).
+ * piece's parity's own (idx_sorted, recv, cnt, start, off), or used by
+ * this call alone (tile_count, dcount, hcount).
  */
 static cpht_status
 route_scatter(void *router, cpht_table *t, size_t piece, size_t *got, uint64_t **dkeys,
@@ -730,7 +734,7 @@ route_gather(void *router, cpht_table *t, size_t piece)
 	for (int g = 0; g < r->n; g++)
 	{
 		ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
-		ROUTE_TRY(cudaStreamSynchronize(r->d[g].work), "sending answers back");
+		ROUTE_TRY(cudaStreamSynchronize(r->d[g].work), "reading answers back");
 	}
 	r->ms[2] += route_clock_ms() - mark;
 	mark = route_clock_ms();

@@ -200,9 +200,14 @@ shards_erase(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *present)
 		rollback_logs(t, &before);
 	else
 		shards_segs_append(t, before.len);
+	/* the log kept for this call alone goes, with what it grew: a table
+	 * that does not log holds no log memory between calls */
 	if (!t->logging)
 		for (int s = 0; s < t->sharded->nshards; s++)
+		{
 			table_single_set_logging(t->sharded->shard[s], 0);
+			table_log_trim(t->sharded->shard[s], before.cap[s]);
+		}
 	shards_splits_free(bufs);
 	shards_settled(t, &stop);
 	return rc;

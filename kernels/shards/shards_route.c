@@ -7,9 +7,10 @@
  * devices cannot reach each other's memory.  The device path routes a
  * find-or-put or find on the GPUs themselves (the device's cpht_route_ops,
  * kernels/gpu/gpu_route.cu): each GPU takes a slice of the batch by
- * position over its own link, sorts it by shard and sends every shard its
- * keys GPU to GPU; each shard runs its call where the keys arrived
- * (table_single_*_resident), and the answers return the same way.  The
+ * position over its own link, partitions it by shard and stores every
+ * shard's keys in that shard's GPU memory; each shard runs its call where
+ * the keys arrived (table_single_*_resident), and each GPU reads its
+ * keys' answers back from the shards.  The
  * host copies each key in once and each answer out once, where the host
  * path reads and writes every key and answer twice more.  A call the
  * device path cannot take as it is (a shard with stashed keys, an

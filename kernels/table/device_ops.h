@@ -145,15 +145,15 @@ typedef struct cpht_resident_ops
  * memory, two tables share a device).  A call goes in the pieces of
  * cpht_route_piece (begin: the whole batch, keys and answer host arrays,
  * and the pieces' `chunk`).
- * scatter(i) brings piece i onto the devices (each takes a contiguous
- * slice by position), sorts each slice by table and sends each table its
- * keys, in input order, device to device: on return table s's keys of the
- * piece are dkeys[s][0..got[s]), with room for their answers in dout[s].
- * prefetch(i) starts piece i's upload (begin starts those of pieces 0
- * and 1), into the buffers of piece i - 2, so after scatter(i - 2).
- * gather(i) sends the answers back the same way and writes them to
- * answer[] at the piece's positions (into registered memory the copy may
- * still run on return).  Pieces overlap: scatter(i + 1) and then
+ * prefetch(i) starts the upload of piece i, each device taking a
+ * contiguous slice by position (begin starts those of pieces 0 and 1),
+ * into the buffers of piece i - 2, so after scatter(i - 2).  scatter(i)
+ * waits for that upload, partitions each slice by table and sends each
+ * table its keys, in input order, device to device: on return table s's
+ * keys of the piece are dkeys[s][0..got[s]), with room for their answers
+ * in dout[s].  gather(i) brings the answers back to the devices the keys
+ * came from and writes them to answer[] at the piece's positions (into
+ * registered memory the copy may still run on return).  Pieces overlap: scatter(i + 1) and then
  * prefetch(i + 3) may run while the shards work on piece i, before
  * gather(i).  finish ends a call, done or failed:
  * every copy of the router done (answer[] complete), its error the
@@ -162,13 +162,15 @@ typedef struct cpht_resident_ops
  */
 /*
  * Piece i of a routed call of n keys in pieces of up to `chunk`: keys
- * [return value, + *len), *len 0 past the last piece.  A call of several
- * pieces starts with pieces of chunk/8, chunk/4 and chunk/2 keys: the
- * devices start on the first while the larger ones are still on their
+ * [return value, + *len), *len 0 past the last piece.  A call of two
+ * chunks or more starts with pieces of chunk/8, chunk/4 and chunk/2 keys:
+ * the devices start on the first while the larger ones are still on their
  * way up, so that only the first small piece's upload is not hidden
  * (measured on 4 H200s, the first whole piece's upload was 1.8 ms of an
- * 18 ms call).  A call of one piece goes whole.  The router (gpu_route.cu)
- * and the pipeline (shards_route.c) both cut pieces here.
+ * 18 ms call).  A shorter call goes in whole chunks: one just over a chunk
+ * would otherwise take four pieces, each with its fixed costs (0.2-0.3
+ * ms).  The router (gpu_route.cu) and the pipeline (shards_route.c) both
+ * cut pieces here.
  */
 static inline size_t
 cpht_route_piece(size_t chunk, size_t n, size_t i, size_t *len)
@@ -176,7 +178,7 @@ cpht_route_piece(size_t chunk, size_t n, size_t i, size_t *len)
 	size_t		lo = 0,
 				size = chunk;
 
-	if (n > chunk && chunk >= 8)
+	if (n >= 2 * chunk && chunk >= 8)
 	{
 		for (size_t k = 0; k < i && k < 3; k++)
 			lo += chunk >> (3 - k);

@@ -292,8 +292,8 @@ run_rollback(cpht_kind kind, int shards)
 /*
  * The pieces of a routed call (cpht_route_piece), on any machine: they
  * cover the batch in order without a gap, none is larger than the chunk,
- * a call of one chunk or less goes whole, and a longer one starts with
- * pieces of an eighth, a quarter and a half of the chunk.
+ * a call of one chunk or less goes whole, one of two chunks or more
+ * starts with pieces of an eighth, a quarter and a half of the chunk.
  */
 static void
 check_pieces(void)
@@ -319,16 +319,19 @@ check_pieces(void)
 				if (len == 0)
 					break;
 				ok &= lo == at && len <= chunk;
-				if (n > chunk && chunk >= 8 && i < 3)
+				if (n >= 2 * chunk && chunk >= 8 && i < 3)
 					ok &= len == (chunk >> (3 - i)) || lo + len == n;
 				at += len;
 			}
 			CHECK(ok && at == n, "chunk %zu, %zu keys: the pieces cover the keys in order", chunk, n);
 			CHECK(n > chunk || i == (n > 0), "chunk %zu, %zu keys: %zu pieces for a call of one chunk",
 				  chunk, n, i);
-			if (n > chunk && chunk >= 8)
+			if (n >= 2 * chunk && chunk >= 8)
 				CHECK(cpht_route_piece(chunk, n, 0, &len) == 0 && len == chunk / 8,
 					  "chunk %zu, %zu keys: the first piece an eighth of the chunk", chunk, n);
+			else if (n > 0)
+				CHECK(cpht_route_piece(chunk, n, 0, &len) == 0 && len == (n < chunk ? n : chunk),
+					  "chunk %zu, %zu keys: under two chunks, whole chunks", chunk, n);
 		}
 }
 

@@ -24,6 +24,7 @@
  *   - cpht_shards_to_fit: the fewest shards whose each fits a GPU's room;
  *   - the memory limit refusing one shard's undo log: the other shards'
  *     grown logs are given back with the call, and a call that fits works;
+ *     an erase on a table that does not log holds no log memory after it;
  *   - a call of many pieces (the shards run one while the next is split and
  *     the previous one's answers go back): every answer what the pieces in
  *     order give, for find-or-put (keys repeated pieces apart), find and
@@ -850,6 +851,27 @@ run_log_limit(cpht_kind kind, cpht_device dev, int shards)
 	CHECK(cpht_table_count(t) == 0, "%d shards: the refused call stored nothing", shards);
 	rc = cpht_table_find_or_put(t, keys, 20000, st);
 	CHECK(rc == CPHT_OK, "%d shards: then 20000 logged keys fit the limit: %s", shards, cpht_table_error(t));
+	cpht_table_destroy(t);
+	CHECK(atomic_load(&log_hook_held) == 0, "%d shards: everything given back at destroy", shards);
+
+	/*
+	 * A table that does not log: an erase logs each shard's part for the
+	 * call alone (to undo the others' when one fails), and that log, with
+	 * what it grew, goes with the call.
+	 */
+	t = make(kind, 64, 400000, dev, shards, 0);
+	if (t == NULL)
+		goto done;
+	rc = cpht_table_find_or_put(t, keys, 20000, st);
+	CHECK(rc == CPHT_OK && atomic_load(&log_hook_held) == 0,
+		  "%d shards: a table that does not log holds no log after a put (%lld bytes held)", shards,
+		  (long long) atomic_load(&log_hook_held));
+	rc = cpht_table_erase(t, keys, 20000, st);
+	CHECK(rc == CPHT_OK && cpht_table_count(t) == 0, "%d shards: erase of 20000 keys: %s", shards,
+		  cpht_table_error(t));
+	CHECK(atomic_load(&log_hook_held) == 0,
+		  "%d shards: the erase's log is given back with it (%lld bytes held)", shards,
+		  (long long) atomic_load(&log_hook_held));
 	cpht_table_destroy(t);
 	CHECK(atomic_load(&log_hook_held) == 0, "%d shards: everything given back at destroy", shards);
 	t = NULL;
