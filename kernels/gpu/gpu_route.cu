@@ -366,19 +366,35 @@ route_destroy(void *router)
 	free(r);
 }
 
+/* Piece `piece`'s answers are in answer[]: every key before its end has
+ * its answer (pieces come down in order). */
+static void
+answers_arrived(gpu_router *r, size_t piece)
+{
+	size_t		len;
+	size_t		lo = cpht_route_piece(r->chunk, r->nkeys, piece, &len);
+
+	r->answered = lo + len;
+}
+
 /* After a failure: let every queued copy and kernel finish, so that no
  * buffer is in use when the call returns. */
 static void
 drain_all(gpu_router *r)
 {
+	int			down_ok = 1;
+
 	for (int g = 0; g < r->n; g++)
 	{
 		(void) cudaSetDevice(r->d[g].device);
 		(void) cudaStreamSynchronize(r->d[g].up);
 		(void) cudaStreamSynchronize(r->d[g].work);
-		(void) cudaStreamSynchronize(r->d[g].down);
+		down_ok &= cudaStreamSynchronize(r->d[g].down) == cudaSuccess;
 	}
 	(void) cudaGetLastError();
+	/* answers on their way down count only if they all arrived */
+	if (r->pending_out && down_ok)
+		answers_arrived(r, r->pending_piece);
 	r->pending_out = 0;
 }
 
@@ -506,6 +522,7 @@ route_begin(void *router, cpht_table *t, const uint64_t *keys, size_t n, uint8_t
 	r->chunk = chunk;
 	r->threads = threads > 0 ? threads : 1;
 	r->pending_out = 0;
+	r->answered = 0;
 	memset(r->ms, 0, sizeof(r->ms));
 	r->direct_in = gpu_host_registered(keys, n * sizeof(uint64_t));
 	r->direct_out = gpu_host_registered(answer, n);
@@ -652,6 +669,7 @@ wait_out(gpu_router *r, cpht_table *t)
 		ROUTE_TRY(cudaEventSynchronize(r->d[g].downloaded[r->pending_piece & 1]), "downloading answers");
 	}
 	r->pending_out = 0;
+	answers_arrived(r, r->pending_piece);
 	return CPHT_OK;
 }
 
@@ -784,6 +802,7 @@ route_gather(void *router, cpht_table *t, size_t piece)
 			ROUTE_TRY(cudaSetDevice(r->d[g].device), "selecting a device");
 			ROUTE_TRY(cudaEventRecord(r->d[g].downloaded[b], r->d[g].down), "recording an event");
 		}
+		answers_arrived(r, piece);
 	}
 	r->ms[3] += route_clock_ms() - mark;
 	return CPHT_OK;
@@ -804,6 +823,12 @@ route_finish(void *router, cpht_table *t)
 }
 
 #undef ROUTE_TRY
+
+static size_t
+route_answered(void *router)
+{
+	return ((gpu_router *) router)->answered;
+}
 
 static void
 route_times(void *router, double *in, double *exchange, double *back, double *out)
@@ -829,6 +854,7 @@ gpu_make_route_ops(void)
 	o.prefetch = route_prefetch;
 	o.gather = route_gather;
 	o.finish = route_finish;
+	o.answered = route_answered;
 	o.times = route_times;
 	return o;
 }

@@ -75,6 +75,8 @@ typedef struct gpu_router
 	size_t		off[2][ROUTE_MAX][ROUTE_MAX];	/* and where in s's recv */
 	size_t		stage;			/* keys per staging buffer */
 	int			pending_out;	/* a piece's answers are on their way down */
+	size_t		answered;		/* keys of the call whose answers are in
+								 * answer[] for sure */
 	size_t		pending_piece;
 	/* the call */
 	const uint64_t *keys;

@@ -277,9 +277,25 @@ device_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *statu
 	shards_log_mark(t, &before);
 	rc = route_pipeline(t, OP_FIND_OR_PUT, keys, n, status, jobs, &stop, &shards_ms);
 	if (rc != CPHT_OK)
+	{
 		route_drain(t);
-	if (rc != CPHT_OK)
+		/*
+		 * Undoing without a log reads the answers of the keys done: only
+		 * those that surely came down count (a failed copy down leaves
+		 * stale bytes that could erase keys that were there before).
+		 */
+		if (!t->logging && stop.done > t->sharded->route->answered(t->sharded->router))
+		{
+			size_t		len = strlen(t->errmsg);
+
+			stop.done = t->sharded->route->answered(t->sharded->router);
+			stop.m = 0;
+			snprintf(t->errmsg + len, sizeof(t->errmsg) - len,
+					 " (answers of %zu keys did not come back, so keys of them may remain)",
+					 n - stop.done);
+		}
 		rc = shards_undo_find_or_put(t, jobs, &stop, keys, status, &before, rc);
+	}
 	else
 		shards_segs_append(t, before.len);
 	route_settled(t, &stop, shards_ms);

@@ -207,6 +207,10 @@ typedef struct cpht_route_ops
 	cpht_status (*prefetch) (void *router, cpht_table *t, size_t piece);
 	cpht_status (*gather) (void *router, cpht_table *t, size_t piece);
 	cpht_status (*finish) (void *router, cpht_table *t);
+	/* after finish: the keys [0, answered) of the call have their answers
+	 * in answer[] (a copy down that failed, or was not waited for before
+	 * a failure, is not counted) */
+	size_t		(*answered) (void *router);
 	/* what the last call's pieces spent, summed (ms): slices onto the
 	 * devices, routing and sending keys, answers back, answers off the
 	 * devices */
