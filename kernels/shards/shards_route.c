@@ -126,9 +126,13 @@ route_pipeline(cpht_table *t, shard_op op, const uint64_t *keys, size_t n, uint8
 	uint8_t    *dout[2][CPHT_MAX_SHARDS];
 	cpht_status rc;
 
-	for (size_t len = 1; len > 0; pieces++)
+	/* the call's pieces (cpht_route_piece): up to the first empty one */
+	for (size_t len = 1; len > 0;)
+	{
 		(void) cpht_route_piece(chunk, n, pieces, &len);
-	pieces--;
+		if (len > 0)
+			pieces++;
+	}
 	memset(stop, 0, sizeof(*stop));
 	for (int s = 0; s < ns; s++)
 	{
