@@ -282,17 +282,20 @@ device_find_or_put(cpht_table *t, const uint64_t *keys, size_t n, uint8_t *statu
 	rc = route_pipeline(t, OP_FIND_OR_PUT, keys, n, status, jobs, &stop, &shards_ms);
 	if (rc != CPHT_OK)
 	{
+		size_t		answered;
+
 		route_drain(t);
+		answered = t->sharded->route->answered(t->sharded->router);
 		/*
 		 * Undoing without a log reads the answers of the keys done: only
 		 * those that surely came down count (a failed copy down leaves
 		 * stale bytes that could erase keys that were there before).
 		 */
-		if (!t->logging && stop.done > t->sharded->route->answered(t->sharded->router))
+		if (!t->logging && stop.done > answered)
 		{
 			size_t		len = strlen(t->errmsg);
 
-			stop.done = t->sharded->route->answered(t->sharded->router);
+			stop.done = answered;
 			stop.m = 0;
 			snprintf(t->errmsg + len, sizeof(t->errmsg) - len,
 					 " (answers of %zu keys did not come back, so keys of them may remain)",
