@@ -920,6 +920,9 @@ main(void)
 	if (gpu)
 	{
 		printf("GPU: %d usable\n", cpht_gpu_count());
+		/* the device log store's growth and its trim after a refused call */
+		run_log_limit(CPHT_ICEBERG, CPHT_DEVICE_GPU, 2);
+		run_log_limit(CPHT_CUCKOO, CPHT_DEVICE_GPU, 3);
 		for (int shards = 2; shards <= 3; shards++)
 		{
 			run(CPHT_ICEBERG, 64, CPHT_DEVICE_GPU, shards);

@@ -16,7 +16,13 @@
 # brings the table's count to the distinct ids of the relation, which a
 # second pass confirms by finding none new.  Drops what it made unless
 # CPHT_LARGE_KEEP=1.  Needs about 36 bytes of disk per row.
+#
+# CPHT_LARGE_SHARDS="1 2" runs the seen table's part once for each number
+# of shards, over the same staging relation (one table at a time: each is
+# dropped before the next is built), so one run compares one GPU with
+# several; the last one is kept with CPHT_LARGE_KEEP=1.
 : "${CPHT_LARGE_ROWS:=100000000}"
+: "${CPHT_LARGE_SHARDS:=1}"
 : "${CPHT_LARGE_SESSIONS:=16}"
 : "${CPHT_LARGE_WORKERS:=8}"
 : "${CPHT_LARGE_KEEP:=0}"
@@ -54,7 +60,9 @@ done
 wait
 echo "staging filled in $(since "$t0") s: $(q "SELECT pg_size_pretty(pg_relation_size('large_staging'))")"
 
-q "SELECT cpht_create($((N * 3 / 2)), name => 'large_seen', transactional => false)" >/dev/null
+for SHARDS in $CPHT_LARGE_SHARDS; do
+q "SELECT cpht_drop(cpht_open('large_seen'))" >/dev/null 2>&1 || true
+q "SELECT cpht_create($((N * 3 / 2)), name => 'large_seen', transactional => false, shards => $SHARDS)" >/dev/null
 t0=$(now)
 for i in $(seq 0 $((P - 1))); do
 	q "SELECT cpht_fop_agg(cpht_open('large_seen'), hashint8extended(k, 7))
@@ -62,31 +70,36 @@ for i in $(seq 0 $((P - 1))); do
 done
 wait
 SEEN_KEYS=$(q "SELECT cpht_count(cpht_open('large_seen'))")
-echo "seen ids loaded in $(since "$t0") s: $SEEN_KEYS keys ($(q "SELECT cpht_info(cpht_open('large_seen'))->>'device'"))"
+echo "== $SHARDS shard(s): seen ids loaded in $(since "$t0") s: $SEEN_KEYS keys ($(q "SELECT cpht_info(cpht_open('large_seen'))->>'device'"), shards on GPUs $(q "SELECT jsonb_path_query_array(cpht_info(cpht_open('large_seen')), '\$.shards[*].gpu')"))"
 
+# count(id) three times next to each table's first pass (half its ids new)
+# and its second (every id found)
 out=$(psql -X -q -v ON_ERROR_STOP=1 -At <<SQL
 SET max_parallel_workers_per_gather = $CPHT_LARGE_WORKERS;
 SELECT count(id) FROM large_staging;
-\timing on
+\\timing on
 SELECT count(id) FROM large_staging;
 SELECT count(id) FROM large_staging;
 SELECT count(id) FROM large_staging;
 SELECT cpht_fop_relation(cpht_open('large_seen'), 'large_staging');
-\timing off
+\\timing off
 SELECT cpht_count(cpht_open('large_seen'));
+\\timing on
 SELECT cpht_fop_relation(cpht_open('large_seen'), 'large_staging');
 SQL
 )
 mapfile -t times < <(grep '^Time: ' <<<"$out" | awk '{ print $2 / 1000 }')
 mapfile -t vals < <(grep -v '^Time: ' <<<"$out")
-count_median=$(printf '%s\n' "${times[@]:0:3}" | sort -g | sed -n 2p)
+median=$(printf '%s\n' "${times[@]:0:3}" | sort -g | sed -n 2p)
 NEW=${vals[4]}
 AFTER=${vals[5]}
 AGAIN=${vals[6]}
-echo "count(id): ${times[*]:0:3} s (median $count_median)"
-echo "cpht_fop_relation: ${times[3]} s, $NEW new ids ($(awk -v a="${times[3]}" -v b="$count_median" 'BEGIN { printf "%.2f", a / b }') x count(id))"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo "count(id): ${times[*]:0:3} s (median $median)"
+echo "cpht_fop_relation, $SHARDS shard(s): ${times[3]} s, $NEW new ids ($(ratio "${times[3]}" "$median") x count(id)); all found: ${times[4]} s ($(ratio "${times[4]}" "$median") x count(id))"
 echo "table after: $AFTER keys = $SEEN_KEYS seen + $NEW new; a second pass finds $AGAIN new"
 if [ "$AFTER" -ne $((SEEN_KEYS + NEW)) ] || [ "$AGAIN" -ne 0 ]; then
 	echo "large-ingest: the answers do not add up" >&2
 	exit 1
 fi
+done
