@@ -25,6 +25,7 @@ int			cpht_device_setting = CPHT_SETTING_AUTO;
 int			cpht_cpu_threads = 0;
 int			cpht_max_memory_kb = 0;
 bool		cpht_trace = false;
+bool		cpht_fop_agg_relation_scan = true;
 bool		cpht_grow = true;
 int			cpht_shards = 1;
 
@@ -191,6 +192,15 @@ cpht_guc_define(void)
 							 "A NOTICE per call: reading the array, the table call, building the result.",
 							 &cpht_trace,
 							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("cpht.fop_agg_relation_scan",
+							 "Plans SELECT cpht_fop_agg(h, col) FROM a table as cpht_fop_relation(h, table, col).",
+							 "On: such a query, with nothing else in it, reads the column by cpht's own parallel scan, with no aggregate call per row. Off: it is planned as an aggregate.",
+							 &cpht_fop_agg_relation_scan,
+							 true,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);

@@ -47,6 +47,7 @@ extern int	cpht_placement_setting; /* cpht.placement */
 extern int	cpht_cpu_threads;		/* cpht.cpu_threads */
 extern int	cpht_max_memory_kb;		/* cpht.max_memory (superuser) */
 extern bool cpht_trace;				/* cpht.trace */
+extern bool cpht_fop_agg_relation_scan;	/* cpht.fop_agg_relation_scan */
 extern bool cpht_grow;				/* cpht.grow */
 extern int	cpht_shards;			/* cpht.shards */
 

@@ -124,6 +124,9 @@ cpht_planner(Query *parse, const char *query_string, int cursor_options,
 	/* array_agg(bigint) into an array function: one that runs in parallel
 	 * workers (array_agg.c); over a shared table, cpht_fop_new's keys go to
 	 * the table from the workers */
+	/* cpht_fop_agg(h, col) over a whole table: the relation's own scan
+	 * (relation_agg.c) */
+	(void) cpht_fop_agg_relation_rewrite(parse);
 	(void) cpht_fop_new_fuse(parse, bound_params);
 	(void) cpht_array_agg_rewrite(parse);
 

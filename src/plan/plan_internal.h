@@ -27,6 +27,15 @@ extern int	cpht_array_agg_rewrite(Query *parse);
  * cpht_array_agg_rewrite); returns how many calls it fused. */
 extern int	cpht_fop_new_fuse(Query *parse, ParamListInfo params);
 
+/*
+ * relation_agg.c: SELECT cpht_fop_agg(h, col) FROM table, and nothing
+ * else, planned as SELECT cpht_fop_relation(h, table, col).
+ */
+
+/* Rewrites parse in place (from the planner hook, before the others);
+ * whether it did. */
+extern bool cpht_fop_agg_relation_rewrite(Query *parse);
+
 /* Whether aggfnoid is cpht_array_agg(bigint), whatever schema holds it. */
 extern bool cpht_is_array_agg(Oid aggfnoid);
 

@@ -811,10 +811,11 @@ run_shard_threads(void)
  * more memory than before it, and a call that fits the limit works.
  *
  * The hook counts from before the table is made, so that what the table
- * takes and gives back later balances to zero at destroy.  A call of the
- * same size first grows whatever buffers such a call keeps (on GPUs the
- * transfer and routing buffers, kept between calls), so that the limit,
- * set just above what is held then, meets the logs alone.
+ * takes and gives back later balances to zero at destroy.  A find-or-put
+ * and an erase of the same size first grow whatever buffers such calls
+ * keep (on GPUs the transfer and routing buffers and the scratch area,
+ * kept between calls and sized by the operation), so that the limit, set
+ * just above what is held then, meets the logs alone.
  */
 static _Atomic int64_t log_hook_held;
 static int64_t log_hook_cap;
@@ -850,8 +851,12 @@ run_log_limit(cpht_kind kind, cpht_device dev, int shards)
 		goto done;
 	for (size_t i = 0; i < 200000; i++)
 		keys[i] = i * 7919 + 1;
-	rc = cpht_table_find(t, keys, 200000, st);
-	CHECK(rc == CPHT_OK, "%s, %d shards: a find of 200000 keys: %s", where, shards, cpht_table_error(t));
+	rc = cpht_table_find_or_put(t, keys, 200000, st);
+	if (rc == CPHT_OK)
+		rc = cpht_table_erase(t, keys, 200000, st);
+	CHECK(rc == CPHT_OK && cpht_table_count(t) == 0,
+		  "%s, %d shards: a find-or-put and an erase of 200000 keys first: %s", where, shards,
+		  cpht_table_error(t));
 	cpht_table_set_logging(t, 1);
 	before = atomic_load(&log_hook_held);
 	log_hook_cap = before + 512 * 1024;	/* one shard's log of 65536 entries */
@@ -879,7 +884,11 @@ run_log_limit(cpht_kind kind, cpht_device dev, int shards)
 	t = make(kind, 64, 400000, dev, shards, 0);
 	if (t == NULL)
 		goto done;
-	rc = cpht_table_find(t, keys, 20000, st);
+	rc = cpht_table_find_or_put(t, keys, 20000, st);
+	if (rc == CPHT_OK)
+		rc = cpht_table_erase(t, keys, 20000, st);
+	CHECK(rc == CPHT_OK, "%s, %d shards: a find-or-put and an erase of 20000 keys first: %s", where,
+		  shards, cpht_table_error(t));
 	before = atomic_load(&log_hook_held);
 	rc = cpht_table_find_or_put(t, keys, 20000, st);
 	CHECK(rc == CPHT_OK && atomic_load(&log_hook_held) == before,

@@ -219,6 +219,10 @@ if [ "$PRELOADED" = true ]; then
 	# the shared table by its name (docs/names.md): the plan of :h; and
 	# cpht_open in the statement, which is parallel unsafe
 	run fop_agg_name "$W" "$NEW" "SELECT cpht_fop_agg('ingest_seen', id) FROM ingest_staging"
+	# the same planned as the aggregate it is written as (without the
+	# rewrite to cpht_fop_relation's scan, docs/names.md)
+	run fop_agg_name_aggregate "$W" "$NEW" "SELECT cpht_fop_agg('ingest_seen', id) FROM ingest_staging" \
+		"SET cpht.fop_agg_relation_scan = off;"
 	run fop_agg_open_inline "$W" "$NEW" "SELECT cpht_fop_agg(cpht_open('ingest_seen'), id) FROM ingest_staging"
 	# the design card's pattern, by name: array_agg gathered in parallel
 	# workers (cpht_array_agg in its place, docs/array-agg.md), next to
