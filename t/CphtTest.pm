@@ -28,7 +28,9 @@ our @EXPORT = qw(cpht_node cpht_device cpht_wait_worker cpht_wait_open
 # Settings that make the planner choose a parallel plan for any scan, with
 # $workers workers and the leader not participating (so that only parallel
 # workers call cpht), and a statement timeout of $timeout: prepend them to
-# the statements of a session.
+# the statements of a session.  cpht_fop_agg over a whole table stays an
+# aggregate (cpht.fop_agg_relation_scan off), whose parallel workers these
+# tests are about.
 sub cpht_parallel_settings
 {
 	my ($workers, $timeout) = @_;
@@ -39,6 +41,7 @@ sub cpht_parallel_settings
 	SET max_parallel_workers_per_gather = $workers;
 	SET parallel_leader_participation = off;
 	SET statement_timeout = '$timeout';
+	SET cpht.fop_agg_relation_scan = off;
 };
 }
 

@@ -5,7 +5,8 @@
 -- keys, others wait for the leader, and the workers wait for others); a
 -- canceled parallel query leaves nothing.  The leader runs in dblink
 -- session a (autocommit, so it can create shared tables), another
--- transaction in session b.
+-- transaction in session b.  Session a plans cpht_fop_agg over a whole
+-- table as the aggregate (cpht.fop_agg_relation_scan off).
 BEGIN;
 SELECT plan(24);
 
@@ -41,6 +42,9 @@ BEGIN
 	PERFORM pg_temp.connect('a');
 	PERFORM pg_temp.connect('b');
 	PERFORM dblink_exec('a', 'SET statement_timeout = ''60s''');
+	-- the aggregate in parallel workers is what this file checks, not the
+	-- relation's scan that cpht_fop_agg over a whole table becomes
+	PERFORM dblink_exec('a', 'SET cpht.fop_agg_relation_scan = off');
 	PERFORM dblink_exec('b', 'SET statement_timeout = ''60s''');
 	pa := pg_temp.value('a', 'SELECT pg_backend_pid()')::int;
 	pb := pg_temp.value('b', 'SELECT pg_backend_pid()')::int;
