@@ -27,13 +27,13 @@
  * the table in batches of cpht.batch_size, check each against the table's
  * key_bits, and count the new ones; over no rows both give 0.  The table
  * stays in the query's range table, though nothing scans it there: the
- * executor still checks the role's SELECT on the column, the same lock is
- * taken, and a cached plan is invalidated when the table changes;
- * cpht_fop_relation checks the privilege again and reads what a query
- * would (stream/relation.c).  h is evaluated once rather than for every
- * row, which the aggregate requires to give the same handle anyway: with
- * h = cpht_open('seen_ids') written inline, that is one open and a
- * parallel scan, where the aggregate could only run serially.  What
+ * executor still checks the role's SELECT on the column and takes the
+ * table's lock, as for the aggregate's plan; cpht_fop_relation checks the
+ * privilege again and reads what a query would (stream/relation.c).
+ * h is evaluated once rather than for every row, which the aggregate
+ * requires to give the same handle anyway: with h = cpht_open('seen_ids')
+ * written inline, that is one open and a parallel scan, where the
+ * aggregate could only run serially.  What
  * differs: a NULL h gives NULL (cpht_fop_relation is STRICT) where the
  * aggregate fails on its first row, and an h that fails fails even over
  * an empty table, whose aggregate never evaluates it.
@@ -173,7 +173,7 @@ cpht_fop_agg_relation_rewrite(Query *parse)
 	te->expr = (Expr *) call;
 	parse->hasAggs = false;
 	/* the table stays in the range table, for the executor's privilege
-	 * check, its lock and the plan's invalidation; nothing scans it */
+	 * check and its lock; nothing scans it */
 	parse->jointree->fromlist = NIL;
 	return true;
 }

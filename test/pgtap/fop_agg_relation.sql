@@ -148,8 +148,7 @@ SELECT is(pg_temp.value(format('SELECT cpht_fop_agg(%s, id) FROM ar_rls', :hs)),
 	'... which reads the rows the policy shows');
 RESET ROLE;
 
--- a prepared statement follows the name of its table: the table stays in
--- the plan's range table, so renaming it replans
+-- a prepared statement follows the name of its table, as any query does
 CREATE TABLE ar_prep AS SELECT g::bigint AS id FROM generate_series(1, 100) g;
 SELECT cpht_create(10000) AS hq \gset
 SELECT set_config('cpht_test.hq', :'hq', true);
