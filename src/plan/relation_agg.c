@@ -33,10 +33,10 @@
  * h is evaluated once rather than for every row, which the aggregate
  * requires to give the same handle anyway: with h = cpht_open('seen_ids')
  * written inline, that is one open and a parallel scan, where the
- * aggregate could only run serially.  What
- * differs: a NULL h gives NULL (cpht_fop_relation is STRICT) where the
- * aggregate fails on its first row, and an h that fails fails even over
- * an empty table, whose aggregate never evaluates it.
+ * aggregate could only run serially.  What differs: a NULL h gives NULL
+ * (cpht_fop_relation is STRICT) where the aggregate fails on its first
+ * row, and an h that fails fails even over an empty table, whose
+ * aggregate never evaluates it.
  *
  * EXPLAIN shows the "cpht call" node (call_node.c) where the aggregate's
  * plan showed Aggregate, Gather and a scan.
@@ -49,9 +49,11 @@
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_func.h"
 #include "rewrite/rewriteManip.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
