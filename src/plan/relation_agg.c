@@ -16,8 +16,9 @@
  *
  * When.  A SELECT whose one output column is cpht_fop_agg(h, col) with
  * neither FILTER, ORDER BY nor DISTINCT; FROM one plain table and nothing
- * else (no WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, WITH, window, locking
- * clause or TABLESAMPLE, no row-level security policy that applies); col
+ * else (not FROM ONLY; no WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, WITH,
+ * window, locking clause or TABLESAMPLE, no row-level security policy that
+ * applies; a role that may run cpht_fop_relation); col
  * a bigint column of that table as written (not an expression or a cast);
  * h an expression of no column, aggregate, subquery or set-returning
  * function.  Any other query keeps its aggregate.  The setting
@@ -52,7 +53,9 @@
 #include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_func.h"
+#include "miscadmin.h"
 #include "rewrite/rewriteManip.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -119,8 +122,9 @@ plain_scan_of_one_table(Query *parse)
 	if (!IsA(ref, RangeTblRef) || ref->rtindex != 1)
 		return false;
 	rte = linitial(parse->rtable);
+	/* not FROM ONLY: cpht_fop_relation reads a table's children too */
 	return rte->rtekind == RTE_RELATION && rte->relkind == RELKIND_RELATION &&
-		rte->tablesample == NULL && rte->securityQuals == NIL;
+		rte->inh && rte->tablesample == NULL && rte->securityQuals == NIL;
 }
 
 bool
@@ -158,7 +162,8 @@ cpht_fop_agg_relation_rewrite(Query *parse)
 		checkExprHasSubLink(handle))
 		return false;
 	fn = relation_function(agg->aggfnoid, exprType(handle));
-	if (!OidIsValid(fn))
+	/* a role that may not run cpht_fop_relation keeps the aggregate */
+	if (!OidIsValid(fn) || pg_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
 		return false;
 
 	rte = linitial(parse->rtable);

@@ -2,13 +2,14 @@
 -- cpht_fop_relation(h, table, col) (cpht.fop_agg_relation_scan): the plan
 -- is the "cpht call" node, the answers and the table's keys are those of
 -- the aggregate (NULL keys skipped, no rows, serial and parallel), every
--- other shape keeps its aggregate (WHERE, FILTER, a cast column, a view, a
--- NULL handle, row-level security), privileges are checked as before, a
+-- other shape keeps its aggregate (WHERE, FILTER, a cast column, a view,
+-- FROM ONLY, a NULL handle, row-level security, a role that may not run
+-- cpht_fop_relation), privileges are checked as before, a
 -- prepared statement follows its table when the name is given to another,
 -- savepoints undo it; a shared table named inline by cpht_open or by its
 -- name when cpht is preloaded.
 BEGIN;
-SELECT plan(36);
+SELECT plan(40);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -109,6 +110,13 @@ SELECT ok(pg_temp.plan(format('SELECT cpht_fop_agg(%s, id) FROM ar_view', :h)) ~
 	'over a view too');
 SELECT ok(pg_temp.plan(format('SELECT cpht_fop_agg(%s, id + 0) FROM ar_src', :h)) ~ 'Aggregate',
 	'over an expression of the column too');
+CREATE TABLE ar_child () INHERITS (ar_src);
+INSERT INTO ar_child VALUES (900001, 1, 1);
+SELECT ok(pg_temp.plan(format('SELECT cpht_fop_agg(%s, id) FROM ONLY ar_src', :h)) ~ 'Aggregate',
+	'FROM ONLY keeps the aggregate (cpht_fop_relation would read the children)');
+SELECT is(pg_temp.value(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :h)), '1',
+	'without ONLY the children are read, as the aggregate reads them');
+DROP TABLE ar_child;
 SELECT throws_ok($$SELECT cpht_fop_agg(NULL::int, id) FROM ar_src$$, '22004', 'handle must not be null',
 	'a NULL handle stays the aggregate''s error');
 SELECT is(pg_temp.value(format('SELECT cpht_fop_agg(%s, id) FROM ar_src WHERE v > 0', :hp)), '0',
@@ -133,6 +141,15 @@ SELECT is(pg_temp.state(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :hr)),
 	'... as the aggregate refuses it');
 RESET cpht.fop_agg_relation_scan;
 RESET ROLE;
+-- a role that may not run cpht_fop_relation keeps the aggregate
+REVOKE EXECUTE ON FUNCTION cpht_fop_relation(int, regclass, name) FROM PUBLIC;
+SET LOCAL ROLE cpht_ar_col;
+SELECT ok(pg_temp.plan(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :hr)) ~ 'Aggregate',
+	'a role that may not run cpht_fop_relation keeps the aggregate');
+SELECT is(pg_temp.value(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :hr)), '0',
+	'... and its answer');
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION cpht_fop_relation(int, regclass, name) TO PUBLIC;
 
 -- row-level security that applies: the aggregate, over the rows the
 -- policy lets the role see
