@@ -110,6 +110,15 @@ like($e, qr/cpht table \d+ does not exist/, '... saying it does not exist');
 # by name in each transaction, as docs/shared-tables.md advises
 is(pooled("SELECT cpht_count(cpht_open('pooled'))"), '3', 'opening by name in a transaction works through the pooler');
 
+# cpht_fop_agg over a whole table by name, planned as cpht_fop_relation
+# (docs/names.md), on whichever server connection the pooler gives
+$node->safe_psql('postgres', 'CREATE TABLE pool_src AS SELECT g::bigint AS id FROM generate_series(1, 20000) g');
+like(pooled("EXPLAIN (COSTS OFF) SELECT cpht_fop_agg('pooled', id) FROM pool_src") // '',
+	qr/cpht call/, 'through the pooler cpht_fop_agg by name over a whole table is planned as one call');
+is(pooled("SELECT cpht_fop_agg('pooled', id) FROM pool_src"), '19997',
+	'... which finds the new keys (1, 2 and 3 were there)');
+is(pooled("SELECT cpht_fop_agg('pooled', id) FROM pool_src"), '0', '... and none the second time');
+
 $bouncer->kill_kill;
 $node->stop;
 done_testing();

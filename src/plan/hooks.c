@@ -43,7 +43,6 @@
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "catalog/pg_aggregate.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -53,7 +52,6 @@
 #include "nodes/params.h"
 #include "optimizer/planner.h"
 #include "utils/guc.h"
-#include "utils/syscache.h"
 
 #include "plan/plan.h"
 #include "plan/plan_internal.h"
@@ -73,15 +71,8 @@ static ExecutorStart_hook_type prev_executor_start = NULL;
 static bool
 is_fop_agg(Oid aggfnoid)
 {
-	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
-	Oid			transfn;
-
-	if (!HeapTupleIsValid(tup))
-		return false;
-	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
-	ReleaseSysCache(tup);
-	return cpht_function_is(transfn, cpht_fop_agg_step) ||
-		cpht_function_is(transfn, cpht_fop_new_agg_step);
+	return cpht_aggregate_steps_with(aggfnoid, cpht_fop_agg_step) ||
+		cpht_aggregate_steps_with(aggfnoid, cpht_fop_new_agg_step);
 }
 
 /* ---- planning ------------------------------------------------------------ */

@@ -1,11 +1,12 @@
 /*
  * plan_util.c — what the planner integration of plan/ asks of a query
- * tree in several places: whether a function is one of ours, and the value
- * an expression has for every row.
+ * tree in several places: whether a function (or an aggregate's step) is
+ * one of ours, and the value an expression has for every row.
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/pg_aggregate.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
 #include "fmgr.h"
@@ -43,6 +44,19 @@ cpht_function_is(Oid funcid, PGFunction fn)
 		return false;
 	fmgr_info(funcid, &finfo);
 	return finfo.fn_addr == fn;
+}
+
+bool
+cpht_aggregate_steps_with(Oid aggfnoid, PGFunction step)
+{
+	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
+	Oid			transfn;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
+	ReleaseSysCache(tup);
+	return cpht_function_is(transfn, step);
 }
 
 bool

@@ -18,6 +18,10 @@
  * holds its SQL declaration. */
 extern bool cpht_function_is(Oid funcid, PGFunction fn);
 
+/* Whether aggfnoid is an aggregate whose transition function is the C
+ * function step of this library (cpht_function_is). */
+extern bool cpht_aggregate_steps_with(Oid aggfnoid, PGFunction step);
+
 /* api/'s functions as _PG_init handed them over (cpht_plan_set_entry_points). */
 extern CphtPlanEntryPoints cpht_plan_entry;
 

@@ -58,28 +58,12 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "utils/syscache.h"
 
 #include "guc.h"
 #include "plan/plan.h"
 #include "plan/plan_internal.h"
 #include "plan/plan_util.h"
 #include "stream/stream.h"
-
-/* Whether aggfnoid is cpht_fop_agg (not cpht_fop_new_agg, whose answer is
- * the new keys): its transition function is ours. */
-static bool
-is_fop_agg(Oid aggfnoid)
-{
-	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
-	Oid			transfn;
-
-	if (!HeapTupleIsValid(tup))
-		return false;
-	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
-	ReleaseSysCache(tup);
-	return cpht_function_is(transfn, cpht_fop_agg_step);
-}
 
 /* cpht_fop_relation(handle_type, regclass, name) in the schema of the
  * aggregate, or InvalidOid (an older version, or not ours). */
@@ -149,7 +133,9 @@ cpht_fop_agg_relation_rewrite(Query *parse)
 	if (agg->aggfilter != NULL || agg->aggorder != NIL || agg->aggdistinct != NIL ||
 		agg->aggdirectargs != NIL || agg->aggstar || agg->aggvariadic ||
 		agg->aggkind != AGGKIND_NORMAL || agg->agglevelsup != 0 ||
-		list_length(agg->args) != 2 || !is_fop_agg(agg->aggfnoid))
+		list_length(agg->args) != 2 ||
+		/* cpht_fop_agg, not cpht_fop_new_agg (whose answer is the keys) */
+		!cpht_aggregate_steps_with(agg->aggfnoid, cpht_fop_agg_step))
 		return false;
 	handle = (Node *) ((TargetEntry *) linitial(agg->args))->expr;
 	key = (Var *) ((TargetEntry *) lsecond(agg->args))->expr;
