@@ -5,10 +5,13 @@
  * is planned by PostgreSQL as a bare Result, whose EXPLAIN ANALYZE says
  * nothing of the call's work.  Under EXPLAIN (the ExplainOneQuery hook,
  * which plans the query as EXPLAIN would), this node takes the Result's
- * place: it evaluates the same target list once, as the Result would, and
- * EXPLAIN ANALYZE shows what the call sent to its table (the streams of
- * this backend, stream/batches.c): keys sent, new keys, the time in the
- * table's calls.
+ * place: it evaluates the same target list once, as the Result would.
+ * EXPLAIN shows the call's constant arguments by what they are (the table,
+ * by its name where it has one, the relations, the key column), and
+ * EXPLAIN ANALYZE what the call sent to its table (the streams of this
+ * backend, stream/batches.c): keys sent, new keys, the time in the table's
+ * calls.  cpht_fop_agg over a whole table is planned as cpht_fop_relation
+ * (relation_agg.c), so its EXPLAIN is this node too.
  *
  * Only EXPLAIN gets the node: a query run otherwise keeps its Result,
  * which PL/pgSQL requires of a simple expression (x := cpht_insert_new(...)
@@ -21,6 +24,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "executor/instrument.h"
@@ -29,6 +33,7 @@
 #include "nodes/nodeFuncs.h"
 #include "portability/instr_time.h"
 #include "tcop/tcopprot.h"
+#include "utils/lsyscache.h"
 
 #include "plan/plan.h"
 #include "plan/plan_util.h"
@@ -191,11 +196,62 @@ call_rescan(CustomScanState *node)
 	((CallState *) node)->done = false;
 }
 
+/*
+ * The call's arguments that the plan holds as constants, by what they are:
+ * the table (by its name where it has one), the relations and the key
+ * column; a parameter's value is not shown.
+ */
+static void
+explain_arguments(FuncExpr *f, ExplainState *es)
+{
+	static const char *const fop_relation[] = {"Table", "Relation", "Key Column"};
+	static const char *const insert_new[] = {"Table", "Source", "Target", "Key Column"};
+	bool		is_fop_relation = cpht_function_is(f->funcid, cpht_plan_entry.fop_relation);
+	const char *const *labels = is_fop_relation ? fop_relation : insert_new;
+	int			nlabels = is_fop_relation ? lengthof(fop_relation) : lengthof(insert_new);
+	int			i = 0;
+	ListCell   *lc;
+
+	foreach(lc, f->args)
+	{
+		Const	   *c = (Const *) lfirst(lc);
+
+		if (i == nlabels)
+			break;
+		if (IsA(c, Const) && !c->constisnull)
+		{
+			if (i == 0)
+				cpht_plan_explain_table(DatumGetInt32(c->constvalue), es);
+			else if (c->consttype == REGCLASSOID)
+			{
+				char	   *rel = get_rel_name(DatumGetObjectId(c->constvalue));
+
+				if (rel != NULL)
+					ExplainPropertyText(labels[i], rel, es);
+			}
+			else if (c->consttype == NAMEOID)
+				ExplainPropertyText(labels[i], NameStr(*DatumGetName(c->constvalue)), es);
+		}
+		i++;
+	}
+}
+
 static void
 call_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
 	CallState  *st = (CallState *) node;
+	ListCell   *lc;
 
+	foreach(lc, node->ss.ps.plan->targetlist)
+	{
+		Expr	   *expr = ((TargetEntry *) lfirst(lc))->expr;
+
+		if (is_long_call(expr))
+		{
+			explain_arguments((FuncExpr *) expr, es);
+			break;
+		}
+	}
 	if (!es->analyze || !st->ran)
 		return;
 	ExplainPropertyUInteger("Keys Sent", NULL, st->after.keys - st->before.keys, es);

@@ -33,6 +33,7 @@
 
 #include "cpht_table.h"
 #include "plan/new_keys.h"
+#include "plan/plan_util.h"
 #include "session/session.h"
 #include "stream/stream.h"
 
@@ -501,7 +502,6 @@ new_keys_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
 	NewKeysState *ns = (NewKeysState *) node;
 	char	   *relname;
-	char		table[NAMEDATALEN];
 
 	if (ns->null_arg)
 		return;
@@ -510,10 +510,7 @@ new_keys_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		ExplainPropertyText("Relation", relname, es);
 	ExplainPropertyText("Key Column", NameStr(ns->key_column), es);
 	/* the shared table's name, as the call may have given it */
-	if (cpht_shared_name(ns->handle, table))
-		ExplainPropertyText("Table", table, es);
-	else
-		ExplainPropertyInteger("Table", NULL, ns->handle, es);
+	cpht_plan_explain_table(ns->handle, es);
 
 	/* ANALYZE: what every participant sent, and the table's time on it */
 	if (es->analyze && ns->started)

@@ -1,7 +1,8 @@
 /*
  * plan_util.c — what the planner integration of plan/ asks of a query
  * tree in several places: whether a function (or an aggregate's step) is
- * one of ours, and the value an expression has for every row.
+ * one of ours, the value an expression has for every row, and how EXPLAIN
+ * names a table.
  */
 #include "postgres.h"
 
@@ -9,12 +10,14 @@
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
+#include "commands/explain.h"
 #include "fmgr.h"
 #include "nodes/params.h"
 #include "nodes/primnodes.h"
 #include "utils/syscache.h"
 
 #include "plan/plan_util.h"
+#include "session/session.h"
 
 CphtPlanEntryPoints cpht_plan_entry;
 
@@ -44,6 +47,17 @@ cpht_function_is(Oid funcid, PGFunction fn)
 		return false;
 	fmgr_info(funcid, &finfo);
 	return finfo.fn_addr == fn;
+}
+
+void
+cpht_plan_explain_table(int32 handle, ExplainState *es)
+{
+	char		name[NAMEDATALEN];
+
+	if (cpht_shared_name(handle, name))
+		ExplainPropertyText("Table", name, es);
+	else
+		ExplainPropertyInteger("Table", NULL, handle, es);
 }
 
 bool

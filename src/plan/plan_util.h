@@ -8,6 +8,7 @@
 
 #include "postgres.h"
 
+#include "commands/explain.h"
 #include "fmgr.h"
 #include "nodes/params.h"
 #include "nodes/nodes.h"
@@ -17,6 +18,10 @@
 /* Whether funcid is the C function fn of this library, whatever schema
  * holds its SQL declaration. */
 extern bool cpht_function_is(Oid funcid, PGFunction fn);
+
+/* EXPLAIN's "Table" property of the nodes: a shared table's name, or the
+ * handle of a table that has none. */
+extern void cpht_plan_explain_table(int32 handle, ExplainState *es);
 
 /* Whether aggfnoid is an aggregate whose transition function is the C
  * function step of this library (cpht_function_is). */

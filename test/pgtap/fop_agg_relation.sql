@@ -9,7 +9,7 @@
 -- savepoints undo it; a shared table named inline by cpht_open or by its
 -- name when cpht is preloaded.
 BEGIN;
-SELECT plan(40);
+SELECT plan(42);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -64,6 +64,8 @@ SELECT set_config('cpht_test.h', :'h', true), set_config('cpht_test.ha', :'ha', 
 SELECT ok(pg_temp.plan(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :h)) ~ 'Custom Scan \(cpht call\)'
 	AND pg_temp.plan(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :h)) !~ 'Aggregate',
 	'cpht_fop_agg over a whole table is planned as one call, with no aggregate');
+SELECT ok(pg_temp.plan(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :h)) ~ format('Table: %s\s+Relation: ar_src\s+Key Column: id', :h),
+	'EXPLAIN shows the table''s handle, the relation and the key column');
 SELECT ok(pg_temp.plan(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :h), 'VERBOSE, COSTS OFF')
 		~ format('cpht_fop_relation\(%s, ''ar_src''::regclass, ''id''::name\)', :h),
 	'... of cpht_fop_relation on the same table and column (EXPLAIN VERBOSE)');
@@ -204,7 +206,7 @@ DECLARE
 	q text;
 BEGIN
 	IF why IS NOT NULL THEN
-		RETURN NEXT skip(why, 6);
+		RETURN NEXT skip(why, 7);
 		RETURN;
 	END IF;
 	PERFORM cpht_create(100000, name => 'ar_shared');
@@ -215,6 +217,9 @@ BEGIN
 	q := $q$SELECT cpht_fop_agg('ar_shared', id) FROM ar_src$q$;
 	RETURN NEXT ok(pg_temp.plan(q, 'VERBOSE, COSTS OFF') ~ '''ar_shared''::cpht_table',
 		'by name, EXPLAIN VERBOSE shows the name');
+	RETURN NEXT ok(pg_temp.plan(q) ~ 'Table: ar_shared' AND pg_temp.plan(q) ~ 'Relation: ar_src'
+		AND pg_temp.plan(q) ~ 'Key Column: id',
+		'EXPLAIN shows the table by its name, the relation and the key column');
 	RETURN NEXT is(pg_temp.value(q), '0', '... and nothing is new the second time');
 	RETURN NEXT is(cpht_count('ar_shared'), 25000::bigint, 'the shared table holds every key');
 	PERFORM pg_temp.forced(2);

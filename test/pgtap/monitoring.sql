@@ -137,8 +137,9 @@ BEGIN
 		plan := plan || line || E'\n';
 	END LOOP;
 	RETURN NEXT ok(plan ~ 'Custom Scan \(cpht call\)' AND plan ~ 'Keys Sent: 10000' AND plan ~ 'New Keys: 3000'
-				   AND plan ~ 'Time in Table: [0-9.]+ ms',
-		'EXPLAIN ANALYZE of cpht_insert_new: the keys it sent, the new ones, the time in the table');
+				   AND plan ~ 'Time in Table: [0-9.]+ ms'
+				   AND plan ~ format('Table: %s\s+Source: mon_src2\s+Target: mon_dst2\s+Key Column: id', h),
+		'EXPLAIN ANALYZE of cpht_insert_new: its table, source, target and key column, the keys it sent, the new ones, the time in the table');
 	RETURN NEXT is((SELECT count(*) FROM mon_dst2), 3000::bigint, 'and the call ran once');
 	PERFORM cpht_drop(h);
 END $$;
