@@ -105,6 +105,9 @@ SET cpht.trace = on;
 \set VERBOSITY sqlstate
 SELECT cpht_fop_new(:h, '{1,2,3}');
 SELECT cpht_fop_new(:h, '{-5}');
+-- and a relation's feed once per call (cpht_fop_relation, cpht_fop_new_relation)
+SELECT cpht_fop_relation(:h, 'big', 'id');
+SELECT count(*) FROM cpht_fop_new_relation(:h, 'big', 'id');
 \set VERBOSITY default
 RESET cpht.trace;
 

@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 
+#include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 
@@ -154,4 +155,25 @@ cpht_echo_name(const char *name)
 		return name;
 	clip = pg_mbcliplen(name, len, NAMEDATALEN);
 	return psprintf("%.*s...", clip, name);
+}
+
+char *
+cpht_call_times_sentence(const cpht_call_times *t, bool plural)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "Inside the table %s: ", plural ? "calls" : "call");
+	if (t->routed)
+		appendStringInfo(&buf, "routed on the GPUs: keys onto the GPUs %.3f ms, routing them to their shards %.3f ms, the shards' calls %.3f ms, answers back to their GPUs %.3f ms, answers off the GPUs %.3f ms, ",
+						 t->stage_in, t->exchange_in, t->wait, t->exchange_out, t->copy_out);
+	else
+		appendStringInfo(&buf, "staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, ",
+						 t->stage_in, t->wait, t->copy_out);
+	appendStringInfo(&buf, "undo log %.3f ms", t->undo_log);
+	if (t->grows > 0 || t->widens > 0)
+		appendStringInfo(&buf, ", growing the table %d times %.3f ms, widening its keys %d times %.3f ms",
+						 t->grows, t->grow, t->widens, t->widen);
+	appendStringInfoChar(&buf, '.');
+	return buf.data;
 }

@@ -56,4 +56,15 @@ extern char *cpht_sentence(const char *message);
  */
 extern const char *cpht_echo_name(const char *name);
 
+/*
+ * cpht.trace's sentence splitting the time of table calls (one, or the
+ * sum of a stream's): "Inside the table call[s]: ..." with staging,
+ * waiting for the device, copying results and the undo log, then growing
+ * and widening only when the calls did.  For calls routed on a sharded
+ * table's GPUs (cpht_call_times.routed) its five parts instead of the
+ * first three: keys onto the GPUs, routing them to their shards, the
+ * shards' calls, the answers back to their GPUs and off the GPUs.
+ */
+extern char *cpht_call_times_sentence(const cpht_call_times *t, bool plural);
+
 #endif							/* CPHT_ERRORS_H */

@@ -85,12 +85,7 @@ clock_report(const char *fn, const CallClock *c, int n, CphtTableRef *t)
 			(errmsg("%s: %d keys: read array %.3f ms, table %.3f ms, result %.3f ms",
 					fn, n, INSTR_TIME_GET_MILLISEC(read), INSTR_TIME_GET_MILLISEC(table),
 					INSTR_TIME_GET_MILLISEC(result)),
-			 inside.grows > 0 || inside.widens > 0 ?
-			 errdetail("Inside the table call: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms, growing the table %d times %.3f ms, widening its keys %d times %.3f ms.",
-					   inside.stage_in, inside.wait, inside.copy_out, inside.undo_log,
-					   inside.grows, inside.grow, inside.widens, inside.widen) :
-			 errdetail("Inside the table call: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms.",
-					   inside.stage_in, inside.wait, inside.copy_out, inside.undo_log)));
+			 errdetail_internal("%s", cpht_call_times_sentence(&inside, false))));
 }
 
 /* One batch call on a table by handle, from its arguments to its status. */

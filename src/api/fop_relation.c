@@ -69,7 +69,7 @@ fop_relation(FunctionCallInfo fcinfo, RelFeedTake take, void *arg)
 	else
 		cpht_relscan_query(&f, rel, key_column, typlen);
 	relation_close(rel, AccessShareLock);
-	cpht_relfeed_finish(&f);
+	cpht_relfeed_finish(&f, take != NULL ? "cpht_fop_new_relation" : "cpht_fop_relation");
 	cpht_progress_end(began);
 	return f.inserted;
 }

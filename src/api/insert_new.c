@@ -276,7 +276,7 @@ insert_by_tids(int32 handle, Relation source, AttrNumber attno, Oid target)
 		old = MemoryContextSwitchTo(scan_cxt);
 		cpht_relfeed_begin(&f, handle, true, true, take_new_rows, rows);
 		cpht_relscan_scan(&f, source, attno, 8);
-		cpht_relfeed_finish(&f);
+		cpht_relfeed_finish(&f, "cpht_insert_new");
 		MemoryContextSwitchTo(old);
 		MemoryContextDelete(scan_cxt);
 

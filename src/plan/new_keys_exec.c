@@ -252,7 +252,7 @@ new_keys_start(NewKeysState *ns)
 			ns->store_slot = MakeSingleTupleTableSlot(ns->css.ss.ss_ScanTupleSlot->tts_tupleDescriptor,
 													  &TTSOpsMinimalTuple);
 			cpht_relscan_query(&ns->feed, ns->rel, NameStr(ns->key_column), ns->typlen);
-			cpht_relfeed_finish(&ns->feed);
+			cpht_relfeed_finish(&ns->feed, "cpht_fop_new");
 			count_sent(ns);
 		}
 		ns->scan_done = true;
@@ -290,7 +290,7 @@ new_keys_advance(NewKeysState *ns)
 	if (n > 0)
 		cpht_relfeed_put(&ns->feed, ns->feed.chunk, n);
 	if (!more)
-		cpht_relfeed_finish(&ns->feed);
+		cpht_relfeed_finish(&ns->feed, "cpht_fop_new");
 	count_sent(ns);
 	if (!more)
 	{

@@ -201,8 +201,7 @@ cpht_batch_stream_report(CphtBatchStream *st, const char *fn)
 	ereport(NOTICE,
 			(errmsg("%s: " UINT64_FORMAT " keys in " UINT64_FORMAT " batches: table calls %.3f ms",
 					fn, st->keys, st->batches, t->total),
-			 errdetail("Inside the table calls: staging keys %.3f ms, waiting for the device %.3f ms, copying results %.3f ms, undo log %.3f ms, growing the table %d times %.3f ms, widening its keys %d times %.3f ms.  This process handed the batches over in %.3f ms and waited %.3f ms for their answers.%s",
-					   t->stage_in, t->wait, t->copy_out, t->undo_log,
-					   t->grows, t->grow, t->widens, t->widen,
-					   st->hand_over_ms, st->wait_ms, shared)));
+			 errdetail_internal("%s  This process handed the batches over in %.3f ms and waited %.3f ms for their answers.%s",
+								cpht_call_times_sentence(t, true),
+								st->hand_over_ms, st->wait_ms, shared)));
 }

@@ -106,10 +106,11 @@ cpht_relfeed_put(RelFeed *f, const uint64 *rows, int n)
 }
 
 void
-cpht_relfeed_finish(RelFeed *f)
+cpht_relfeed_finish(RelFeed *f, const char *fn)
 {
 	feed_swap(f);
 	feed_swap(f);
+	cpht_batch_stream_report(f->stream, fn);
 }
 
 static void

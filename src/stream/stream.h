@@ -193,8 +193,9 @@ extern void cpht_relfeed_begin(RelFeed *f, int32 handle, bool with_tids,
  * take). */
 extern void cpht_relfeed_put(RelFeed *f, const uint64 *rows, int n);
 
-/* Sends the last partial batch and collects it. */
-extern void cpht_relfeed_finish(RelFeed *f);
+/* Sends the last partial batch and collects it; under cpht.trace, then
+ * reports the feed's stream as fn's (cpht_batch_stream_report). */
+extern void cpht_relfeed_finish(RelFeed *f, const char *fn);
 
 /* relation.c: the key column of rel (bigint, or with bigint_only false also integer
  * or smallint, or a domain over one; 42703, 42804 otherwise) and its

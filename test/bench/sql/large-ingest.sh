@@ -21,11 +21,17 @@
 # of shards, over the same staging relation (one table at a time: each is
 # dropped before the next is built), so one run compares one GPU with
 # several; the last one is kept with CPHT_LARGE_KEEP=1.
+#
+# CPHT_LARGE_TRACE=1 runs the timed passes with cpht.trace on and prints
+# each pass's NOTICE: where the leader's table calls spent their time (for
+# a table routed on its GPUs: keys onto the GPUs, routing, the shards'
+# calls, answers back, answers off) and its hand-over of the batches.
 : "${CPHT_LARGE_ROWS:=100000000}"
 : "${CPHT_LARGE_SHARDS:=1}"
 : "${CPHT_LARGE_SESSIONS:=16}"
 : "${CPHT_LARGE_WORKERS:=8}"
 : "${CPHT_LARGE_KEEP:=0}"
+: "${CPHT_LARGE_TRACE:=0}"
 set -euo pipefail
 
 N=$CPHT_LARGE_ROWS
@@ -74,8 +80,12 @@ echo "== $SHARDS shard(s): seen ids loaded in $(since "$t0") s: $SEEN_KEYS keys 
 
 # count(id) three times next to each table's first pass (half its ids new)
 # and its second (every id found)
-out=$(psql -X -q -v ON_ERROR_STOP=1 -At <<SQL
+trace_set=
+[ "$CPHT_LARGE_TRACE" = 1 ] && trace_set="SET cpht.trace = on; SET client_min_messages = notice;"
+trace_log=$(mktemp)
+out=$(psql -X -q -v ON_ERROR_STOP=1 -At 2> "$trace_log" <<SQL
 SET max_parallel_workers_per_gather = $CPHT_LARGE_WORKERS;
+$trace_set
 SELECT count(id) FROM large_staging;
 \\timing on
 SELECT count(id) FROM large_staging;
@@ -98,6 +108,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo "count(id): ${times[*]:0:3} s (median $median)"
 echo "cpht_fop_relation, $SHARDS shard(s): ${times[3]} s, $NEW new ids ($(ratio "${times[3]}" "$median") x count(id)); all found: ${times[4]} s ($(ratio "${times[4]}" "$median") x count(id))"
 echo "table after: $AFTER keys = $SEEN_KEYS seen + $NEW new; a second pass finds $AGAIN new"
+if [ "$CPHT_LARGE_TRACE" = 1 ]; then
+	echo "cpht.trace of the two passes (half new, then all found):"
+	grep -E "NOTICE|DETAIL" "$trace_log" | cut -c1-900
+fi
+rm -f "$trace_log"
 if [ "$AFTER" -ne $((SEEN_KEYS + NEW)) ] || [ "$AGAIN" -ne 0 ]; then
 	echo "large-ingest: the answers do not add up" >&2
 	exit 1
