@@ -22,6 +22,11 @@
 # dropped before the next is built), so one run compares one GPU with
 # several; the last one is kept with CPHT_LARGE_KEEP=1.
 #
+# CPHT_LARGE_KEY_BITS=64 makes the seen table of fixed 64-bit keys: a table
+# of automatic key width (the default, NULL) takes the host path on several
+# GPUs, since its widening reads the keys on the host (docs/sharding.md),
+# and one of fixed width is routed on the GPUs.
+#
 # CPHT_LARGE_TRACE=1 runs the timed passes with cpht.trace on and prints
 # each pass's NOTICE: where the leader's table calls spent their time (for
 # a table routed on its GPUs: keys onto the GPUs, routing, the shards'
@@ -32,6 +37,7 @@
 : "${CPHT_LARGE_WORKERS:=8}"
 : "${CPHT_LARGE_KEEP:=0}"
 : "${CPHT_LARGE_TRACE:=0}"
+: "${CPHT_LARGE_KEY_BITS:=NULL}"
 set -euo pipefail
 
 N=$CPHT_LARGE_ROWS
@@ -68,7 +74,7 @@ echo "staging filled in $(since "$t0") s: $(q "SELECT pg_size_pretty(pg_relation
 
 for SHARDS in $CPHT_LARGE_SHARDS; do
 q "SELECT cpht_drop(cpht_open('large_seen'))" >/dev/null 2>&1 || true
-q "SELECT cpht_create($((N * 3 / 2)), name => 'large_seen', transactional => false, shards => $SHARDS)" >/dev/null
+q "SELECT cpht_create($((N * 3 / 2)), name => 'large_seen', transactional => false, shards => $SHARDS, key_bits => $CPHT_LARGE_KEY_BITS)" >/dev/null
 t0=$(now)
 for i in $(seq 0 $((P - 1))); do
 	q "SELECT cpht_fop_agg(cpht_open('large_seen'), hashint8extended(k, 7))
