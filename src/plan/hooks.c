@@ -112,12 +112,15 @@ static PlannedStmt *
 cpht_planner(Query *parse, const char *query_string, int cursor_options,
 			 ParamListInfo bound_params)
 {
+	bool		by_relation;
+	PlannedStmt *result;
+
+	/* cpht_fop_agg(h, col) over a whole table: the relation's own scan
+	 * (relation_agg.c) */
+	by_relation = cpht_fop_agg_relation_rewrite(parse);
 	/* array_agg(bigint) into an array function: one that runs in parallel
 	 * workers (array_agg.c); over a shared table, cpht_fop_new's keys go to
 	 * the table from the workers */
-	/* cpht_fop_agg(h, col) over a whole table: the relation's own scan
-	 * (relation_agg.c) */
-	(void) cpht_fop_agg_relation_rewrite(parse);
 	(void) cpht_fop_new_fuse(parse, bound_params);
 	(void) cpht_array_agg_rewrite(parse);
 
@@ -132,8 +135,13 @@ cpht_planner(Query *parse, const char *query_string, int cursor_options,
 			cursor_options &= ~CURSOR_OPT_PARALLEL_OK;
 	}
 	if (prev_planner)
-		return prev_planner(parse, query_string, cursor_options, bound_params);
-	return standard_planner(parse, query_string, cursor_options, bound_params);
+		result = prev_planner(parse, query_string, cursor_options, bound_params);
+	else
+		result = standard_planner(parse, query_string, cursor_options, bound_params);
+	/* the rewrite checked the role's privileges (relation_agg.c) */
+	if (by_relation)
+		result->dependsOnRole = true;
+	return result;
 }
 
 /* ---- execution ----------------------------------------------------------- */

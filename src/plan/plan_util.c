@@ -60,17 +60,40 @@ cpht_plan_explain_table(int32 handle, ExplainState *es)
 		ExplainPropertyInteger("Table", NULL, handle, es);
 }
 
-bool
-cpht_aggregate_steps_with(Oid aggfnoid, PGFunction step)
+/* aggfnoid's transition and final functions (InvalidOid: none); false
+ * when aggfnoid is no aggregate. */
+static bool
+aggregate_functions(Oid aggfnoid, Oid *transfn, Oid *finalfn)
 {
 	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
-	Oid			transfn;
 
 	if (!HeapTupleIsValid(tup))
 		return false;
-	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
+	*transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
+	*finalfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggfinalfn;
 	ReleaseSysCache(tup);
-	return cpht_function_is(transfn, step);
+	return true;
+}
+
+bool
+cpht_aggregate_steps_with(Oid aggfnoid, PGFunction step)
+{
+	Oid			transfn,
+				finalfn;
+
+	return aggregate_functions(aggfnoid, &transfn, &finalfn) &&
+		cpht_function_is(transfn, step);
+}
+
+bool
+cpht_aggregate_is(Oid aggfnoid, PGFunction step, PGFunction final)
+{
+	Oid			transfn,
+				finalfn;
+
+	return aggregate_functions(aggfnoid, &transfn, &finalfn) &&
+		cpht_function_is(transfn, step) &&
+		OidIsValid(finalfn) && cpht_function_is(finalfn, final);
 }
 
 bool

@@ -18,7 +18,8 @@
  * neither FILTER, ORDER BY nor DISTINCT; FROM one plain table and nothing
  * else (not FROM ONLY; no WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, WITH,
  * window, locking clause or TABLESAMPLE, no row-level security policy that
- * applies; a role that may run cpht_fop_relation); col
+ * applies; a role that may run both cpht_fop_agg and cpht_fop_relation;
+ * the aggregate cpht's own, with its final function); col
  * a bigint column of that table as written (not an expression or a cast);
  * h an expression of no column, aggregate, subquery or set-returning
  * function.  Any other query keeps its aggregate.  The setting
@@ -38,6 +39,11 @@
  * (cpht_fop_relation is STRICT) where the aggregate fails on its first
  * row, and an h that fails fails even over an empty table, whose
  * aggregate never evaluates it.
+ *
+ * Since the rewrite depends on the role's EXECUTE privileges, its plan
+ * is marked as depending on the role (PlannedStmt.dependsOnRole, set by
+ * cpht_planner): a plan cached for one role (a prepared statement, a
+ * PL/pgSQL query) is planned again when another role runs it.
  *
  * EXPLAIN shows the "cpht call" node (call_node.c) where the aggregate's
  * plan showed Aggregate, Gather and a scan.
@@ -134,8 +140,10 @@ cpht_fop_agg_relation_rewrite(Query *parse)
 		agg->aggdirectargs != NIL || agg->aggstar || agg->aggvariadic ||
 		agg->aggkind != AGGKIND_NORMAL || agg->agglevelsup != 0 ||
 		list_length(agg->args) != 2 ||
-		/* cpht_fop_agg, not cpht_fop_new_agg (whose answer is the keys) */
-		!cpht_aggregate_steps_with(agg->aggfnoid, cpht_fop_agg_step))
+		/* cpht_fop_agg, not cpht_fop_new_agg (whose answer is the keys),
+		 * nor an aggregate of another final function over cpht's step */
+		agg->aggtype != INT8OID ||
+		!cpht_aggregate_is(agg->aggfnoid, cpht_fop_agg_step, cpht_fop_agg_final))
 		return false;
 	handle = (Node *) ((TargetEntry *) linitial(agg->args))->expr;
 	key = (Var *) ((TargetEntry *) lsecond(agg->args))->expr;
@@ -148,8 +156,14 @@ cpht_fop_agg_relation_rewrite(Query *parse)
 		checkExprHasSubLink(handle))
 		return false;
 	fn = relation_function(agg->aggfnoid, exprType(handle));
-	/* a role that may not run cpht_fop_relation keeps the aggregate */
-	if (!OidIsValid(fn) || pg_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+	/*
+	 * A role that may not run cpht_fop_relation keeps the aggregate; one
+	 * that may not run the aggregate keeps it too, and fails on it as
+	 * before.  The plan then depends on the role (cpht_planner marks it),
+	 * so a cached one is made again for another role.
+	 */
+	if (!OidIsValid(fn) || pg_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK ||
+		pg_proc_aclcheck(agg->aggfnoid, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
 		return false;
 
 	rte = linitial(parse->rtable);

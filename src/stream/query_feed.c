@@ -7,8 +7,22 @@
  * executor applies the policies and expands the relation as for any
  * query, and may still plan that query in parallel.
  *
- * Invariants: keys only (no tids); rows with a NULL key are skipped.  The
- * query's snapshot and locks are those of any query the caller runs; the
+ * Invariants: keys only (no tids); rows with a NULL key are skipped.
+ *
+ * Snapshot.  Where the statement locked the relation before the call (the
+ * relation is in its range table: cpht_fop_agg over a whole table planned
+ * as cpht_fop_relation, plan/relation_agg.c), the query reads with the
+ * caller's active snapshot, the statement's or a cursor's, as the
+ * aggregate's scan would: it runs read-only, so SPI neither advances the
+ * command counter nor takes a new snapshot, and rows written after the
+ * statement began (by a function that computed the handle, or between a
+ * cursor's DECLARE and FETCH) are not read.  Where the call itself takes
+ * the lock (the relation named only as an argument), it may have waited
+ * for a transaction that wrote the relation, even gave it children; the
+ * query then reads under a new snapshot, as a query of a volatile
+ * function does, and sees what that transaction committed.
+ *
+ * Its locks are those of any query the caller runs; the
  * table calls stay in the leader, which may be in parallel mode, so the
  * transaction ids a write needs are assigned first.
  */
@@ -68,7 +82,8 @@ feed_destroy(DestReceiver *self)
  * does), and no rows are copied into tuple tables.
  */
 void
-cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen)
+cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen,
+				   bool statement_snapshot)
 {
 	FeedReceiver r;
 	SPIExecuteOptions options;
@@ -94,6 +109,7 @@ cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typle
 		elog(ERROR, "SPI_connect failed");
 	memset(&options, 0, sizeof(options));
 	options.dest = (DestReceiver *) &r;
+	options.read_only = statement_snapshot;
 	rc = SPI_execute_extended(sql, &options);
 	/* a query whose rows go to a DestNone receiver reports SPI_OK_UTILITY */
 	if (rc != SPI_OK_UTILITY)

@@ -113,6 +113,9 @@ extern void cpht_check_key(uint64 key, int key_bits);
 /* The transition function of the cpht_fop_agg aggregate (fop_agg.c): the
  * planner hook (plan/hooks.c) recognises the aggregate by it. */
 extern PGDLLEXPORT Datum cpht_fop_agg_step(PG_FUNCTION_ARGS);
+/* ... and its final function, the count of new keys (relation_agg.c
+ * rewrites only an aggregate that ends in it) */
+extern PGDLLEXPORT Datum cpht_fop_agg_final(PG_FUNCTION_ARGS);
 /* fop_new_agg.c: the step of cpht_fop_new_agg, which the planner hooks
  * treat as cpht_fop_agg's */
 extern PGDLLEXPORT Datum cpht_fop_new_agg_step(PG_FUNCTION_ARGS);
@@ -219,8 +222,10 @@ extern int	cpht_relscan_workers(Relation rel);
 extern void cpht_relscan_scan(RelFeed *f, Relation rel, AttrNumber attno, int16 typlen);
 
 /* query_feed.c: every non-NULL key of SELECT key_column FROM rel into the feed (keys
- * only). */
-extern void cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen);
+ * only); under the active snapshot with statement_snapshot, else under a new
+ * one (see the file's header). */
+extern void cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen,
+							   bool statement_snapshot);
 
 /*
  * progress.c: the progress of a long call, for cpht_stat_progress (api/),

@@ -9,7 +9,7 @@
 -- savepoints undo it; a shared table named inline by cpht_open or by its
 -- name when cpht is preloaded.
 BEGIN;
-SELECT plan(42);
+SELECT plan(51);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -151,7 +151,45 @@ SELECT ok(pg_temp.plan(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :hr)) ~
 SELECT is(pg_temp.value(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :hr)), '0',
 	'... and its answer');
 RESET ROLE;
+-- a plan cached for a role that may run cpht_fop_relation (PL/pgSQL's
+-- plan of its query) is planned again for a role that may not
+CREATE ROLE cpht_ar_run NOLOGIN;
+GRANT SELECT (id) ON ar_src TO cpht_ar_run;
+GRANT USAGE ON SCHEMA public TO cpht_ar_run;
+GRANT EXECUTE ON FUNCTION cpht_fop_relation(int, regclass, name) TO cpht_ar_run;
+CREATE FUNCTION pg_temp.cached_fop() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+	r bigint;
+BEGIN
+	SELECT cpht_fop_agg(current_setting('cpht_test.hc')::int, id) INTO r FROM ar_src;
+	RETURN r;
+END $$;
+SELECT cpht_create(100000) AS hc1, cpht_create(100000) AS hc2 \gset
+SET LOCAL ROLE cpht_ar_run;
+SELECT set_config('cpht_test.hc', :'hc1', true);
+SELECT is(pg_temp.cached_fop(), 25000::bigint,
+	'a cached plan of the rewritten query, made for a role that may run cpht_fop_relation');
+RESET ROLE;
+SET LOCAL ROLE cpht_ar_col;
+SELECT set_config('cpht_test.hc', :'hc2', true);
+SELECT is(pg_temp.cached_fop(), 25000::bigint,
+	'... is planned again, as the aggregate, for a role that may not');
+RESET ROLE;
 GRANT EXECUTE ON FUNCTION cpht_fop_relation(int, regclass, name) TO PUBLIC;
+-- a role that may not run the aggregate is refused, as by the aggregate
+REVOKE EXECUTE ON FUNCTION cpht_fop_agg(int, bigint) FROM PUBLIC;
+SET LOCAL ROLE cpht_ar_col;
+SELECT is(pg_temp.state(format('SELECT cpht_fop_agg(%s, id) FROM ar_src', :hr)), '42501',
+	'a role that may not run cpht_fop_agg is refused (42501) with the rewrite on');
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION cpht_fop_agg(int, bigint) TO PUBLIC;
+-- an aggregate that borrows cpht_fop_agg's step with another final
+-- function (here its serialization, a bytea), in cpht's schema, is not
+-- cpht_fop_agg
+CREATE AGGREGATE ar_state(int, bigint) (sfunc = cpht_fop_agg_step, stype = internal,
+	finalfunc = cpht_fop_agg_serialize);
+SELECT ok(pg_temp.plan(format('SELECT ar_state(%s, id) FROM ar_src', :hr)) ~ 'Aggregate',
+	'an aggregate of another final function over cpht_fop_agg''s step keeps its plan');
 
 -- row-level security that applies: the aggregate, over the rows the
 -- policy lets the role see
@@ -166,6 +204,35 @@ SELECT ok(pg_temp.plan(format('SELECT cpht_fop_agg(%s, id) FROM ar_rls', :hs)) ~
 SELECT is(pg_temp.value(format('SELECT cpht_fop_agg(%s, id) FROM ar_rls', :hs)), '500',
 	'... which reads the rows the policy shows');
 RESET ROLE;
+
+-- the relation's query (an inheritance parent) reads with the statement's
+-- snapshot, as the aggregate does: a cursor sees no row written after its
+-- DECLARE, and a statement no row its handle's function writes
+CREATE TABLE ar_parent (id bigint);
+CREATE TABLE ar_child () INHERITS (ar_parent);
+INSERT INTO ar_parent SELECT g FROM generate_series(1, 100) g;
+SELECT cpht_create(10000) AS hp1, cpht_create(10000) AS hp2, cpht_create(10000) AS hp3 \gset
+SELECT ok(pg_temp.plan(format('SELECT cpht_fop_agg(%s, id) FROM ar_parent', :hp1)) ~ 'cpht call',
+	'an inheritance parent is rewritten (and read by a query)');
+DECLARE ar_c1 CURSOR FOR SELECT cpht_fop_agg(:hp1, id) FROM ar_parent;
+SET LOCAL cpht.fop_agg_relation_scan = off;
+DECLARE ar_c2 CURSOR FOR SELECT cpht_fop_agg(:hp2, id) FROM ar_parent;
+RESET cpht.fop_agg_relation_scan;
+INSERT INTO ar_parent SELECT g FROM generate_series(101, 150) g;
+INSERT INTO ar_child SELECT g FROM generate_series(151, 170) g;
+SELECT results_eq('FETCH ar_c1', $$VALUES (100::bigint)$$,
+	'a cursor of the rewritten query reads the rows of its snapshot');
+SELECT results_eq('FETCH ar_c2', $$VALUES (100::bigint)$$, '... as the aggregate''s cursor does');
+CLOSE ar_c1;
+CLOSE ar_c2;
+CREATE FUNCTION pg_temp.h_inserting(h int) RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+	INSERT INTO ar_parent VALUES (424242);
+	RETURN h;
+END $$;
+SELECT is(pg_temp.value(format('SELECT cpht_fop_agg(pg_temp.h_inserting(%s), id) FROM ar_parent', :hp3)), '170',
+	'a row written by the function that gives the handle is not read by the statement');
+SELECT is(cpht_count(:hp3), 170::bigint, '... nor put in the table');
 
 -- a prepared statement follows the name of its table, as any query does
 CREATE TABLE ar_prep AS SELECT g::bigint AS id FROM generate_series(1, 100) g;
