@@ -140,14 +140,9 @@ bool
 cpht_is_array_agg(Oid aggfnoid)
 {
 	static const char *const step[] = {"cpht_array_agg_step"};
-	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
-	Oid			transfn;
+	Oid			transfn = cpht_aggregate_transfn(aggfnoid);
 
-	if (!HeapTupleIsValid(tup))
-		return false;
-	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
-	ReleaseSysCache(tup);
-	return is_cpht_function(transfn, step, 1);
+	return OidIsValid(transfn) && is_cpht_function(transfn, step, 1);
 }
 
 /* cpht_array_agg(bigint), in the schema of the extension's function
@@ -489,7 +484,6 @@ fused_aggregate(Oid fop_new, Oid handle_type)
 	char	   *schema = get_namespace_name(get_func_namespace(fop_new));
 	Oid			argtypes[2] = {handle_type, INT8OID};
 	Oid			agg;
-	HeapTuple	tup;
 	Oid			transfn;
 
 	if (schema == NULL)
@@ -498,12 +492,8 @@ fused_aggregate(Oid fop_new, Oid handle_type)
 						 2, argtypes, true);
 	if (!OidIsValid(agg) || get_func_prokind(agg) != PROKIND_AGGREGATE)
 		return InvalidOid;
-	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(agg));
-	if (!HeapTupleIsValid(tup))
-		return InvalidOid;
-	transfn = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn;
-	ReleaseSysCache(tup);
-	return is_cpht_function(transfn, step, 1) ? agg : InvalidOid;
+	transfn = cpht_aggregate_transfn(agg);
+	return OidIsValid(transfn) && is_cpht_function(transfn, step, 1) ? agg : InvalidOid;
 }
 
 /* The aggregate call that replaces f, or NULL when f is not fused. */

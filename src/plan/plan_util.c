@@ -75,6 +75,15 @@ aggregate_functions(Oid aggfnoid, Oid *transfn, Oid *finalfn)
 	return true;
 }
 
+Oid
+cpht_aggregate_transfn(Oid aggfnoid)
+{
+	Oid			transfn,
+				finalfn;
+
+	return aggregate_functions(aggfnoid, &transfn, &finalfn) ? transfn : InvalidOid;
+}
+
 bool
 cpht_aggregate_steps_with(Oid aggfnoid, PGFunction step)
 {

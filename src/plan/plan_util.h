@@ -23,6 +23,10 @@ extern bool cpht_function_is(Oid funcid, PGFunction fn);
  * handle of a table that has none. */
 extern void cpht_plan_explain_table(int32 handle, ExplainState *es);
 
+/* aggfnoid's transition function, or InvalidOid when aggfnoid is no
+ * aggregate. */
+extern Oid	cpht_aggregate_transfn(Oid aggfnoid);
+
 /* Whether aggfnoid is an aggregate whose transition function is the C
  * function step of this library (cpht_function_is). */
 extern bool cpht_aggregate_steps_with(Oid aggfnoid, PGFunction step);
