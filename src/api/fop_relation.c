@@ -13,8 +13,6 @@
 #include "access/relation.h"
 #include "fmgr.h"
 #include "funcapi.h"
-#include "miscadmin.h"
-#include "storage/lock.h"
 #include "utils/tuplestore.h"
 
 #include "cpht_table.h"
@@ -58,14 +56,8 @@ fop_relation(FunctionCallInfo fcinfo, RelFeedTake take, void *arg)
 	AttrNumber	attno;
 	int16		typlen;
 	bool		began;
-	LOCKTAG		tag;
-	bool		locked_before;
 
 	cpht_relfeed_begin(&f, handle, false, false, take, arg);
-	/* locked by the statement (relation_agg.c keeps it in the range
-	 * table): the query route reads with the statement's snapshot */
-	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
-	locked_before = LockHeldByMe(&tag, AccessShareLock);
 	rel = relation_open(relid, AccessShareLock);
 	attno = cpht_relscan_key_column(rel, key_column, false, &typlen);
 	cpht_relscan_check_select(rel, attno);
@@ -75,7 +67,7 @@ fop_relation(FunctionCallInfo fcinfo, RelFeedTake take, void *arg)
 	if (cpht_relscan_reads_all(rel))
 		cpht_relscan_scan(&f, rel, attno, typlen);
 	else
-		cpht_relscan_query(&f, rel, key_column, typlen, locked_before);
+		cpht_relscan_query(&f, rel, key_column, typlen);
 	relation_close(rel, AccessShareLock);
 	cpht_relfeed_finish(&f, take != NULL ? "cpht_fop_new_relation" : "cpht_fop_relation");
 	cpht_progress_end(began);

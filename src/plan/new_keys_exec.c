@@ -251,7 +251,7 @@ new_keys_start(NewKeysState *ns)
 			ns->store = tuplestore_begin_heap(false, false, work_mem);
 			ns->store_slot = MakeSingleTupleTableSlot(ns->css.ss.ss_ScanTupleSlot->tts_tupleDescriptor,
 													  &TTSOpsMinimalTuple);
-			cpht_relscan_query(&ns->feed, ns->rel, NameStr(ns->key_column), ns->typlen, false);
+			cpht_relscan_query(&ns->feed, ns->rel, NameStr(ns->key_column), ns->typlen);
 			cpht_relfeed_finish(&ns->feed, "cpht_fop_new");
 			count_sent(ns);
 		}

@@ -15,15 +15,16 @@
  *     SELECT cpht_fop_relation('seen_ids', 'staging'::regclass, 'id')
  *
  * When.  A SELECT whose one output column is cpht_fop_agg(h, col) with
- * neither FILTER, ORDER BY nor DISTINCT; FROM one plain table and nothing
- * else (not FROM ONLY; no WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, WITH,
- * window, locking clause or TABLESAMPLE, no row-level security policy that
- * applies; a role that may run both cpht_fop_agg and cpht_fop_relation;
- * the aggregate cpht's own, with its final function); col
- * a bigint column of that table as written (not an expression or a cast);
- * h an expression of no column, aggregate, subquery or set-returning
- * function.  Any other query keeps its aggregate.  The setting
- * cpht.fop_agg_relation_scan (on) turns the rewrite off.
+ * neither FILTER, ORDER BY nor DISTINCT; FROM one plain heap table of no
+ * children and nothing else (not FROM ONLY; no WHERE, GROUP BY, HAVING,
+ * ORDER BY, LIMIT, WITH, window, locking clause or TABLESAMPLE, no
+ * row-level security policy that applies; a role that may run both
+ * cpht_fop_agg and cpht_fop_relation; the aggregate cpht's own, with its
+ * final function); col a bigint column of that table as written (not an
+ * expression or a cast); h an expression of no column, aggregate,
+ * subquery or set-returning function.  Any other query keeps its
+ * aggregate.  The setting cpht.fop_agg_relation_scan (on) turns the
+ * rewrite off.
  *
  * Why the answer is the same.  Both send the column's non-NULL keys to
  * the table in batches of cpht.batch_size, check each against the table's
@@ -31,7 +32,9 @@
  * stays in the query's range table, though nothing scans it there: the
  * executor still checks the role's SELECT on the column and takes the
  * table's lock, as for the aggregate's plan; cpht_fop_relation checks the
- * privilege again and reads what a query would (stream/relation.c).
+ * privilege again and reads the table by its own parallel heap scan
+ * under the statement's snapshot (a cursor's, for a cursor), which is
+ * what the aggregate's scan reads (stream/heap_feed.c).
  * h is evaluated once rather than for every row, which the aggregate
  * requires to give the same handle anyway: with h = cpht_open('seen_ids')
  * written inline, that is one open and a parallel scan, where the
@@ -50,6 +53,7 @@
  */
 #include "postgres.h"
 
+#include "access/relation.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_collation.h"
@@ -95,6 +99,8 @@ plain_scan_of_one_table(Query *parse)
 {
 	RangeTblRef *ref;
 	RangeTblEntry *rte;
+	Relation	rel;
+	bool		heap_route;
 
 	if (parse->commandType != CMD_SELECT || parse->utilityStmt != NULL ||
 		parse->hasWindowFuncs || parse->hasTargetSRFs || parse->hasSubLinks ||
@@ -112,9 +118,21 @@ plain_scan_of_one_table(Query *parse)
 	if (!IsA(ref, RangeTblRef) || ref->rtindex != 1)
 		return false;
 	rte = linitial(parse->rtable);
-	/* not FROM ONLY: cpht_fop_relation reads a table's children too */
-	return rte->rtekind == RTE_RELATION && rte->relkind == RELKIND_RELATION &&
-		rte->inh && rte->tablesample == NULL && rte->securityQuals == NIL;
+	if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_RELATION ||
+		!rte->inh || rte->tablesample != NULL || rte->securityQuals != NIL)
+		return false;
+
+	/*
+	 * Read by the heap route, under the statement's snapshot, as the
+	 * aggregate's scan reads it.  A relation the query route would read
+	 * (an inheritance parent, say) keeps its aggregate: that route reads
+	 * under a snapshot of its own (stream/query_feed.c).  A child added
+	 * later invalidates this plan with the parent's relcache entry.
+	 */
+	rel = relation_open(rte->relid, AccessShareLock);
+	heap_route = cpht_relscan_reads_all(rel);
+	relation_close(rel, NoLock);
+	return heap_route;
 }
 
 bool

@@ -9,18 +9,14 @@
  *
  * Invariants: keys only (no tids); rows with a NULL key are skipped.
  *
- * Snapshot.  Where the statement locked the relation before the call (the
- * relation is in its range table: cpht_fop_agg over a whole table planned
- * as cpht_fop_relation, plan/relation_agg.c), the query reads with the
- * caller's active snapshot, the statement's or a cursor's, as the
- * aggregate's scan would: it runs read-only, so SPI neither advances the
- * command counter nor takes a new snapshot, and rows written after the
- * statement began (by a function that computed the handle, or between a
- * cursor's DECLARE and FETCH) are not read.  Where the call itself takes
- * the lock (the relation named only as an argument), it may have waited
- * for a transaction that wrote the relation, even gave it children; the
- * query then reads under a new snapshot, as a query of a volatile
- * function does, and sees what that transaction committed.
+ * Snapshot.  The query reads under a new snapshot, as a query in a
+ * volatile function does: SPI takes it after the relation's lock and the
+ * locks of its children, any of which the call may have waited for behind
+ * a transaction that wrote them, and so reads what that transaction
+ * committed.  The caller's snapshot, taken before those waits, would miss
+ * such rows in a child locked only by this query.  So cpht_fop_agg over a
+ * whole table, which must read the statement's snapshot, is planned as a
+ * call only for a relation the heap route reads (plan/relation_agg.c).
  *
  * Its locks are those of any query the caller runs; the
  * table calls stay in the leader, which may be in parallel mode, so the
@@ -82,8 +78,7 @@ feed_destroy(DestReceiver *self)
  * does), and no rows are copied into tuple tables.
  */
 void
-cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen,
-				   bool statement_snapshot)
+cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen)
 {
 	FeedReceiver r;
 	SPIExecuteOptions options;
@@ -109,7 +104,6 @@ cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typle
 		elog(ERROR, "SPI_connect failed");
 	memset(&options, 0, sizeof(options));
 	options.dest = (DestReceiver *) &r;
-	options.read_only = statement_snapshot;
 	rc = SPI_execute_extended(sql, &options);
 	/* a query whose rows go to a DestNone receiver reports SPI_OK_UTILITY */
 	if (rc != SPI_OK_UTILITY)

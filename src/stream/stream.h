@@ -222,10 +222,8 @@ extern int	cpht_relscan_workers(Relation rel);
 extern void cpht_relscan_scan(RelFeed *f, Relation rel, AttrNumber attno, int16 typlen);
 
 /* query_feed.c: every non-NULL key of SELECT key_column FROM rel into the feed (keys
- * only); under the active snapshot with statement_snapshot, else under a new
- * one (see the file's header). */
-extern void cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen,
-							   bool statement_snapshot);
+ * only), under a new snapshot (see the file's header). */
+extern void cpht_relscan_query(RelFeed *f, Relation rel, const char *key_column, int16 typlen);
 
 /*
  * progress.c: the progress of a long call, for cpht_stat_progress (api/),
