@@ -97,6 +97,21 @@ struct ice_fop1 : ice_level1<SW, B>
 	static constexpr int W = L::W;
 	explicit ice_fop1(const ice_args &args) : L(args) {}
 
+	/*
+	 * Two keys of the tile per round, the rounds a loop (gpu_coop.h).
+	 * Each round holds D copies of the claim loop below; unrolled rounds
+	 * of 4 keys (the level's default) put 4 copies in the kernel of a
+	 * 4-lane tile and 8 in that of an 8-lane one (32-slot buckets of 16-
+	 * and 32-bit slots), and that find-or-put ran 3-6% below the kernels
+	 * of 2026-11-22.  Rounds of 2 in a loop: 0.96-1.03x (16-bit) and
+	 * 1.08-1.14x (32-bit) of those on an H200, puts 1.03x and 1.12x,
+	 * tables of smaller buckets unchanged (test/bench/kernels/gpu-results.md).
+	 * Moving the first look for the key out of the claim loop, or writing
+	 * the first claim out before it, made the kernel slower (0.6-0.9x).
+	 */
+	static constexpr int D = W < 2 ? W : 2;
+	static constexpr bool ROLL = true;
+
 	__device__ __forceinline__ uint8_t run(const gpu_tile<W> &g, uint64_t k, snap &s) const
 	{
 		const uint64_t addr = this->address(k);
