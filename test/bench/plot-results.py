@@ -205,8 +205,8 @@ def cuco_figure(out_dir):
     sys.path.insert(0, os.path.join(HERE, "kernels"))
     from gpu_bench_csv import load_medians
 
-    cuco = load_medians([os.path.join(RESULTS, "cuco-h200-2026-11-28-late.csv")])
-    ours = load_medians([os.path.join(RESULTS, "gpu-bench-h200-2026-11-28.csv")])
+    cuco = load_medians([os.path.join(RESULTS, "cuco-h200-2026-11-29.csv")])
+    ours = load_medians([os.path.join(RESULTS, "gpu-bench-h200-2026-11-29.csv")])
 
     def best(rows, op, pos):
         b = {}
@@ -231,10 +231,10 @@ def cuco_figure(out_dir):
     ax.set_ylim(bottom=0)
     ax.set_title("GPU kernels against cuCollections' static_set, same keys, one run", fontsize=12, loc="left")
     ax.grid(True, alpha=0.35)
-    caption(fig, ax, "NVIDIA H200, 2026-11-28: at each fill cpht's best configuration of the run (0.3-0.5 GiB "
+    caption(fig, ax, "NVIDIA H200, 2026-11-29: at each fill cpht's best configuration of the run (0.3-0.5 GiB "
             "of slots) against cuCollections' best probing (1 GiB of 8-byte slots); 2^27 slots, keys uniform "
-            "in [0, 2^37) already on the GPU, medians. Data: test/bench/results/cuco-h200-2026-11-28-late.csv, "
-            "gpu-bench-h200-2026-11-28.csv (see test/bench/kernels/gpu-results.md).")
+            "in [0, 2^37) already on the GPU, medians. Data: test/bench/results/cuco-h200-2026-11-29.csv, "
+            "gpu-bench-h200-2026-11-29.csv (see test/bench/kernels/gpu-results.md).")
     save(fig, out_dir, "kernels-vs-cucollections-h200")
 
 
