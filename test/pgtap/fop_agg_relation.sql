@@ -9,7 +9,7 @@
 -- savepoints undo it; a shared table named inline by cpht_open or by its
 -- name when cpht is preloaded.
 BEGIN;
-SELECT plan(55);
+SELECT plan(59);
 
 \ir include/shared_sessions.psql
 \ir include/forced_parallel.psql
@@ -315,6 +315,19 @@ CREATE TABLE ar_prep AS SELECT g::bigint AS id FROM generate_series(1001, 1300) 
 SELECT is(pg_temp.value('EXECUTE ar_q'), '300',
 	'a prepared statement reads the table that has its name now');
 DEALLOCATE ar_q;
+-- a child given to the table later makes a prepared statement's plan
+-- again, and the parent keeps its aggregate
+CREATE TABLE ar_grow AS SELECT g::bigint AS id FROM generate_series(1, 100) g;
+SELECT cpht_create(10000) AS hg \gset
+PREPARE ar_g AS SELECT cpht_fop_agg(:hg, id) FROM ar_grow;
+SELECT is(pg_temp.value('EXECUTE ar_g'), '100', 'a prepared statement over a plain table');
+SELECT ok(pg_temp.plan('EXECUTE ar_g') !~ 'Aggregate', '... is planned as one call');
+CREATE TABLE ar_grow_child () INHERITS (ar_grow);
+INSERT INTO ar_grow_child SELECT g FROM generate_series(101, 130) g;
+SELECT ok(pg_temp.plan('EXECUTE ar_g') ~ 'Aggregate',
+	'once the table has a child, the prepared statement is planned again, as the aggregate');
+SELECT is(pg_temp.value('EXECUTE ar_g'), '30', '... which reads the child''s rows');
+DEALLOCATE ar_g;
 -- a handle as a parameter: evaluated once, in the generic plan too
 PREPARE ar_p(int) AS SELECT cpht_fop_agg($1, id) FROM ar_prep;
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true);
