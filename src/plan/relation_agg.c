@@ -99,8 +99,6 @@ plain_scan_of_one_table(Query *parse)
 {
 	RangeTblRef *ref;
 	RangeTblEntry *rte;
-	Relation	rel;
-	bool		heap_route;
 
 	if (parse->commandType != CMD_SELECT || parse->utilityStmt != NULL ||
 		parse->hasWindowFuncs || parse->hasTargetSRFs || parse->hasSubLinks ||
@@ -118,21 +116,27 @@ plain_scan_of_one_table(Query *parse)
 	if (!IsA(ref, RangeTblRef) || ref->rtindex != 1)
 		return false;
 	rte = linitial(parse->rtable);
-	if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_RELATION ||
-		!rte->inh || rte->tablesample != NULL || rte->securityQuals != NIL)
-		return false;
+	/* not FROM ONLY: cpht_fop_relation reads a table's children too */
+	return rte->rtekind == RTE_RELATION && rte->relkind == RELKIND_RELATION &&
+		rte->inh && rte->tablesample == NULL && rte->securityQuals == NIL;
+}
 
-	/*
-	 * Read by the heap route, under the statement's snapshot, as the
-	 * aggregate's scan reads it.  A relation the query route would read
-	 * (an inheritance parent, say) keeps its aggregate: that route reads
-	 * under a snapshot of its own (stream/query_feed.c).  A child added
-	 * later invalidates this plan with the parent's relcache entry.
-	 */
-	rel = relation_open(rte->relid, AccessShareLock);
-	heap_route = cpht_relscan_reads_all(rel);
+/*
+ * Whether cpht_fop_relation reads the table by its own heap scan, under
+ * the statement's snapshot, as the aggregate's scan reads it.  A relation
+ * the query route would read (an inheritance parent, say) keeps its
+ * aggregate: that route reads under a snapshot of its own
+ * (stream/query_feed.c).  A child added later invalidates the plan with
+ * the parent's relcache entry.  The parser holds the table's lock.
+ */
+static bool
+read_by_heap_scan(Oid relid)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	bool		heap_scan = cpht_relscan_reads_all(rel);
+
 	relation_close(rel, NoLock);
-	return heap_route;
+	return heap_scan;
 }
 
 bool
@@ -173,6 +177,9 @@ cpht_fop_agg_relation_rewrite(Query *parse)
 		contain_windowfuncs(handle) || expression_returns_set(handle) ||
 		checkExprHasSubLink(handle))
 		return false;
+	rte = linitial(parse->rtable);
+	if (!read_by_heap_scan(rte->relid))
+		return false;
 	fn = relation_function(agg->aggfnoid, exprType(handle));
 	/*
 	 * A role that may not run cpht_fop_relation keeps the aggregate; one
@@ -184,7 +191,6 @@ cpht_fop_agg_relation_rewrite(Query *parse)
 		pg_proc_aclcheck(agg->aggfnoid, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
 		return false;
 
-	rte = linitial(parse->rtable);
 	column = palloc0(sizeof(NameData));
 	namestrcpy(column, get_attname(rte->relid, key->varattno, false));
 	call = makeFuncExpr(fn, INT8OID,
