@@ -71,8 +71,11 @@ static ExecutorStart_hook_type prev_executor_start = NULL;
 static bool
 is_fop_agg(Oid aggfnoid)
 {
-	return cpht_aggregate_steps_with(aggfnoid, cpht_fop_agg_step) ||
-		cpht_aggregate_steps_with(aggfnoid, cpht_fop_new_agg_step);
+	Oid			transfn = cpht_aggregate_transfn(aggfnoid);
+
+	return OidIsValid(transfn) &&
+		(cpht_function_is(transfn, cpht_fop_agg_step) ||
+		 cpht_function_is(transfn, cpht_fop_new_agg_step));
 }
 
 /* ---- planning ------------------------------------------------------------ */

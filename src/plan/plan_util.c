@@ -85,16 +85,6 @@ cpht_aggregate_transfn(Oid aggfnoid)
 }
 
 bool
-cpht_aggregate_steps_with(Oid aggfnoid, PGFunction step)
-{
-	Oid			transfn,
-				finalfn;
-
-	return aggregate_functions(aggfnoid, &transfn, &finalfn) &&
-		cpht_function_is(transfn, step);
-}
-
-bool
 cpht_aggregate_is(Oid aggfnoid, PGFunction step, PGFunction final)
 {
 	Oid			transfn,

@@ -28,12 +28,10 @@ extern void cpht_plan_explain_table(int32 handle, ExplainState *es);
 extern Oid	cpht_aggregate_transfn(Oid aggfnoid);
 
 /* Whether aggfnoid is an aggregate whose transition function is the C
- * function step of this library (cpht_function_is). */
-extern bool cpht_aggregate_steps_with(Oid aggfnoid, PGFunction step);
-
-/* The same, and its final function is the C function final of this
- * library: an aggregate that only borrows cpht's step (CREATE AGGREGATE
- * with another final function or none) is not cpht's. */
+ * function step of this library (cpht_function_is) and whose final
+ * function is the C function final of this library: an aggregate that
+ * only borrows cpht's step (CREATE AGGREGATE with another final function
+ * or none) is not cpht's. */
 extern bool cpht_aggregate_is(Oid aggfnoid, PGFunction step, PGFunction final);
 
 /* api/'s functions as _PG_init handed them over (cpht_plan_set_entry_points). */
